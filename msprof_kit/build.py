@@ -1,0 +1,1052 @@
+"""From one collection's raw data to the store's tables (host tree, tasks, device logs, PMU).
+
+Each step is a function over column arrays / DataFrames; no per-record Python loop on a path
+whose length grows with the number of tasks (loops run over threads, streams or distinct
+strings). The rules follow the reference's C++ path (host_formats.md §2.7, device_formats.md
+§3, §4 and §7, outputs.md §8), with deliberate improvements documented in docs/store.md:
+a bad record costs that record, and device tasks pair with host tasks by time as well as ids.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+
+from .parsers import device as D
+from .parsers import host as H
+from .parsers import records as R
+from .parsers.stream import read_stream
+from . import metrics
+from .errors import Diagnostics, MissingControlFile, NoData
+from .layout import NPU_NAMES, Chip, Collection, ResultDir, data_files
+from .timebase import Clock, device_clock, host_clock, wall_offset_ns
+
+INVALID_CTX = 4294967295
+NO_MODEL = 4294967295
+LEVEL_ACL, LEVEL_MODEL, LEVEL_NODE, LEVEL_HCCL, LEVEL_RUNTIME = 20000, 15000, 10000, 5500, 5000
+TREE_LEVELS = (LEVEL_HCCL, LEVEL_NODE, LEVEL_MODEL, LEVEL_ACL)  # deepest first
+GE_TASK_TYPES = {0: "AI_CORE", 1: "AI_CPU", 2: "AI_VECTOR_CORE", 3: "WRITE_BACK", 4: "MIX_AIC", 5: "MIX_AIV",
+                 6: "FFTS_PLUS", 7: "DSA_SQE", 8: "DVPP", 9: "COMMUNICATION", 10: "FUSION", 11: "INVALID",
+                 256: "HCCL_AI_CPU"}
+KERNEL_FALLBACK = {"KERNEL_AICORE": "AI_CORE", "KERNEL_AIVEC": "AI_VECTOR_CORE", "KERNEL_AICPU": "AI_CPU",
+                   "KERNEL_MIX_AIC": "MIX_AIC", "KERNEL_MIX_AIV": "MIX_AIV", "KERNEL_SIMT": "AI_VECTOR_CORE"}
+MIX_TYPES = ("KERNEL_MIX_AIC", "KERNEL_MIX_AIV")
+COMPUTE_HOST_TYPES = ("KERNEL_AICORE", "KERNEL_AIVEC", "FFTS_PLUS", "KERNEL_MIX_AIC", "KERNEL_MIX_AIV",
+                      "PROFILING_ENABLE", "PROFILING_DISABLE")
+
+
+@dataclass
+class Built:
+    """Everything the store holds for one collection, as DataFrames by table name."""
+
+    tables: Dict[str, pd.DataFrame] = field(default_factory=dict)
+    info: List[Tuple[int, str, str]] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------
+# Clocks
+
+def _start_info(rd: ResultDir, coll: Collection) -> Dict[str, object]:
+    if rd.start_info.get("collectionTimeBegin") not in (None, ""):
+        return rd.start_info
+    for other in coll.result_dirs():
+        if other.start_info.get("collectionTimeBegin") not in (None, ""):
+            return other.start_info
+    raise MissingControlFile("no start_info with collectionTimeBegin and clockMonotonicRaw; expected "
+                             "start_info (host) or start_info.N (device) to place times on the wall clock",
+                             path=rd.path)
+
+
+def wall_offset(rd: ResultDir, coll: Collection) -> int:
+    info = _start_info(rd, coll)
+    try:
+        return wall_offset_ns(int(str(info["collectionTimeBegin"])), int(str(info.get("clockMonotonicRaw", 0))))
+    except (KeyError, ValueError) as exc:
+        raise MissingControlFile(f"start_info lacks a numeric collectionTimeBegin / clockMonotonicRaw ({exc})",
+                                 path=rd.files.get("start_info", rd.path)) from exc
+
+
+def session_ns(coll: Collection) -> Tuple[int, int]:
+    """(start, end) of the collection in local ns, from start_info / end_info."""
+    start = end = 0
+    for rd in coll.result_dirs():
+        b = str(rd.start_info.get("collectionTimeBegin", "") or "")
+        e = str(rd.end_info.get("collectionTimeEnd", "") or "")
+        if b.isdigit() and not start:
+            start = int(b) * 1000
+        if e.isdigit() and not end:
+            end = int(e) * 1000
+    if start and not end:
+        end = start + 30 * 60 * 10 ** 9  # the reference's default when end_info is absent
+    return start, end
+
+
+def host_clock_of(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Clock:
+    offset = wall_offset(rd, coll)
+    freq = rd.host_freq_mhz()
+    if freq is None:
+        return host_clock(None, 0, 0, 0, offset)
+    hs = rd.host_start
+    if "clock_monotonic_raw" not in hs or "cntvct" not in hs:
+        raise MissingControlFile("host_start.log lacks clock_monotonic_raw / cntvct; expected both to convert "
+                                 "host counter ticks", path=rd.files.get("host_start.log", rd.path))
+    return host_clock(freq, hs["clock_monotonic_raw"], hs["cntvct"], hs.get("cntvct_diff", 0), offset)
+
+
+def device_clock_of(rd: ResultDir, coll: Collection) -> Clock:
+    offset = wall_offset(rd, coll)
+    text = str(rd.device_info().get("hwts_frequency", "")).strip()
+    try:
+        mhz = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        mhz = Fraction(0)
+    if mhz <= 0:
+        raise MissingControlFile(f"DeviceInfo[0].hwts_frequency is {text!r}; expected the system counter "
+                                 f"frequency in MHz", path=rd.files.get("info.json", rd.path))
+    if "cntvct" not in rd.dev_start:
+        raise MissingControlFile("no dev_start.log.N with cntvct; expected the device counter at the sync point",
+                                 path=rd.files.get("dev_start.log", rd.path))
+    if "clock_monotonic_raw" not in rd.host_start:
+        raise MissingControlFile("no host_start.log.N with clock_monotonic_raw; expected the host time at the "
+                                 "sync point", path=rd.files.get("host_start.log", rd.path))
+    freq = rd.host_freq_mhz()
+    host_mono = rd.host_start["clock_monotonic_raw"]
+    if freq is not None and rd.host_start.get("cntvct_diff"):
+        host_mono += round(Fraction(rd.host_start["cntvct_diff"] * 1000) / freq)
+    return device_clock(mhz, rd.dev_start["cntvct"], host_mono, offset)
+
+
+# ------------------------------------------------------------------------------------------------
+# Host side
+
+@dataclass
+class HostData:
+    apis: pd.DataFrame           # one row per API (events merged), with connection ids
+    tracks: pd.DataFrame         # one row per task_track, associated
+    compute: pd.DataFrame        # one row per host compute task (COMPUTE_TASK_INFO source)
+    models: pd.DataFrame         # model id -> name
+    pid: int
+
+
+def _read_group(rd: ResultDir, files: Dict[Tuple[str, str], List[str]], kind: str,
+                groups: Sequence[str]) -> Tuple[np.ndarray, list]:
+    paths: List[str] = []
+    for g in groups:
+        paths += files.get((kind, g), [])
+    return read_stream(paths)
+
+
+def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
+                diag: Diagnostics) -> Dict[str, str]:
+    table: Dict[str, str] = {}
+    for group in ("unaging", "aging"):
+        for path in files.get((kind, group), []):
+            with open(path, "rb") as f:
+                text = f.read().decode("utf-8", errors="replace")
+            part, issues = H.parse_dictionary(text, path, typed)
+            diag.extend(issues)
+            table.update(part)
+    return table
+
+
+def _merge_events(cols: Dict[str, np.ndarray], diag: Diagnostics, where: str) -> pd.DataFrame:
+    """Api records as they are; Event records paired in stream order on (level, type, thread,
+    request, item): first = begin, second = end. Returns one frame of APIs with `order`."""
+    n = len(cols["level"])
+    df = pd.DataFrame({
+        "level": cols["level"].astype(np.int64), "type": cols["type"].astype(np.int64),
+        "thread": cols["thread_id"].astype(np.int64), "reserve": cols["reserve"].astype(np.int64),
+        "begin": cols["begin"].astype(np.int64), "end": cols["end"].view(np.int64),
+        "item": cols["item_id"], "order": np.arange(n, dtype=np.int64), "is_event": cols["is_event"],
+    })
+    apis = df[~df["is_event"]]
+    ev = df[df["is_event"]]
+    if len(ev):
+        keys = ["level", "type", "thread", "reserve", "item"]
+        ev = ev.sort_values("order", kind="stable")
+        rank = ev.groupby(keys, sort=False).cumcount().to_numpy()
+        ev = ev.assign(rank=rank, pair=rank // 2)
+        first = ev[ev["rank"] % 2 == 0]
+        second = ev[ev["rank"] % 2 == 1]
+        merged = first.merge(second[keys + ["pair", "begin", "order"]], on=keys + ["pair"], suffixes=("", "_2"))
+        leftover = len(ev) - 2 * len(merged)
+        if leftover:
+            diag.warn(f"{where}: {leftover} begin/end event records have no partner; dropped")
+        merged = merged.assign(end=merged["begin_2"], order=merged["order_2"])
+        apis = pd.concat([apis, merged[apis.columns]], ignore_index=True)
+    return apis.drop(columns="is_event").sort_values("order", kind="stable").reset_index(drop=True)
+
+
+def _contain(p_thread: np.ndarray, p_time: np.ndarray, a_thread: np.ndarray, a_begin: np.ndarray,
+             a_end: np.ndarray) -> np.ndarray:
+    """Index of the API (same thread, begin < t <= end, latest begin) containing each point, or -1."""
+    out = np.full(len(p_time), -1, dtype=np.int64)
+    if len(a_begin) == 0 or len(p_time) == 0:
+        return out
+    for thread in np.unique(p_thread):
+        pm = np.flatnonzero(p_thread == thread)
+        am = np.flatnonzero(a_thread == thread)
+        if len(am) == 0:
+            continue
+        order = am[np.argsort(a_begin[am], kind="stable")]
+        begins = a_begin[order]
+        idx = np.searchsorted(begins, p_time[pm], side="left") - 1
+        ok = idx >= 0
+        cand = order[np.clip(idx, 0, None)]
+        ok &= p_time[pm] <= a_end[cand]
+        out[pm[ok]] = cand[ok]
+    return out
+
+
+def _take(idx: np.ndarray, found: np.ndarray) -> np.ndarray:
+    """idx[found] where found >= 0, else -1 (idx may be empty)."""
+    if len(idx) == 0:
+        return np.full(len(found), -1, dtype=np.int64)
+    return np.where(found >= 0, idx[np.clip(found, 0, None)], -1)
+
+
+def _tree_mask(apis: pd.DataFrame) -> np.ndarray:
+    """APIs that enter the call tree: acl/model/node/hccl levels, non-empty, acl/model/hccl
+    without overlap with an earlier one of the same level on the thread."""
+    level = apis["level"].to_numpy()
+    mask = np.isin(level, TREE_LEVELS) & (apis["begin"].to_numpy() != apis["end"].to_numpy())
+    check = mask & (level != LEVEL_NODE)
+    if check.any():
+        sub = apis[check].sort_values(["thread", "level", "begin"], kind="stable")
+        prev_end = sub.groupby(["thread", "level"], sort=False)["end"].transform(
+            lambda s: s.shift(1).cummax()).to_numpy()
+        redundant = ~np.isnan(prev_end) & (sub["begin"].to_numpy() <= np.nan_to_num(prev_end, nan=-1))
+        mask[sub.index.to_numpy()[redundant]] = False
+    return mask
+
+
+def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Optional[HostData]:
+    files = data_files(rd)
+    if not files:
+        diag.warn(f"{rd.data_dir}: no host data files; expected *.api_event.data.slice_N and friends")
+        return None
+    clock = host_clock_of(rd, coll, diag)
+    hashes = _dictionary(files, "hash_dic", False, diag)
+    types = _dictionary(files, "type_info_dic", True, diag)
+    pid_text = str(rd.info.get("pid", "0"))
+    pid = int(pid_text) if pid_text.isdigit() else 0
+
+    # APIs: one stream, unaging first then aging (slices in order)
+    buf, pieces = _read_group(rd, files, "api_event", ("unaging", "aging"))
+    cols, issues = H.decode_api_event(buf, pieces)
+    diag.extend(issues)
+    apis = _merge_events(cols, diag, f"{rd.data_dir}/*.api_event.data")
+    zero = apis["begin"] == 0
+    if zero.any():
+        diag.warn(f"{rd.data_dir}: {int(zero.sum())} API records have begin time 0; dropped")
+        apis = apis[~zero].reset_index(drop=True)
+    apis = _name_apis(apis, types, hashes)
+    apis["start_ns"] = clock.to_ns(apis["begin"].to_numpy())
+    apis["end_ns"] = clock.to_ns(apis["end"].to_numpy())
+    apis = apis.sort_values(["begin", "level", "thread", "order"], ascending=[True, False, True, True],
+                            kind="stable").reset_index(drop=True)
+    apis["conn"] = np.arange(1, len(apis) + 1, dtype=np.int64)
+    tree = _tree_mask(apis)
+
+    # compact / additional records, each tagged with its file class
+    def records(kind: str) -> pd.DataFrame:
+        frames = []
+        for group in ("unaging", "aging"):
+            paths = files.get((kind, group), [])
+            if not paths:
+                continue
+            b, p = read_stream(paths)
+            c, iss = H.decode_compact(kind, b, p)
+            diag.extend(iss)
+            c = {k: v for k, v in c.items() if v.ndim == 1}
+            frames.append(pd.DataFrame(c).assign(aging=group == "aging"))
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    tracks = records("task_track")
+    nbi = records("node_basic_info")
+    ctx = _context_ids(rd, files, diag)
+    tensors = _tensor_texts(rd, files, diag)
+    models = _model_names(rd, files, hashes, diag)
+
+    node = tree & (apis["level"].to_numpy() == LEVEL_NODE)
+    a_thread = apis["thread"].to_numpy()
+    a_begin = apis["begin"].to_numpy()
+    a_end = apis["end"].to_numpy()
+
+    def attach(df: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+        if df.empty:
+            return np.zeros(0, dtype=np.int64)
+        idx = np.flatnonzero(mask)
+        found = _contain(df["thread_id"].to_numpy().astype(np.int64), df["timestamp"].to_numpy().astype(np.int64),
+                         a_thread[idx], a_begin[idx], a_end[idx])
+        return _take(idx, found)
+
+    if tracks.empty:
+        empty = pd.DataFrame()
+        return HostData(apis=apis, tracks=empty, compute=empty, models=models, pid=pid)
+
+    # deepest tree API containing each task track
+    t_thread = tracks["thread_id"].to_numpy().astype(np.int64)
+    t_time = tracks["timestamp"].to_numpy().astype(np.int64)
+    parent = np.full(len(tracks), -1, dtype=np.int64)
+    level = apis["level"].to_numpy()
+    for lv in TREE_LEVELS:
+        idx = np.flatnonzero(tree & (level == lv))
+        todo = np.flatnonzero(parent < 0)
+        if len(idx) == 0 or len(todo) == 0:
+            continue
+        found = _contain(t_thread[todo], t_time[todo], a_thread[idx], a_begin[idx], a_end[idx])
+        hit = found >= 0
+        parent[todo[hit]] = idx[found[hit]]
+    model_mask = tree & (level == LEVEL_MODEL)
+    midx = np.flatnonzero(model_mask)
+    mfound = _contain(t_thread, t_time, a_thread[midx], a_begin[midx], a_end[midx])
+    model_api = _take(midx, mfound)
+
+    type_names = np.array([types.get(f"5000_{int(t)}", str(int(t))) for t in tracks["task_type"].to_numpy()],
+                          dtype=object) if len(tracks) < 4096 else _map_names(tracks["task_type"].to_numpy(), types)
+    tracks = tracks.assign(
+        type_name=type_names,
+        stream_id=tracks["stream_id"].astype(np.int64),
+        task_low=(tracks["task_id"].to_numpy() & 0xFFFF).astype(np.int64),
+        batch=(tracks["task_id"].to_numpy() >> 16).astype(np.int64),
+        ts_ns=clock.to_ns(t_time),
+        parent=parent,
+        parent_level=np.where(parent >= 0, level[np.clip(parent, 0, None)], -1),
+        model_id=np.where(model_api >= 0, apis["item"].to_numpy().astype(np.int64)[np.clip(model_api, 0, None)],
+                          NO_MODEL),
+        request_id=np.where(model_api >= 0, apis["reserve"].to_numpy()[np.clip(model_api, 0, None)], -1),
+        conn=np.where(parent >= 0, apis["conn"].to_numpy()[np.clip(parent, 0, None)], -1),
+        kernel=_hash_names(tracks["kernel_name"].to_numpy(), hashes),
+    )
+    tracks = tracks[tracks["type_name"] != "MAINTENANCE"].reset_index(drop=True)
+    compute = _compute_tasks(tracks, nbi, tensors, ctx, apis, attach, node, hashes)
+    return HostData(apis=apis, tracks=tracks, compute=compute, models=models, pid=pid)
+
+
+def _map_names(values: np.ndarray, types: Dict[str, str]) -> np.ndarray:
+    uniq, inv = np.unique(values, return_inverse=True)
+    names = np.array([types.get(f"5000_{int(u)}", str(int(u))) for u in uniq], dtype=object)
+    return names[inv]
+
+
+def _hash_names(values: np.ndarray, hashes: Dict[str, str], missing: str = "") -> np.ndarray:
+    uniq, inv = np.unique(values, return_inverse=True)
+    names = np.array([hashes.get(str(int(u)), missing if int(u) else "") for u in uniq], dtype=object)
+    return names[inv] if len(values) else np.zeros(0, dtype=object)
+
+
+def _name_apis(apis: pd.DataFrame, types: Dict[str, str], hashes: Dict[str, str]) -> pd.DataFrame:
+    pairs = apis[["level", "type"]].drop_duplicates()
+    lookup = {}
+    for level, typ in pairs.itertuples(index=False):
+        lookup[(level, typ)] = types.get(f"{level}_{typ}", str(typ))
+    names = np.array([lookup[k] for k in zip(apis["level"], apis["type"])], dtype=object) if len(apis) else \
+        np.zeros(0, dtype=object)
+    hccl = apis["level"].to_numpy() == LEVEL_HCCL
+    if hccl.any():
+        names[hccl] = _hash_names(apis["item"].to_numpy()[hccl], hashes)
+    struct = np.where(apis["level"].to_numpy() == LEVEL_ACL, (apis["type"].to_numpy() >> 16), -1)
+    return apis.assign(name=names, category=struct)
+
+
+def _context_ids(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
+    frames = []
+    for group in ("unaging", "aging"):
+        paths = files.get(("context_id_info", group), [])
+        if not paths:
+            continue
+        b, p = read_stream(paths)
+        arr_cols, issues = H.decode_compact("context_id_info", b, p)
+        diag.extend(issues)
+        n = len(arr_cols["timestamp"])
+        first = np.where(arr_cols["ctx_num"] > 0, arr_cols["ctx_ids"][:, 0] if n else 0, INVALID_CTX)
+        frames.append(pd.DataFrame({"thread_id": arr_cols["thread_id"].astype(np.int64),
+                                    "timestamp": arr_cols["timestamp"].astype(np.int64),
+                                    "ctx": first.astype(np.int64)}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _tensor_texts(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
+    frames = []
+    for group in ("unaging", "aging"):
+        paths = files.get(("tensor_info", group), [])
+        if not paths:
+            continue
+        b, p = read_stream(paths)
+        from .parsers.stream import decode_stream
+        arr, _, issues = decode_stream(R.TENSOR_INFO, b, p, H._host_valid, H._EXPECT)
+        diag.extend(issues)
+        group_idx, texts = H.render_tensors(arr)
+        first = np.unique(group_idx, return_index=True)[1]
+        frames.append(pd.DataFrame({
+            "thread_id": arr["thread_id"][first].astype(np.int64),
+            "timestamp": arr["timestamp"][first].astype(np.int64),
+            "text": texts[group_idx[first]],
+        }))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _model_names(rd: ResultDir, files, hashes: Dict[str, str], diag: Diagnostics) -> pd.DataFrame:
+    frames = []
+    for group in ("unaging", "aging"):
+        paths = files.get(("graph_id_map", group), [])
+        if not paths:
+            continue
+        b, p = read_stream(paths)
+        c, issues = H.decode_compact("graph_id_map", b, p)
+        diag.extend(issues)
+        frames.append(pd.DataFrame({"model_id": c["model_id"].astype(np.int64),
+                                    "name": _hash_names(c["model_name"], hashes)}))
+    if not frames:
+        return pd.DataFrame({"model_id": np.zeros(0, np.int64), "name": np.zeros(0, dtype=object)})
+    return pd.concat(frames, ignore_index=True).drop_duplicates("model_id", keep="last")
+
+
+def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFrame, ctx: pd.DataFrame,
+                   apis: pd.DataFrame, attach, node_mask: np.ndarray, hashes: Dict[str, str]) -> pd.DataFrame:
+    """Host compute tasks: task tracks under a node launch with a KERNEL* type (op info from the
+    launch's node_basic_info / tensor_info / context_id_info), or kernel tracks without a launch
+    (named by their kernel)."""
+    names = tracks["type_name"].to_numpy().astype(str)
+    kernel_like = np.char.startswith(names, "KERNEL") | (names == "FFTS_PLUS") | np.char.startswith(names, "STARS_COMMON")
+    under_node = tracks["parent_level"].to_numpy() == LEVEL_NODE
+    fallback = ~under_node & np.isin(names, list(KERNEL_FALLBACK))
+    chosen = (under_node & kernel_like) | fallback
+    sel = tracks[chosen].copy()
+    sel["fallback"] = fallback[chosen]
+    n = len(sel)
+    # op info by the launch API the track hangs under
+    op_name = np.full(n, "", dtype=object)
+    op_type = np.full(n, "", dtype=object)
+    ge_type = np.full(n, "", dtype=object)
+    block = np.zeros(n, dtype=np.int64)
+    mix = np.zeros(n, dtype=np.int64)
+    flag = np.full(n, "N/A", dtype=object)
+    state = np.full(n, "N/A", dtype=object)
+    has_info = np.zeros(n, dtype=bool)
+    if not nbi.empty:
+        nbi_api = attach(nbi, node_mask)
+        info = nbi.assign(api=nbi_api)
+        info = info[info["api"] >= 0].drop_duplicates("api", keep="first").set_index("api")
+        pos = info.index.get_indexer(sel["parent"].to_numpy())
+        found = (pos >= 0) & ~sel["fallback"].to_numpy()
+        rows = info.iloc[pos[found]]
+        op_name[found] = _hash_names(rows["op_name"].to_numpy(), hashes)
+        op_type[found] = _hash_names(rows["op_type"].to_numpy(), hashes)
+        ge_type[found] = [GE_TASK_TYPES.get(int(t), str(int(t))) for t in rows["task_type"].to_numpy()] \
+            if found.sum() < 4096 else _ge_names(rows["task_type"].to_numpy())
+        bd = rows["block_dim"].to_numpy().astype(np.int64)
+        block[found] = bd & 0xFFFF
+        mix[found] = (bd & 0xFFFF) * (bd >> 16)
+        flag[found] = np.where(rows["op_flag"].to_numpy() != 0, "YES", "NO")
+        state[found] = np.where(rows["aging"].to_numpy(), "dynamic", "static")
+        has_info = found
+    kernel = sel["kernel"].to_numpy()
+    type_name = sel["type_name"].to_numpy().astype(str)
+    no_info = ~has_info
+    op_name[no_info] = kernel[no_info]
+    op_type[no_info] = kernel[no_info]
+    ge_type[no_info] = [KERNEL_FALLBACK.get(t, "N/A") for t in type_name[no_info]]
+    ext = sel["data_len"].to_numpy() == 40
+    block = np.where(ext, sel["num_blocks"].to_numpy().astype(np.int64), block)
+    mix = np.where(ext, sel["num_blocks"].to_numpy().astype(np.int64) * sel["ratio"].to_numpy().astype(np.int64), mix)
+    texts = np.full(n, None, dtype=object)
+    if not tensors.empty:
+        t_api = attach(tensors, node_mask)
+        tinfo = tensors.assign(api=t_api)
+        tinfo = tinfo[tinfo["api"] >= 0].drop_duplicates("api", keep="first").set_index("api")
+        pos = tinfo.index.get_indexer(sel["parent"].to_numpy())
+        found = (pos >= 0) & has_info
+        texts[found] = tinfo["text"].to_numpy()[pos[found]]
+    ctx_id = np.where(np.isin(type_name, MIX_TYPES), 0, INVALID_CTX).astype(np.int64)
+    if not ctx.empty:
+        c_api = attach(ctx, node_mask)
+        cinfo = ctx.assign(api=c_api)
+        cinfo = cinfo[cinfo["api"] >= 0].drop_duplicates("api", keep="first").set_index("api")
+        pos = cinfo.index.get_indexer(sel["parent"].to_numpy())
+        found = (pos >= 0) & has_info
+        ctx_id[found] = cinfo["ctx"].to_numpy()[pos[found]]
+    blank = ("N/A",) * 6
+    tex = [t if t is not None else blank for t in texts] if n < 4096 else _fill_texts(texts, blank)
+    tex_arr = np.array(tex, dtype=object).reshape(n, 6) if n else np.zeros((0, 6), dtype=object)
+    out = pd.DataFrame({
+        "track": sel.index.to_numpy(), "device_id": sel["device_id"].to_numpy().astype(np.int64),
+        "stream_id": sel["stream_id"].to_numpy(), "task_id": sel["task_low"].to_numpy(),
+        "batch": sel["batch"].to_numpy(), "ctx": ctx_id, "op_name": op_name, "op_type": op_type,
+        "ge_type": ge_type, "block": block, "mix": mix, "hf32": flag, "state": state,
+        "in_shapes": tex_arr[:, 0], "in_dtypes": tex_arr[:, 1], "in_formats": tex_arr[:, 2],
+        "out_shapes": tex_arr[:, 3], "out_dtypes": tex_arr[:, 4], "out_formats": tex_arr[:, 5],
+        "model_id": sel["model_id"].to_numpy(), "request_id": sel["request_id"].to_numpy(),
+        "conn": np.where(has_info, sel["conn"].to_numpy(), sel["conn"].to_numpy()),
+    })
+    for col in ("in_shapes", "out_shapes"):
+        out.loc[out[col] == '""', col] = "N/A"
+    for col in ("in_dtypes", "in_formats", "out_dtypes", "out_formats"):
+        out.loc[out[col] == "", col] = "N/A"
+    return out
+
+
+def _ge_names(values: np.ndarray) -> np.ndarray:
+    uniq, inv = np.unique(values, return_inverse=True)
+    return np.array([GE_TASK_TYPES.get(int(u), str(int(u))) for u in uniq], dtype=object)[inv]
+
+
+def _fill_texts(texts: np.ndarray, blank: Tuple[str, ...]) -> List[Tuple[str, ...]]:
+    missing = np.array([t is None for t in texts])
+    texts[missing] = [blank] * int(missing.sum())
+    return list(texts)
+
+
+# ------------------------------------------------------------------------------------------------
+# Device side
+
+@dataclass
+class DeviceData:
+    device_id: int
+    tasks: pd.DataFrame      # stream_id, task_id, ctx, batch, start, end (syscnt), start_ns, end_ns, dev_type
+    pmu: pd.DataFrame        # per task index: metric columns (ns / ratios), for tasks with PMU
+    clock: Clock
+
+
+def _pairs(cols: Dict[str, np.ndarray], keys: Sequence[str], what: str, where: str,
+           diag: Diagnostics) -> Tuple[np.ndarray, np.ndarray]:
+    starts, ends, lost_end, lost_start = D.pair_start_end([cols[k] for k in keys], cols["syscnt"], cols["is_start"])
+    if lost_end:
+        diag.warn(f"{where}: {lost_end} {what} start records have no end record; those tasks are dropped")
+    if lost_start:
+        diag.warn(f"{where}: {lost_start} {what} end records have no start record; dropped")
+    return starts, ends
+
+
+def _flip_batches(tasks: pd.DataFrame, flips: Dict[str, np.ndarray]) -> np.ndarray:
+    """Batch id of each device task: flips (task-id wrap records) on its stream at or before its start."""
+    batch = np.zeros(len(tasks), dtype=np.int64)
+    if not len(flips.get("syscnt", ())):
+        return batch
+    stream = tasks["stream_id"].to_numpy()
+    start = tasks["start"].to_numpy()
+    for s in np.unique(flips["stream_id"]):
+        f = np.sort(flips["syscnt"][flips["stream_id"] == s])
+        m = np.flatnonzero(stream == s)
+        batch[m] = np.searchsorted(f, start[m], side="right")
+    return batch
+
+
+def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) -> Optional[DeviceData]:
+    files = data_files(rd)
+    try:
+        clock = device_clock_of(rd, coll)
+    except MissingControlFile as exc:
+        diag.warn(f"{exc}; device {rd.device_id} is skipped")
+        return None
+    frames: List[pd.DataFrame] = []
+    ctx_pmu = blk_pmu = aic_pmu = None
+    flips: Dict[str, np.ndarray] = {}
+    step = None
+    if ("ts_track.data", "") in files:
+        buf, pieces = read_stream(files[("ts_track.data", "")])
+        ts, issues = D.decode_ts_track(buf, pieces)
+        diag.extend(issues)
+        flips, step = ts["flip"], ts["step"]
+    if chip.family == "stars":
+        if ("stars_soc.data", "") in files:
+            buf, pieces = read_stream(files[("stars_soc.data", "")])
+            acsq, ffts, issues = D.decode_stars_soc(buf, pieces)
+            diag.extend(issues)
+            where = f"{rd.data_dir}/stars_soc.data.{rd.device_id}.*"
+            s, e = _pairs(acsq, ("stream_id", "task_id"), "ACSQ task", where, diag)
+            frames.append(pd.DataFrame({
+                "stream_id": acsq["stream_id"][s], "task_id": acsq["task_id"][s], "ctx": INVALID_CTX,
+                "start": acsq["syscnt"][s], "end": acsq["syscnt"][e],
+                "dev_type": _lookup(acsq["sqe_type"][s], D.SQE_TYPES)}))
+            s, e = _pairs(ffts, ("stream_id", "task_id", "subtask_id", "thread_id"), "FFTS+ subtask", where, diag)
+            frames.append(pd.DataFrame({
+                "stream_id": ffts["stream_id"][s], "task_id": ffts["task_id"][s],
+                "ctx": np.where(ffts["ffts_type"][s] == D.FFTS_PLUS, ffts["subtask_id"][s], INVALID_CTX),
+                "start": ffts["syscnt"][s], "end": ffts["syscnt"][e],
+                "dev_type": _lookup(ffts["subtask_type"][s], D.SUBTASK_TYPES)}))
+        if ("ffts_profile.data", "") in files:
+            buf, pieces = read_stream(files[("ffts_profile.data", "")])
+            ctx_pmu, blk_pmu, issues = D.decode_ffts_profile(buf, pieces)
+            diag.extend(issues)
+    else:
+        if ("hwts.data", "") in files:
+            buf, pieces = read_stream(files[("hwts.data", "")])
+            hw, issues = D.decode_hwts(buf, pieces)
+            diag.extend(issues)
+            s, e = _pairs(hw, ("stream_id", "task_id"), "HWTS task", f"{rd.data_dir}/hwts.data.{rd.device_id}.*", diag)
+            order = np.argsort(hw["syscnt"][e], kind="stable")
+            s, e = s[order], e[order]
+            frames.append(pd.DataFrame({
+                "stream_id": hw["stream_id"][s], "task_id": hw["task_id"][s], "ctx": INVALID_CTX,
+                "start": hw["syscnt"][s], "end": hw["syscnt"][e],
+                "dev_type": _lookup(hw["task_type"][e], D.HWTS_TASK_TYPES)}))
+        if ("aicore.data", "") in files:
+            buf, pieces = read_stream(files[("aicore.data", "")])
+            aic_pmu, issues = D.decode_aic_pmu(buf, pieces)
+            diag.extend(issues)
+    tasks = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        {"stream_id": [], "task_id": [], "ctx": [], "start": [], "end": [], "dev_type": []})
+    tasks = tasks.astype({"stream_id": np.int64, "task_id": np.int64, "ctx": np.int64, "start": np.int64,
+                          "end": np.int64})
+    tasks = tasks.sort_values(["start", "stream_id", "task_id"], kind="stable").reset_index(drop=True)
+    tasks["batch"] = _flip_batches(tasks, flips)
+    tasks["start_ns"] = clock.to_ns(tasks["start"].to_numpy())
+    tasks["end_ns"] = clock.to_ns(tasks["end"].to_numpy())
+    dev = DeviceData(device_id=rd.device_id, tasks=tasks, pmu=pd.DataFrame(), clock=clock)
+    dev.ctx_pmu, dev.blk_pmu, dev.aic_pmu, dev.step = ctx_pmu, blk_pmu, aic_pmu, step  # type: ignore[attr-defined]
+    return dev
+
+
+def _lookup(values: np.ndarray, table: Dict[int, str]) -> np.ndarray:
+    uniq, inv = np.unique(values, return_inverse=True)
+    return np.array([table.get(int(u), str(int(u))) for u in uniq], dtype=object)[inv] if len(values) else \
+        np.zeros(0, dtype=object)
+
+
+# ------------------------------------------------------------------------------------------------
+# Host task <-> device task
+
+def match_tasks(host: Optional[HostData], dev: DeviceData) -> pd.DataFrame:
+    """Each device task with the host task it ran for: same stream, task id and context, and the
+    latest host record issued before it (static-graph tasks recorded once at load pair with
+    every execution; reused task ids pair with their own launch). Adds host columns; device-only
+    tasks keep `track` = -1."""
+    tasks = dev.tasks.copy()
+    tasks["track"] = -1
+    if host is None or host.tracks.empty or tasks.empty:
+        return tasks
+    tr = host.tracks
+    on_dev = tr["device_id"].to_numpy() == dev.device_id
+    tr = tr[on_dev]
+    if tr.empty:
+        return tasks
+    type_name = tr["type_name"].to_numpy().astype(str)
+    # context keys: the default, the op's context id (MIX ops run as FFTS+ context 0)
+    ctx_of = pd.Series(INVALID_CTX, index=tr.index, dtype=np.int64)
+    if not host.compute.empty:
+        comp = host.compute.set_index("track")["ctx"]
+        common = comp.index.intersection(tr.index)
+        ctx_of.loc[common] = comp.loc[common].to_numpy()
+    mix = np.isin(type_name, MIX_TYPES)
+    keys = pd.concat([
+        pd.DataFrame({"track": tr.index, "ctx": INVALID_CTX}),
+        pd.DataFrame({"track": tr.index[ctx_of.to_numpy() != INVALID_CTX],
+                      "ctx": ctx_of.to_numpy()[ctx_of.to_numpy() != INVALID_CTX]}),
+        pd.DataFrame({"track": tr.index[mix & (ctx_of.to_numpy() != 0)], "ctx": 0}),
+    ], ignore_index=True)
+    keys["stream_id"] = tr.loc[keys["track"], "stream_id"].to_numpy()
+    keys["task_id"] = tr.loc[keys["track"], "task_low"].to_numpy()
+    keys["ts"] = tr.loc[keys["track"], "ts_ns"].to_numpy()
+    kcols = ["stream_id", "task_id", "ctx"]
+    both = pd.concat([keys[kcols], tasks[kcols]], ignore_index=True)
+    code = both.groupby(kcols, sort=False).ngroup().to_numpy()
+    keys["k"] = code[: len(keys)]
+    tasks["k"] = code[len(keys):]
+    left = tasks.reset_index().rename(columns={"index": "row"}).sort_values("start_ns", kind="stable")
+    right = keys.sort_values("ts", kind="stable")[["k", "ts", "track"]].rename(columns={"track": "htrack"})
+    back = pd.merge_asof(left, right, left_on="start_ns", right_on="ts", by="k", direction="backward")
+    missing = back["htrack"].isna()
+    if missing.any():
+        fwd = pd.merge_asof(left[missing.to_numpy()], right, left_on="start_ns", right_on="ts", by="k",
+                            direction="forward")
+        back.loc[missing.to_numpy(), "htrack"] = fwd["htrack"].to_numpy()
+    back = back.sort_values("row")
+    tasks["track"] = back["htrack"].fillna(-1).astype(np.int64).to_numpy()
+    return tasks.drop(columns="k")
+
+
+# ------------------------------------------------------------------------------------------------
+# PMU
+
+def _group_of(rd: ResultDir, core: str) -> Tuple[str, List[int]]:
+    if core == "aic":
+        return str(rd.sample.get("ai_core_metrics", "")), metrics.parse_events(rd.sample.get("ai_core_profiling_events"))
+    return str(rd.sample.get("aiv_metrics", "")), metrics.parse_events(rd.sample.get("aiv_profiling_events"))
+
+
+def pmu_stars(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.ndarray, mix: np.ndarray,
+              task_kind: np.ndarray, diag: Diagnostics) -> pd.DataFrame:
+    """aic_*/aiv_* metrics per task row (910B family): the context PMU record whose end lies in
+    the task, plus for MIX ops the other core's block PMU records, summed."""
+    ctx = getattr(dev, "ctx_pmu", None)
+    if ctx is None or not len(ctx["end_syscnt"]) or tasks.empty:
+        return pd.DataFrame()
+    info = rd.device_info()
+    freq = float(info.get("aic_frequency", 0) or 0) * 1e6
+    cores = {"aic": int(info.get("ai_core_num", 0) or 0), "aiv": int(info.get("aiv_num", 0) or 0)}
+    pmu_ctx = np.where(ctx["ffts_type"] == D.FFTS_PLUS, ctx["subtask_id"], INVALID_CTX)
+    hit = _attach_by_time(tasks, ctx["stream_id"], ctx["task_id"], pmu_ctx, ctx["end_syscnt"])
+    if (hit < 0).any():
+        diag.warn(f"{rd.data_dir}/ffts_profile.data.{rd.device_id}.*: {int((hit < 0).sum())} context PMU records "
+                  f"match no device task; dropped")
+    keep = hit >= 0
+    rows = hit[keep]
+    # first record per task wins
+    rows, first = np.unique(rows, return_index=True)
+    src = np.flatnonzero(keep)[first]
+    n = len(rows)
+    is_aic = (ctx["ffts_type"][src] == 0) | ((ctx["ffts_type"][src] == D.FFTS_PLUS) &
+                                              np.isin(ctx["subtask_type"][src], (0, 6))) | (ctx["ffts_type"][src] == 5)
+    kind = task_kind[rows]
+    out: Dict[str, np.ndarray] = {"row": rows}
+    blk_sum_cyc = np.zeros(n, np.int64)
+    blk_sum = np.zeros((n, 8), np.int64)
+    blk = getattr(dev, "blk_pmu", None)
+    is_mix = np.isin(kind, MIX_TYPES)
+    if blk is not None and len(blk["end_syscnt"]) and is_mix.any():
+        bctx = np.where(blk["ffts_type"] == D.FFTS_PLUS, blk["subtask_id"], INVALID_CTX)
+        bhit = _attach_by_time(tasks, blk["stream_id"], blk["task_id"], bctx, blk["end_syscnt"])
+        pos = np.searchsorted(rows, bhit)
+        ok = (bhit >= 0) & (pos < n)
+        ok[ok] &= rows[pos[ok]] == bhit[ok]
+        # only the other core's blocks count: AIV blocks for MIX_AIC, AIC blocks for MIX_AIV
+        main_aic = kind[np.clip(pos, 0, n - 1)] == "KERNEL_MIX_AIC"
+        ok &= np.where(main_aic, blk["core_type"] == 1, blk["core_type"] == 0)
+        np.add.at(blk_sum_cyc, pos[ok], blk["total_cycle"][ok])
+        np.add.at(blk_sum, pos[ok], blk["pmu"][ok])
+    zeros_c = np.zeros(n, np.int64)
+    zeros_p = np.zeros((n, 8), np.int64)
+    freq_arr = np.full(n, freq)
+    for core in ("aic", "aiv"):
+        group, events = _group_of(rd, core)
+        main = is_aic if core == "aic" else ~is_aic
+        # main core: its context record; MIX secondary core: block sums; otherwise zeros
+        cyc = np.where(main, ctx["total_cycle"][src], np.where(is_mix, blk_sum_cyc, zeros_c))
+        cnt = np.where(main[:, None], ctx["pmu"][src], np.where(is_mix[:, None], blk_sum, zeros_p))
+        b = np.where(main, block[rows], np.where(is_mix, mix[rows], 0))
+        values = metrics.compute(events, group, cyc, cnt, b, cores[core], freq_arr)
+        for name in metrics.metric_columns(events, group):
+            out[f"{core}_{name}"] = values[name]
+    return pd.DataFrame(out)
+
+
+def _attach_by_time(tasks: pd.DataFrame, stream: np.ndarray, task: np.ndarray, ctx: np.ndarray,
+                    t: np.ndarray) -> np.ndarray:
+    """Row of the task with the same (stream, task, context) whose [start, end] holds time t, or -1."""
+    n = len(t)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    kcols = ["stream_id", "task_id", "ctx"]
+    probe = pd.DataFrame({"stream_id": stream.astype(np.int64), "task_id": task.astype(np.int64),
+                          "ctx": ctx.astype(np.int64), "t": t.astype(np.int64), "i": np.arange(n)})
+    both = pd.concat([tasks[kcols], probe[kcols]], ignore_index=True)
+    code = both.groupby(kcols, sort=False).ngroup().to_numpy()
+    right = pd.DataFrame({"k": code[: len(tasks)], "start": tasks["start"].to_numpy(),
+                          "end": tasks["end"].to_numpy(), "row": np.arange(len(tasks))}).sort_values("start")
+    left = probe.assign(k=code[len(tasks):]).sort_values("t")
+    m = pd.merge_asof(left, right, left_on="t", right_on="start", by="k", direction="backward")
+    ok = m["row"].notna().to_numpy() & (m["t"].to_numpy() <= m["end"].fillna(-1).to_numpy())
+    out = np.full(n, -1, dtype=np.int64)
+    out[m["i"].to_numpy()[ok]] = m["row"].to_numpy()[ok].astype(np.int64)
+    return out
+
+
+def pmu_hwts(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.ndarray,
+             diag: Diagnostics) -> pd.DataFrame:
+    """Unprefixed metrics per task row (HWTS chips): the n-th PMU record of a (stream, task) goes to
+    the n-th execution of that task in start order."""
+    pm = getattr(dev, "aic_pmu", None)
+    if pm is None or not len(pm["task_id"]) or tasks.empty:
+        return pd.DataFrame()
+    info = rd.device_info()
+    freq = float(info.get("aic_frequency", 0) or 0) * 1e6
+    cores = int(info.get("ai_core_num", 0) or 0)
+    t = tasks[["stream_id", "task_id"]].assign(row=np.arange(len(tasks)), start=tasks["start"].to_numpy())
+    t = t.sort_values("start", kind="stable")
+    t["n"] = t.groupby(["stream_id", "task_id"]).cumcount()
+    p = pd.DataFrame({"stream_id": pm["stream_id"], "task_id": pm["task_id"], "i": np.arange(len(pm["task_id"]))})
+    p["n"] = p.groupby(["stream_id", "task_id"]).cumcount()
+    m = p.merge(t, on=["stream_id", "task_id", "n"], how="left")
+    lost = m["row"].isna()
+    if lost.any():
+        diag.warn(f"{rd.data_dir}/aicore.data.{rd.device_id}.*: {int(lost.sum())} PMU records match no task; dropped")
+    m = m[~lost]
+    rows = m["row"].to_numpy().astype(np.int64)
+    src = m["i"].to_numpy()
+    group, events = _group_of(rd, "aic")
+    values = metrics.compute(events, group, pm["total_cycle"][src], pm["pmu"][src], block[rows], cores,
+                             np.full(len(rows), freq))
+    out: Dict[str, np.ndarray] = {"row": rows}
+    for name in metrics.metric_columns(events, group):
+        out[name] = values[name]
+    return pd.DataFrame(out).sort_values("row")
+
+
+# ------------------------------------------------------------------------------------------------
+# Tables
+
+class StringPool:
+    """Strings to integer ids, first seen first numbered (the unified DB's STRING_IDS)."""
+
+    def __init__(self, initial: Sequence[str] = ()) -> None:
+        self.ids: Dict[str, int] = {}
+        for s in initial:
+            self.id(s)
+
+    def id(self, s: str) -> int:
+        got = self.ids.get(s)
+        if got is None:
+            got = self.ids[s] = len(self.ids)
+        return got
+
+    def ids_of(self, values: np.ndarray) -> np.ndarray:
+        """Ids of an array of strings (vectorized over distinct values)."""
+        if len(values) == 0:
+            return np.zeros(0, dtype=np.int64)
+        uniq, inv = np.unique(values.astype(str), return_inverse=True)
+        return np.array([self.id(u) for u in uniq], dtype=np.int64)[inv]
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame({"id": list(self.ids.values()), "value": list(self.ids.keys())})
+
+
+def _union(start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Merge intervals (touching ones merge): sorted disjoint (start, end)."""
+    if len(start) == 0:
+        return start, end
+    order = np.lexsort((end, start))
+    s, e = start[order], end[order]
+    run_end = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > run_end[:-1]
+    group = np.cumsum(new) - 1
+    out_s = s[new]
+    out_e = np.zeros(len(out_s), dtype=e.dtype)
+    np.maximum.at(out_e, group, e)
+    return out_s, out_e
+
+
+def _gaps(lo: int, hi: int, start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """[lo, hi] minus the union of the (sorted, disjoint) intervals."""
+    bounds_s = np.concatenate([[lo], end])
+    bounds_e = np.concatenate([start, [hi]])
+    bounds_s = np.maximum(bounds_s, lo)
+    bounds_e = np.minimum(bounds_e, hi)
+    keep = bounds_e > bounds_s
+    return bounds_s[keep], bounds_e[keep]
+
+
+def overlap_rows(task: pd.DataFrame, compute_gids: np.ndarray, compute_names: pd.Series) -> pd.DataFrame:
+    """OVERLAP_ANALYSIS: per device, merged compute intervals (type 0) and the free gaps (type 3)
+    inside the device's window (non-kernel tasks and compute intervals)."""
+    rows: List[pd.DataFrame] = []
+    skip = compute_names.astype(str).str.endswith(("AicpuKernel", "AivKernel"))
+    comp_ok = np.asarray(compute_gids)[~skip.to_numpy()]
+    for dev_id in np.sort(task["deviceId"].unique()):
+        t = task[task["deviceId"] == dev_id]
+        is_comp = np.isin(t["globalTaskId"].to_numpy(), comp_ok)
+        cs, ce = _union(t["startNs"].to_numpy()[is_comp], t["endNs"].to_numpy()[is_comp])
+        other = ~np.isin(t["taskTypeName"].to_numpy().astype(str), COMPUTE_HOST_TYPES)
+        starts = np.concatenate([t["startNs"].to_numpy()[other], cs])
+        ends = np.concatenate([t["endNs"].to_numpy()[other], ce])
+        valid = ce > cs
+        rows.append(pd.DataFrame({"deviceId": dev_id, "startNs": cs[valid], "endNs": ce[valid], "type": 0}))
+        if len(starts):
+            lo, hi = int(starts.min()), int(ends.max())
+            if hi > lo:
+                fs, fe = _gaps(lo, hi, cs, ce)
+                rows.append(pd.DataFrame({"deviceId": dev_id, "startNs": fs, "endNs": fe, "type": 3}))
+    if not rows:
+        return pd.DataFrame()
+    out = pd.concat(rows, ignore_index=True)
+    out.insert(0, "id", np.arange(len(out), dtype=np.int64))
+    return out
+
+
+def build(coll: Collection, diag: Diagnostics) -> Built:
+    """Parse and associate a whole collection into the store's tables."""
+    chip = coll.chip()
+    built = Built()
+    host = load_host(coll.host, coll, diag) if coll.host is not None else None
+    if coll.host is None:
+        diag.warn(f"{coll.path}: no host/ directory; device tasks are kept without op names")
+    devices: List[Tuple[ResultDir, DeviceData]] = []
+    for rd in coll.devices:
+        dev = load_device(rd, coll, chip, diag)
+        if dev is not None:
+            devices.append((rd, dev))
+    if not coll.devices:
+        diag.warn(f"{coll.path}: no device_N/ directory; only host APIs and op descriptions are kept")
+    if host is None and not devices:
+        raise NoData("neither host nor device data could be read; expected host/data or device_N/data "
+                     "with raw slices", path=coll.path)
+    strings = StringPool(["release", "allocate"])
+    pid = host.pid if host else 0
+
+    # --- tasks per device, matched with host tracks
+    parts = []
+    for rd, dev in devices:
+        t = match_tasks(host, dev)
+        t["deviceId"] = dev.device_id
+        parts.append(t)
+    tasks = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    tracks = host.tracks if host else pd.DataFrame()
+    compute = host.compute if host else pd.DataFrame()
+    if not tasks.empty:
+        tasks = tasks.sort_values(["deviceId", "start_ns"], kind="stable").reset_index(drop=True)
+        matched = tasks["track"].to_numpy() >= 0
+        tr_idx = np.clip(tasks["track"].to_numpy(), 0, None)
+        tget = (lambda col, default: np.where(matched, tracks[col].to_numpy()[tr_idx], default)) if not tracks.empty \
+            else (lambda col, default: np.full(len(tasks), default))
+        tasks["host_type"] = np.where(matched, tget("type_name", ""), tasks["dev_type"].to_numpy())
+        tasks["conn"] = tget("conn", -1)
+        tasks["model_id"] = tget("model_id", NO_MODEL)
+        tasks["request_id"] = tget("request_id", -1)
+        tasks["hbatch"] = np.where(matched, tget("batch", 0), tasks["batch"].to_numpy())
+        tasks["kernel"] = tget("kernel", "")
+        tasks["thread"] = tget("thread_id", -1)
+
+    # --- global task ids: compute tasks first (host order), then the other tasks
+    key_cols = ["device_id", "stream_id", "task_id", "ctx", "batch"]
+    comp_keys = compute[key_cols] if not compute.empty else pd.DataFrame(columns=key_cols)
+    task_keys = tasks[["deviceId", "stream_id", "task_id", "ctx", "hbatch"]].set_axis(key_cols, axis=1) \
+        if not tasks.empty else pd.DataFrame(columns=key_cols)
+    all_keys = pd.concat([comp_keys, task_keys], ignore_index=True).astype(np.int64)
+    gid_all = all_keys.groupby(key_cols, sort=False).ngroup().to_numpy()
+    comp_gid = gid_all[: len(comp_keys)]
+    task_gid = gid_all[len(comp_keys):]
+
+    # --- PMU per task row
+    pmu_parts = []
+    if not tasks.empty:
+        comp_by_track = compute.set_index("track") if not compute.empty else pd.DataFrame()
+        tr = tasks["track"].to_numpy()
+        pos = comp_by_track.index.get_indexer(tr) if not compute.empty else np.full(len(tasks), -1)
+        block = np.where(pos >= 0, comp_by_track["block"].to_numpy()[np.clip(pos, 0, None)], 0) \
+            if not compute.empty else np.zeros(len(tasks), np.int64)
+        mix = np.where(pos >= 0, comp_by_track["mix"].to_numpy()[np.clip(pos, 0, None)], 0) \
+            if not compute.empty else np.zeros(len(tasks), np.int64)
+        kinds = tasks["host_type"].to_numpy().astype(str)
+        for rd, dev in devices:
+            rows = np.flatnonzero(tasks["deviceId"].to_numpy() == dev.device_id)
+            sub = tasks.iloc[rows][["stream_id", "task_id", "ctx", "start", "end"]].reset_index(drop=True)
+            if chip.family == "stars":
+                pm = pmu_stars(rd, dev, sub, block[rows], mix[rows], kinds[rows], diag)
+            else:
+                pm = pmu_hwts(rd, dev, sub, block[rows], diag)
+            if not pm.empty:
+                pm["row"] = rows[pm["row"].to_numpy()]
+                pmu_parts.append(pm)
+    pmu = pd.concat(pmu_parts, ignore_index=True) if pmu_parts else pd.DataFrame()
+
+    T = built.tables
+    # --- unified tables; strings registered in the reference's order of kinds
+    if not tasks.empty:
+        T["TASK"] = pd.DataFrame({
+            "startNs": tasks["start_ns"].to_numpy(), "endNs": tasks["end_ns"].to_numpy(),
+            "deviceId": tasks["deviceId"].to_numpy(), "connectionId": tasks["conn"].to_numpy(),
+            "globalTaskId": task_gid, "globalPid": pid,
+            "taskType": strings.ids_of(tasks["host_type"].to_numpy()), "contextId": tasks["ctx"].to_numpy(),
+            "streamId": tasks["stream_id"].to_numpy(), "taskId": tasks["task_id"].to_numpy(),
+            "modelId": tasks["model_id"].to_numpy()})
+        T["KIT_TASK"] = pd.DataFrame({
+            "taskRow": np.arange(len(tasks)), "globalTaskId": task_gid, "batchId": tasks["hbatch"].to_numpy(),
+            "requestId": tasks["request_id"].to_numpy(), "deviceTaskType": tasks["dev_type"].to_numpy(),
+            "kernelName": tasks["kernel"].to_numpy(), "threadId": tasks["thread"].to_numpy(),
+            "matched": (tasks["track"].to_numpy() >= 0).astype(np.int64)})
+    if host is not None and not host.apis.empty:
+        a = host.apis
+        T["CANN_API"] = pd.DataFrame({
+            "startNs": a["start_ns"].to_numpy(), "endNs": a["end_ns"].to_numpy(), "type": a["level"].to_numpy(),
+            "globalTid": (np.int64(pid) << 32) | a["thread"].to_numpy(), "connectionId": a["conn"].to_numpy(),
+            "name": strings.ids_of(a["name"].to_numpy())})
+        T["KIT_API"] = pd.DataFrame({
+            "connectionId": a["conn"].to_numpy(), "level": a["level"].to_numpy(), "threadId": a["thread"].to_numpy(),
+            "typeId": a["type"].to_numpy(), "itemId": a["item"].astype(np.uint64).astype(str).to_numpy(),
+            "requestId": a["reserve"].to_numpy(), "name": a["name"].to_numpy()})
+    if not pmu.empty:
+        if chip.family == "stars":  # only these chips carry TASK_PMU_INFO (and its strings) in the unified DB
+            for n in (c for c in pmu.columns if c != "row"):
+                strings.id(n)
+        kit = pmu.rename(columns={"row": "taskRow"})
+        kit.insert(1, "globalTaskId", task_gid[kit["taskRow"].to_numpy()])
+        T["KIT_TASK_PMU"] = kit.sort_values("taskRow").reset_index(drop=True)
+        built.info.append((-1, "pmu_prefixed", "1" if chip.family == "stars" else "0"))
+    if not compute.empty:
+        c = compute
+        uniq = ~pd.Series(comp_gid).duplicated().to_numpy()
+        c, cg = c[uniq], comp_gid[uniq]
+        n = len(c)
+        T["COMPUTE_TASK_INFO"] = pd.DataFrame({
+            "name": strings.ids_of(c["op_name"].to_numpy()), "globalTaskId": cg, "blockNum": c["block"].to_numpy(),
+            "mixBlockNum": c["mix"].to_numpy(), "taskType": strings.ids_of(c["ge_type"].to_numpy()),
+            "opType": strings.ids_of(c["op_type"].to_numpy()),
+            "inputFormats": strings.ids_of(c["in_formats"].to_numpy()),
+            "inputDataTypes": strings.ids_of(c["in_dtypes"].to_numpy()),
+            "inputShapes": strings.ids_of(c["in_shapes"].to_numpy()),
+            "outputFormats": strings.ids_of(c["out_formats"].to_numpy()),
+            "outputDataTypes": strings.ids_of(c["out_dtypes"].to_numpy()),
+            "outputShapes": strings.ids_of(c["out_shapes"].to_numpy()),
+            "attrInfo": np.full(n, strings.id("")), "opState": strings.ids_of(c["state"].to_numpy()),
+            "hf32Eligible": strings.ids_of(c["hf32"].to_numpy()),
+            "gridDim": np.full(n, strings.id("N/A")), "blockDim": np.full(n, strings.id("N/A"))})
+        T["KIT_COMPUTE"] = pd.DataFrame({"globalTaskId": cg, "modelId": c["model_id"].to_numpy(),
+                                         "requestId": c["request_id"].to_numpy(), "batchId": c["batch"].to_numpy(),
+                                         "connectionId": c["conn"].to_numpy()})
+    if "TASK" in T:
+        view = T["TASK"].assign(taskTypeName=tasks["host_type"].to_numpy())
+        cg_all = T["COMPUTE_TASK_INFO"]["globalTaskId"].to_numpy() if "COMPUTE_TASK_INFO" in T else np.zeros(0)
+        cnames = pd.Series(compute["op_name"].to_numpy()[~pd.Series(comp_gid).duplicated().to_numpy()]) \
+            if not compute.empty else pd.Series([], dtype=object)
+        ov = overlap_rows(view, cg_all, cnames)
+        if not ov.empty:
+            T["OVERLAP_ANALYSIS"] = ov
+    _small_tables(coll, chip, devices, T, built)
+    if host is not None and not host.models.empty:
+        T["KIT_MODEL"] = host.models.rename(columns={"model_id": "modelId"})
+    steps = []
+    for rd, dev in devices:
+        st = getattr(dev, "step", None)
+        if st is not None and len(st["syscnt"]):
+            steps.append(pd.DataFrame({"deviceId": dev.device_id, "timestampNs": dev.clock.to_ns(st["syscnt"]),
+                                       "indexId": st["index_id"], "modelId": st["model_id"],
+                                       "streamId": st["stream_id"], "taskId": st["task_id"], "tagId": st["tag_id"]}))
+    if steps:
+        T["KIT_STEP_TRACE"] = pd.concat(steps, ignore_index=True)
+    T["STRING_IDS"] = strings.frame()
+    return built
+
+
+def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, DeviceData]],
+                  T: Dict[str, pd.DataFrame], built: Built) -> None:
+    start, end = session_ns(coll)
+    T["SESSION_TIME_INFO"] = pd.DataFrame({"startTimeNs": [start], "endTimeNs": [end]})
+    info_dir = coll.host or (coll.devices[0] if coll.devices else None)
+    host_name = str(info_dir.info.get("hostname", "")) if info_dir else ""
+    host_uid = str(info_dir.info.get("hostUid", "0")) if info_dir else "0"
+    T["HOST_INFO"] = pd.DataFrame({"hostUid": [host_uid or "0"], "hostName": [host_name]})
+    if coll.devices:
+        T["NPU_INFO"] = pd.DataFrame({"id": [rd.device_id for rd in coll.devices],
+                                      "name": [NPU_NAMES.get(chip.platform, "Unknown")] * len(coll.devices)})
+        T["RANK_DEVICE_MAP"] = pd.DataFrame({"rankId": [-1] * len(coll.devices),
+                                             "deviceId": [rd.device_id for rd in coll.devices]})
+    else:
+        T["NPU_INFO"] = pd.DataFrame({"id": [-1], "name": ["UNKNOWN"]})
+        T["RANK_DEVICE_MAP"] = pd.DataFrame({"rankId": [-1], "deviceId": [-1]})
+    if chip.platform in (5, 7):
+        rows = []
+        for rd in coll.devices:
+            freq = int(str(rd.device_info().get("aic_frequency", "0") or "0").split(".")[0] or 0)
+            rows.append((rd.device_id, start, freq, -1))
+            if str(rd.end_info.get("collectionTimeEnd", "") or "").isdigit():
+                rows.append((rd.device_id, end, freq, -1))
+        if rows:
+            T["AICORE_FREQ"] = pd.DataFrame(rows, columns=["deviceId", "timestampNs", "freq", "dieId"])
+    for rd in coll.result_dirs():
+        built.info.append((rd.device_id, "dir", rd.name))
+        for key in ("ai_core_metrics", "aiv_metrics", "ai_core_profiling_events", "aiv_profiling_events",
+                    "ai_core_profiling_mode"):
+            if key in rd.sample:
+                built.info.append((rd.device_id, key, str(rd.sample[key])))
+        di = rd.device_info()
+        for key in ("aic_frequency", "ai_core_num", "aiv_num", "hwts_frequency"):
+            if key in di:
+                built.info.append((rd.device_id, key, str(di[key])))
+    built.info.append((-1, "platform_version", str(chip.platform)))
+    built.info.append((-1, "chip", chip.name))
+    built.info.append((-1, "collection", coll.path))

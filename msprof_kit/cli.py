@@ -1,0 +1,99 @@
+"""The `msprof-kit` command: thin commands over the library, one error boundary in `main`."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional
+
+from . import __version__, importer
+from .errors import Diagnostics, MsprofKitError
+
+
+def _dir_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-dir", "--collection-dir", dest="dir", required=True, metavar="DIR",
+                   help="a PROF_xxx collection, or a folder holding several")
+
+
+def _parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="msprof-kit",
+                                  description="Parse and export Ascend msprof profiling collections, no CANN needed.")
+    top.add_argument("--version", action="version", version=f"msprof-kit {__version__}")
+    top.add_argument("--traceback", action="store_true", help="show the Python stack on errors")
+    sub = top.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("import", help="parse raw data into the store (PROF_xxx/sqlite/msprof_kit.db)",
+                       description="Parse a raw collection into its sqlite store; re-import replaces it.")
+    _dir_arg(p)
+    p.set_defaults(run=cmd_import)
+
+    p = sub.add_parser("export", help="write exports of a collection",
+                       description="Write exports of a collection (imports it first when needed).")
+    esub = p.add_subparsers(dest="what", metavar="WHAT")
+    e = esub.add_parser("db", help="the unified msprof_{ts}.db at the collection root",
+                        description="Write PROF_xxx/msprof_{ts}.db, the unified database msprof writes.")
+    _dir_arg(e)
+    e.set_defaults(run=cmd_export_db)
+
+    p = sub.add_parser("query", help="print the collection's devices, models and iterations",
+                       description="Print the msprof query table: device, model ids, iteration counts.")
+    _dir_arg(p)
+    p.set_defaults(run=cmd_query)
+    return top
+
+
+def _report(diag: Diagnostics) -> None:
+    for w in diag.warnings:
+        print(f"Warning: {w}", file=sys.stderr)
+
+
+def cmd_import(args: argparse.Namespace, diag: Diagnostics) -> int:
+    done = importer.import_path(args.dir, diag)
+    _report(diag)
+    for item in done:
+        print(f"Imported {item.collection.path} -> {item.store}")
+    return 0
+
+
+def cmd_export_db(args: argparse.Namespace, diag: Diagnostics) -> int:
+    written = importer.export_db(args.dir, diag)
+    _report(diag)
+    for path in written:
+        print(f"Wrote {path}")
+    return 0
+
+
+def cmd_query(args: argparse.Namespace, diag: Diagnostics) -> int:
+    rows = importer.query_rows(args.dir, diag)
+    _report(diag)
+    sys.stdout.write(importer.format_query(rows))
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 1
+    args.dir = os.path.expanduser(args.dir.lstrip("="))
+    diag = Diagnostics()
+    try:
+        return int(args.run(args, diag))
+    except MsprofKitError as exc:
+        if args.traceback:
+            raise
+        _report(diag)
+        print(f"Error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print("Interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

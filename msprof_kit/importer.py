@@ -1,0 +1,118 @@
+"""`import`, `export db` and `query`: the library side of those commands (no printing here)."""
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from . import store
+from .build import build
+from .errors import Diagnostics
+from .layout import Collection, find_collections
+
+
+@dataclass
+class Imported:
+    collection: Collection
+    store: str
+    warnings: List[str]
+
+
+def import_path(path: str, diag: Diagnostics) -> List[Imported]:
+    """Parse every collection at `path` into its store (re-import replaces it)."""
+    done: List[Imported] = []
+    for coll in find_collections(path, diag):
+        local = Diagnostics()
+        built = build(coll, local)
+        written = store.write_store(coll.path, built, local.warnings)
+        diag.extend(local.warnings)
+        done.append(Imported(coll, written, local.warnings))
+    return done
+
+
+def ensure_imported(path: str, diag: Diagnostics) -> List[Collection]:
+    """Collections at `path`, importing those without a store (as the reference parses before export)."""
+    out: List[Collection] = []
+    for coll in find_collections(path, diag):
+        if not os.path.exists(store.store_path(coll.path)):
+            local = Diagnostics()
+            store.write_store(coll.path, build(coll, local), local.warnings)
+            diag.extend(local.warnings)
+        out.append(coll)
+    return out
+
+
+def export_db(path: str, diag: Diagnostics) -> List[str]:
+    return [store.export_db(c.path) for c in ensure_imported(path, diag)]
+
+
+QUERY_HEADER = ["Job Info", "Device ID", "Dir Name", "Collection Time", "Model ID", "Iteration Number",
+                "Top Time Iteration", "Rank ID"]
+
+
+def iterations(steps: List[Tuple[int, int, int]]) -> List[Tuple[int, int, int, int]]:
+    """(model, index, start, end) from step-trace (model, timestamp, tag) records: per model in time
+    order, MODEL_START (tag 0) opens iteration 1, 2, ...; MODEL_END (1) closes it; ITER_END (4)
+    closes it and opens the next. An iteration still open at the end is discarded."""
+    out: List[Tuple[int, int, int, int]] = []
+    by_model: dict = {}
+    for model, ts, tag in sorted(steps, key=lambda r: (r[0], r[1])):
+        state = by_model.setdefault(model, {"index": 1, "start": None})
+        if tag == 0 and state["start"] is None:
+            state["start"] = ts
+        elif tag in (1, 4) and state["start"] is not None:
+            out.append((model, state["index"], state["start"], ts))
+            state["index"] += 1
+            state["start"] = ts if tag == 4 else None
+    return out
+
+
+def query_rows(path: str, diag: Diagnostics) -> List[List[str]]:
+    """The reference's query table: one row per device result dir and model."""
+    rows: List[List[str]] = []
+    for coll in ensure_imported(path, diag):
+        conn = store.open_store(coll.path)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            steps = conn.execute("SELECT deviceId, modelId, timestampNs, tagId FROM KIT_STEP_TRACE").fetchall() \
+                if "KIT_STEP_TRACE" in tables else []
+            compute_models = {r[0] for r in conn.execute("SELECT DISTINCT modelId FROM KIT_COMPUTE")} \
+                if "KIT_COMPUTE" in tables else set()
+        finally:
+            conn.close()
+        for rd in coll.devices:
+            job = str(rd.info.get("jobInfo", "N/A") or "N/A")
+            dev = str(rd.info.get("devices", ""))
+            dev = dev if dev.isdigit() else "N/A"
+            when = str(rd.start_info.get("collectionDateBegin", "") or "N/A")
+            rank = str(rd.info.get("rank_id", -1))
+            its = iterations([(m, t, g) for d, m, t, g in steps if d == rd.device_id])
+            models = sorted({m for m, *_ in its if not compute_models or m in compute_models})
+            if not models:
+                rows.append([job, dev, rd.name, when, "N/A", "N/A", "N/A", rank])
+                continue
+            for m in models:
+                mine = [(i, e - s) for mm, i, s, e in its if mm == m]
+                durs = np.array([d for _, d in mine])
+                order = sorted(mine, key=lambda r: -r[1])[:5]
+                top = ",".join(str(i) for i, _ in order)
+                rows.append([job, dev, rd.name, when, str(m), str(max(i for i, _ in mine)), top, rank])
+                del durs
+    rows.sort(key=lambda r: (r[0], r[3]))
+    return rows
+
+
+def format_query(rows: List[List[str]]) -> str:
+    """Each cell left-justified to its column's width and followed by a TAB; a blank line after each row."""
+    if not rows:
+        return ""
+    table = [QUERY_HEADER] + rows
+    widths = [max(len(r[i]) for r in table) for i in range(len(QUERY_HEADER))]
+    return "".join("".join(c.ljust(w) + "\t" for c, w in zip(r, widths)) + "\n\n" for r in table)
+
+
+def open_store_of(path: str) -> Optional[sqlite3.Connection]:
+    return store.open_store(path)

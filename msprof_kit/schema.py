@@ -1,0 +1,121 @@
+"""The sqlite schema of the store, declared once.
+
+The unified tables follow the reference's `msprof_{ts}.db` (outputs.md §8.3): same names,
+columns, types and order, so `export db` can copy them as they are. Tables prefixed `KIT_`
+are msprof-kit extensions for what that schema lacks; docs/store.md describes them.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+Column = Tuple[str, str]  # (name, sqlite type, with " PRIMARY KEY" where the reference has it)
+
+UNIFIED: Dict[str, Sequence[Column]] = {
+    "STRING_IDS": [("id", "INTEGER PRIMARY KEY"), ("value", "TEXT")],
+    "SESSION_TIME_INFO": [("startTimeNs", "INTEGER"), ("endTimeNs", "INTEGER")],
+    "NPU_INFO": [("id", "INTEGER"), ("name", "TEXT")],
+    "RANK_DEVICE_MAP": [("rankId", "INTEGER"), ("deviceId", "INTEGER")],
+    "HOST_INFO": [("hostUid", "TEXT"), ("hostName", "TEXT")],
+    "META_DATA": [("name", "TEXT"), ("value", "TEXT")],
+    "TASK": [("startNs", "INTEGER"), ("endNs", "INTEGER"), ("deviceId", "INTEGER"), ("connectionId", "INTEGER"),
+             ("globalTaskId", "INTEGER"), ("globalPid", "INTEGER"), ("taskType", "INTEGER"),
+             ("contextId", "INTEGER"), ("streamId", "INTEGER"), ("taskId", "INTEGER"), ("modelId", "INTEGER")],
+    "COMPUTE_TASK_INFO": [("name", "INTEGER"), ("globalTaskId", "INTEGER PRIMARY KEY"), ("blockNum", "INTEGER"),
+                          ("mixBlockNum", "INTEGER"), ("taskType", "INTEGER"), ("opType", "INTEGER"),
+                          ("inputFormats", "INTEGER"), ("inputDataTypes", "INTEGER"), ("inputShapes", "INTEGER"),
+                          ("outputFormats", "INTEGER"), ("outputDataTypes", "INTEGER"),
+                          ("outputShapes", "INTEGER"), ("attrInfo", "INTEGER"), ("opState", "INTEGER"),
+                          ("hf32Eligible", "INTEGER"), ("gridDim", "INTEGER"), ("blockDim", "INTEGER")],
+    "CANN_API": [("startNs", "INTEGER"), ("endNs", "INTEGER"), ("type", "INTEGER"), ("globalTid", "INTEGER"),
+                 ("connectionId", "INTEGER PRIMARY KEY"), ("name", "INTEGER")],
+    "TASK_PMU_INFO": [("globalTaskId", "INTEGER"), ("name", "INTEGER"), ("value", "NUMERIC")],
+    "MEMCPY_INFO": [("globalTaskId", "INTEGER"), ("size", "NUMERIC"), ("memcpyOperation", "NUMERIC")],
+    "AICORE_FREQ": [("deviceId", "INTEGER"), ("timestampNs", "NUMERIC"), ("freq", "INTEGER"), ("dieId", "NUMERIC")],
+    "OVERLAP_ANALYSIS": [("id", "INTEGER PRIMARY KEY"), ("deviceId", "INTEGER"), ("startNs", "NUMERIC"),
+                         ("endNs", "NUMERIC"), ("type", "INTEGER")],
+    "ENUM_API_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
+    "ENUM_HCCL_DATA_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
+    "ENUM_HCCL_LINK_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
+    "ENUM_HCCL_RDMA_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
+    "ENUM_HCCL_TRANSPORT_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
+    "ENUM_MEMCPY_OPERATION": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
+    "ENUM_MODULE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
+    "ENUM_MSTX_EVENT_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
+    "ENUM_OVERLAP_ANALYSIS_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
+}
+
+# msprof-kit extensions (docs/store.md).
+EXTENSIONS: Dict[str, Sequence[Column]] = {
+    # one row per TASK row, in TASK order: what the exports need beyond the unified TASK table
+    "KIT_TASK": [("taskRow", "INTEGER PRIMARY KEY"), ("globalTaskId", "INTEGER"), ("batchId", "INTEGER"),
+                 ("requestId", "INTEGER"), ("deviceTaskType", "TEXT"), ("kernelName", "TEXT"),
+                 ("threadId", "INTEGER"), ("matched", "INTEGER")],
+    # PMU metrics, one row per task execution and one REAL column per metric (names as in
+    # TASK_PMU_INFO: aic_*/aiv_* on STARS chips, unprefixed on HWTS chips; times in ns).
+    # The metric columns depend on the collection's metric groups and are added when written.
+    "KIT_TASK_PMU": [("taskRow", "INTEGER PRIMARY KEY"), ("globalTaskId", "INTEGER")],
+    # per compute task: where it ran in the model (COMPUTE_TASK_INFO lacks these)
+    "KIT_COMPUTE": [("globalTaskId", "INTEGER PRIMARY KEY"), ("modelId", "INTEGER"), ("requestId", "INTEGER"),
+                    ("batchId", "INTEGER"), ("connectionId", "INTEGER")],
+    # every host API and merged event pair (all levels) with its raw ids
+    "KIT_API": [("connectionId", "INTEGER PRIMARY KEY"), ("level", "INTEGER"), ("threadId", "INTEGER"),
+                ("typeId", "INTEGER"), ("itemId", "TEXT"), ("requestId", "INTEGER"), ("name", "TEXT")],
+    # ts_track step trace records (tag 10)
+    "KIT_STEP_TRACE": [("deviceId", "INTEGER"), ("timestampNs", "INTEGER"), ("indexId", "INTEGER"),
+                       ("modelId", "INTEGER"), ("streamId", "INTEGER"), ("taskId", "INTEGER"), ("tagId", "INTEGER")],
+    # model names from graph_id_map
+    "KIT_MODEL": [("modelId", "INTEGER"), ("name", "TEXT")],
+    # facts about the collection: chip, metric groups, clock parameters, source path ...
+    "KIT_INFO": [("deviceId", "INTEGER"), ("name", "TEXT"), ("value", "TEXT")],
+    # what was dropped or guessed during import
+    "KIT_WARNINGS": [("message", "TEXT")],
+}
+
+ALL_TABLES: Dict[str, Sequence[Column]] = {**UNIFIED, **EXTENSIONS}
+
+INDEXES: List[str] = [
+    "CREATE INDEX TaskIndex ON TASK (startNs,globalTaskId)",
+]
+
+
+def create_sql(table: str, columns: Sequence[Column]) -> str:
+    """The CREATE statement in the reference's spelling (`", "` between columns)."""
+    return f"CREATE TABLE {table} (" + ", ".join(f"{n} {t}" for n, t in columns) + ")"
+
+
+def insert_sql(table: str, columns: Sequence[Column]) -> str:
+    return f"INSERT INTO {table} VALUES (" + ",".join("?" * len(columns)) + ")"
+
+
+# Fixed rows of the reference's enum and metadata tables (outputs.md §8.4).
+ENUM_ROWS: Dict[str, List[Tuple[int, str]]] = {
+    "ENUM_API_TYPE": [(5000, "runtime"), (5500, "communication"), (10000, "node"), (15000, "model"), (20000, "acl")],
+    "ENUM_HCCL_DATA_TYPE": [(0, "INT8"), (1, "INT16"), (2, "INT32"), (3, "FP16"), (4, "FP32"), (5, "INT64"),
+                            (6, "UINT64"), (7, "UINT8"), (8, "UINT16"), (9, "UINT32"), (10, "FP64"), (11, "BFP16"),
+                            (12, "INT128"), (14, "HIF8"), (15, "FP8E4M3"), (16, "FP8E5M2"), (17, "FP8E8M0"),
+                            (255, "RESERVED"), (65534, "N/A"), (65535, "INVALID_TYPE")],
+    "ENUM_HCCL_LINK_TYPE": [(0, "ON_CHIP"), (1, "HCCS"), (2, "PCIE"), (3, "ROCE"), (4, "SIO"), (5, "HCCS_SW"),
+                            (6, "STANDARD_ROCE"), (7, "UB"), (8, "UBoE"), (255, "RESERVED"), (65534, "N/A"),
+                            (65535, "INVALID_TYPE")],
+    "ENUM_HCCL_RDMA_TYPE": [(0, "RDMA_SEND_NOTIFY"), (1, "RDMA_SEND_PAYLOAD"), (255, "RESERVED"), (65534, "N/A"),
+                            (65535, "INVALID_TYPE")],
+    "ENUM_HCCL_TRANSPORT_TYPE": [(0, "SDMA"), (1, "RDMA"), (2, "LOCAL"), (3, "UB"), (4, "ROCE"), (255, "RESERVED"),
+                                 (65534, "N/A"), (65535, "INVALID_TYPE")],
+    "ENUM_MEMCPY_OPERATION": [(0, "host to host"), (1, "host to device"), (2, "device to host"),
+                              (3, "device to device"), (4, "managed memory"), (5, "addr device to device"),
+                              (6, "host to device ex"), (7, "device to host ex"), (65535, "other")],
+    "ENUM_MSTX_EVENT_TYPE": [(0, "marker"), (1, "push/pop"), (2, "start/end"), (3, "marker_ex")],
+    "ENUM_OVERLAP_ANALYSIS_TYPE": [(0, "COMPUTE"), (1, "COMMUNICATION"), (2, "COMM_NOT_OVERLAP_COMP"), (3, "FREE"),
+                                   (65535, "RESERVE")],
+}
+_MODULE_IDS = list(range(0, 12)) + list(range(22, 26)) + list(range(27, 46)) + list(range(47, 59)) \
+    + list(range(60, 78))
+_MODULE_NAMES = ("SLOG IDEDD SCC HCCL FMK CCU DVPP RUNTIME CCE HDC DRV NET DEVMM KERNEL LIBMEDIA CCECPU ROS HCCP "
+                 "ROCE TEFUSION PROFILING DP APP TS TSDUMP AICPU LP TDT FE MD MB ME IMU IMP GE CAMERA ASCENDCL "
+                 "TEEOS ISP SIS HSM DSS PROCMGR BBOX AIVECTOR TBE FV TUNE HSS FFTS OP UDF HICAID TSYNC AUDIO TPRT "
+                 "ASCENDCKERNEL ASYS ATRACE RTC SYSMONITOR AMP ADETECT MBUFF CUSTOM").split()
+assert len(_MODULE_IDS) == len(_MODULE_NAMES) == 65
+ENUM_ROWS["ENUM_MODULE"] = list(zip(_MODULE_IDS, _MODULE_NAMES))
+
+META_ROWS: List[Tuple[str, str]] = [("SCHEMA_VERSION_MICRO", "0"), ("SCHEMA_VERSION_MINOR", "2"),
+                                    ("SCHEMA_VERSION_MAJOR", "1"), ("SCHEMA_VERSION", "1.2.0")]

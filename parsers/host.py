@@ -1,0 +1,188 @@
+"""Host-side decoders (host/data): API/event records, compact and additional records, dictionaries.
+
+Pure functions over bytes already read: each returns column arrays (dict of numpy arrays)
+and a list of `Issue`s. Timestamps stay raw host ticks; clock conversion happens elsewhere.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from . import records as R
+from .stream import Issue, Piece, decode_stream
+
+Columns = Dict[str, np.ndarray]
+
+KNOWN_LEVELS = np.array([30000, 25000, 20500, 20000, 15000, 10000, 6000, 5500, 5000, 4500, 4000, 3000])
+
+COMPACT_KINDS: Dict[str, R.Record] = {
+    "node_basic_info": R.NODE_BASIC_INFO,
+    "node_attr_info": R.NODE_ATTR_INFO,
+    "task_track": R.TASK_TRACK,
+    "memcpy_info": R.MEMCPY_INFO,
+}
+ADDITIONAL_KINDS: Dict[str, R.Record] = {
+    "tensor_info": R.TENSOR_INFO,
+    "context_id_info": R.CONTEXT_ID_INFO,
+    "graph_id_map": R.GRAPH_ID_MAP,
+    "fusion_op_info": R.FUSION_OP_INFO,
+}
+
+
+def _host_valid(arr: np.ndarray) -> np.ndarray:
+    return (arr["magic"] == R.HOST_MAGIC) & np.isin(arr["level"], KNOWN_LEVELS)
+
+
+_EXPECT = f"without magic 0x{R.HOST_MAGIC:04X} and a known level"
+
+
+def columns(arr: np.ndarray) -> Columns:
+    """Plain column arrays of a structured array (copies, so the source buffer can be freed)."""
+    return {name: np.ascontiguousarray(arr[name]) for name in arr.dtype.names or ()}
+
+
+def decode_api_event(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
+    """API and event records (40 bytes). Adds `is_event` (end field all ones) and `offset`."""
+    arr, offsets, issues = decode_stream(R.API_EVENT, buf, pieces, _host_valid, _EXPECT)
+    cols = columns(arr)
+    cols["is_event"] = cols["end"] == np.uint64(R.EVENT_FLAG)
+    cols["offset"] = offsets
+    return cols, issues
+
+
+def decode_compact(kind: str, buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
+    """One compact kind (64 bytes) or additional kind (256 bytes), by file tag."""
+    record = COMPACT_KINDS.get(kind) or ADDITIONAL_KINDS[kind]
+    arr, offsets, issues = decode_stream(record, buf, pieces, _host_valid, _EXPECT)
+    cols = columns(arr)
+    cols["offset"] = offsets
+    if kind == "task_track":
+        cols["device_id"] = cols["device"] & 0x0FFF
+        cols["ratio"] = R.bit_field(R.TASK_TRACK, "sched", "ratio", cols["sched"])
+    return cols, issues
+
+
+def parse_dictionary(text: str, path: str, typed: bool) -> Tuple[Dict[str, str], List[Issue]]:
+    """hash_dic (`<id>:<string>`) or type_info_dic (`<level>_<type>:<name>`) lines.
+
+    Splits at the first ':'; the last definition of a key wins. Malformed lines are reported.
+    Keys are kept as text: `'12345'` or `'5000_802'`.
+    """
+    table: Dict[str, str] = {}
+    issues: List[Issue] = []
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        if body:
+            key, sep, value = body.partition(":")
+            ok = bool(sep) and (_is_type_key(key) if typed else key.isdigit())
+            if ok:
+                table[key] = value
+            else:
+                shape = "'<level>_<type>:<name>'" if typed else "'<decimal id>:<string>'"
+                issues.append(Issue(path, offset, f"dictionary line {body[:60]!r} is not {shape}; ignored"))
+        offset += len(line.encode("utf-8", errors="surrogateescape"))
+    return table, issues
+
+
+def _is_type_key(key: str) -> bool:
+    level, sep, kind = key.partition("_")
+    return bool(sep) and level.isdigit() and kind.isdigit()
+
+
+# GE enums used to render tensor descriptions (ge::Format, ge::DataType).
+GE_FORMATS: Dict[int, str] = {
+    0: "NCHW", 1: "NHWC", 2: "ND", 3: "NC1HWC0", 4: "FRACTAL_Z", 5: "NC1C0HWPAD", 6: "NHWC1C0",
+    7: "FSR_NCHW", 8: "FRACTAL_DECONV", 9: "C1HWNC0", 10: "FRACTAL_DECONV_TRANSPOSE",
+    11: "FRACTAL_DECONV_SP_STRIDE_TRANS", 12: "NC1HWC0_C04", 13: "FRACTAL_Z_C04", 14: "CHWN",
+    15: "FRACTAL_DECONV_SP_STRIDE8_TRANS", 16: "HWCN", 17: "NC1KHKWHWC0", 18: "BN_WEIGHT",
+    19: "FILTER_HWCK", 20: "HASHTABLE_LOOKUP_LOOKUPS", 21: "HASHTABLE_LOOKUP_KEYS",
+    22: "HASHTABLE_LOOKUP_VALUE", 23: "HASHTABLE_LOOKUP_OUTPUT", 24: "HASHTABLE_LOOKUP_HITS",
+    25: "C1HWNCoC0", 26: "MD", 27: "NDHWC", 28: "FRACTAL_ZZ", 29: "FRACTAL_NZ", 30: "NCDHW",
+    31: "DHWCN", 32: "NDC1HWC0", 33: "FRACTAL_Z_3D", 34: "CN", 35: "NC", 36: "DHWNC",
+    37: "FRACTAL_Z_3D_TRANSPOSE", 38: "FRACTAL_ZN_LSTM", 39: "FRACTAL_Z_G", 40: "RESERVED",
+    41: "ALL", 42: "NULL", 43: "ND_RNN_BIAS", 44: "FRACTAL_ZN_RNN", 45: "END",
+    47: "NCL", 48: "FRACTAL_Z_WINO", 49: "C1HWC0", 50: "FRACTAL_NZ_C0_16", 51: "FRACTAL_NZ_C0_32", 52: "FRACTAL_NZ_C0_2",
+    53: "FRACTAL_NZ_C0_4", 54: "FRACTAL_NZ_C0_8",
+}
+GE_DTYPES: Dict[int, str] = {
+    0: "FLOAT", 1: "FLOAT16", 2: "INT8", 3: "INT32", 4: "UINT8", 6: "INT16", 7: "UINT16",
+    8: "UINT32", 9: "INT64", 10: "UINT64", 11: "DOUBLE", 12: "BOOL", 13: "STRING",
+    14: "DUAL_SUB_INT8", 15: "DUAL_SUB_UINT8", 16: "COMPLEX64", 17: "COMPLEX128", 18: "QINT8",
+    19: "QINT16", 20: "QINT32", 21: "QUINT8", 22: "QUINT16", 23: "RESOURCE", 24: "STRING_REF",
+    25: "DUAL", 26: "DT_VARIANT", 27: "DT_BF16", 28: "DT_UNDEFINED", 29: "DT_INT4", 30: "DT_UINT1",
+    31: "DT_INT2", 32: "DT_UINT2", 33: "DT_COMPLEX32", 34: "DT_HIFLOAT8", 35: "DT_FLOAT8_E5M2",
+    36: "DT_FLOAT8_E4M3FN", 37: "DT_FLOAT8_E8M0", 38: "DT_FLOAT6_E3M2", 39: "DT_FLOAT6_E2M3",
+    40: "DT_FLOAT4_E2M1", 41: "DT_FLOAT4_E1M2",
+}
+UNDEFINED = 0xFFFFFFFF
+
+
+def format_name(value: int) -> str:
+    if value == UNDEFINED:
+        return "UNDEFINED"
+    base, sub = value & 0xFF, (value >> 8) & 0xFFFF
+    name = GE_FORMATS.get(base, str(base))
+    return f"{name}:{sub}" if sub > 0 else name
+
+
+def dtype_name(value: int) -> str:
+    if value == UNDEFINED:
+        return "UNDEFINED"
+    return GE_DTYPES.get(value, str(value))
+
+
+def _render_payload(row: np.ndarray) -> Tuple[List[Tuple[str, str, str]], List[Tuple[str, str, str]]]:
+    """(inputs, outputs) of one tensor record: each a list of (shape, dtype, format) texts."""
+    ins: List[Tuple[str, str, str]] = []
+    outs: List[Tuple[str, str, str]] = []
+    for s in range(min(int(row["tensor_num"]), R.TENSOR_SLOT)):
+        dims = row[f"t{s}_shape"]
+        zero = np.flatnonzero(dims == 0)
+        used = dims[: zero[0]] if len(zero) else dims
+        part = (",".join(str(int(d)) for d in used), dtype_name(int(row[f"t{s}_dtype"])),
+                format_name(int(row[f"t{s}_format"])))
+        (ins if int(row[f"t{s}_type"]) == 0 else outs).append(part)
+    return ins, outs
+
+
+TensorText = Tuple[str, str, str, str, str, str]
+
+
+def render_tensors(arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Tensor descriptions of tensor_info records `arr` (structured, TENSOR_INFO dtype).
+
+    Records with the same (op_name, timestamp, thread_id) are one op's tensors split across
+    records. Returns (group index per record, object array of texts per group) where texts are input
+    shapes, dtypes, formats, output shapes, dtypes, formats; shapes are `"d,d;d,d"` with
+    the quotes, a zero dim ends a shape. Only distinct payloads are rendered, so the cost
+    follows the number of distinct tensor descriptions, not of records.
+    """
+    if len(arr) == 0:
+        return np.zeros(0, dtype=np.int64), np.empty(0, dtype=object)
+    payload = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), R.TENSOR_INFO.size)[:, 32:]
+    uniq, first, inverse = np.unique(payload.view(np.dtype((np.void, payload.shape[1]))).ravel(),
+                                     return_index=True, return_inverse=True)
+    rendered = [_render_payload(arr[i]) for i in first]
+    keys = np.empty(len(arr), dtype=[("op", "<u8"), ("ts", "<u8"), ("tid", "<u4")])
+    keys["op"], keys["ts"], keys["tid"] = arr["op_name"], arr["timestamp"], arr["thread_id"]
+    _, group, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    single = counts[group] == 1
+    payload_text = np.empty(len(rendered), dtype=object)
+    payload_text[:] = [_join([r]) for r in rendered]
+    texts = np.empty(len(counts), dtype=object)
+    texts[group[single]] = payload_text[inverse[single]]
+    by_group: Dict[int, List[int]] = {}
+    for i in np.flatnonzero(~single):  # only ops whose tensors span several records
+        by_group.setdefault(int(group[i]), []).append(int(inverse[i]))
+    for g, members in by_group.items():
+        texts[g] = _join([rendered[m] for m in members])
+    return group.astype(np.int64), texts
+
+
+def _join(parts: List[Tuple[List[Tuple[str, str, str]], List[Tuple[str, str, str]]]]) -> TensorText:
+    ins = [t for p in parts for t in p[0]]
+    outs = [t for p in parts for t in p[1]]
+    return ('"' + ";".join(t[0] for t in ins) + '"', ";".join(t[1] for t in ins), ";".join(t[2] for t in ins),
+            '"' + ";".join(t[0] for t in outs) + '"', ";".join(t[1] for t in outs), ";".join(t[2] for t in outs))

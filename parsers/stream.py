@@ -1,0 +1,121 @@
+"""Pure decoding of record streams: bytes in, structured arrays and issues out.
+
+A stream is the concatenation of the slices of one data kind (`x.slice_0`, `x.slice_1`, ...),
+read as one byte string because records may straddle slice boundaries. Nothing here opens
+files, logs or prints: problems come back as `Issue` values for the caller to report.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .records import Record
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One slice file's place in a stream: its name and where its bytes start."""
+
+    path: str
+    start: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Issue:
+    """Something wrong in the data, located by file and byte offset within that file."""
+
+    path: str
+    offset: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: offset {self.offset}: {self.message}"
+
+
+def locate(pieces: Sequence[Piece], offset: int) -> Tuple[str, int]:
+    """Map a stream offset to (file, offset within that file)."""
+    for piece in pieces:
+        if piece.start <= offset < piece.start + piece.size:
+            return piece.path, offset - piece.start
+    last = pieces[-1] if pieces else Piece("<empty>", 0, 0)
+    return last.path, offset - last.start
+
+
+Validity = Callable[[np.ndarray], np.ndarray]
+
+
+def _choose_alignment(buf: np.ndarray, record: Record, valid: Optional[Validity]) -> int:
+    """Bytes to skip at the start so that whole records remain.
+
+    The reference always drops `len % size` leading bytes (a collection aged from its
+    start). A collection cut at its end instead (an interrupted write) keeps its records
+    aligned at offset 0. Where a validity check exists, take the alignment that keeps
+    more valid records; on a tie follow the reference.
+    """
+    rest = len(buf) % record.size
+    if rest == 0:
+        return 0
+    if valid is None:
+        return rest
+    scores = []
+    for lead in (rest, 0):
+        count = (len(buf) - lead) // record.size
+        view = buf[lead:lead + count * record.size].view(record.dtype)
+        scores.append(int(np.count_nonzero(valid(view))))
+    return rest if scores[0] >= scores[1] else 0
+
+
+def decode_stream(record: Record, buf: np.ndarray, pieces: Sequence[Piece],
+                  valid: Optional[Validity] = None,
+                  expected: str = "") -> Tuple[np.ndarray, np.ndarray, List[Issue]]:
+    """Decode a stream of `record`s.
+
+    Returns (records that pass `valid`, their byte offsets in the stream, issues).
+    `valid` maps a structured array to a boolean mask; records failing it are dropped
+    one by one, each reported with its file and offset. `expected` describes what a
+    valid record looks like, for the issue text.
+    """
+    issues: List[Issue] = []
+    lead = _choose_alignment(buf, record, valid)
+    count = (len(buf) - lead) // record.size
+    tail = len(buf) - lead - count * record.size
+    if lead:
+        path, off = locate(pieces, 0)
+        issues.append(Issue(path, off, f"{lead} leading bytes do not make a whole {record.size}-byte "
+                                        f"{record.name} record; skipped"))
+    if tail:
+        path, off = locate(pieces, lead + count * record.size)
+        issues.append(Issue(path, off, f"truncated {record.name} record: {tail} of {record.size} bytes; dropped"))
+    arr = buf[lead:lead + count * record.size].view(record.dtype)
+    offsets = lead + np.arange(count, dtype=np.int64) * record.size
+    if valid is not None and count:
+        mask = valid(arr)
+        bad = np.flatnonzero(~mask)
+        for i in bad[:20]:
+            path, off = locate(pieces, int(offsets[i]))
+            issues.append(Issue(path, off, f"{record.name} record {expected}; dropped"))
+        if len(bad) > 20:
+            issues.append(Issue(pieces[0].path if pieces else "", 0,
+                                f"{len(bad) - 20} more {record.name} records fail the same check; dropped"))
+        if len(bad):
+            arr, offsets = arr[mask], offsets[mask]
+    return arr, offsets, issues
+
+
+def read_stream(paths: Sequence[str]) -> Tuple[np.ndarray, List[Piece]]:
+    """Read slice files into one byte array, with each file's place in it."""
+    pieces: List[Piece] = []
+    chunks: List[np.ndarray] = []
+    start = 0
+    for path in paths:
+        data = np.fromfile(path, dtype=np.uint8)
+        pieces.append(Piece(path, start, len(data)))
+        chunks.append(data)
+        start += len(data)
+    if not chunks:
+        return np.zeros(0, dtype=np.uint8), pieces
+    buf = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+    return buf, pieces
