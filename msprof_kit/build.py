@@ -18,7 +18,7 @@ import pandas as pd
 from .parsers import device as D
 from .parsers import host as H
 from .parsers import records as R
-from .parsers.stream import read_stream
+from .parsers.stream import locate, read_stream
 from . import metrics
 from .errors import Diagnostics, MissingControlFile, NoData
 from .layout import NPU_NAMES, Chip, Collection, ResultDir, data_files
@@ -512,13 +512,21 @@ class DeviceData:
     clock: Clock
 
 
-def _pairs(cols: Dict[str, np.ndarray], keys: Sequence[str], what: str, where: str,
+def _pairs(cols: Dict[str, np.ndarray], keys: Sequence[str], what: str, pieces: list,
            diag: Diagnostics) -> Tuple[np.ndarray, np.ndarray]:
     starts, ends, lost_end, lost_start = D.pair_start_end([cols[k] for k in keys], cols["syscnt"], cols["is_start"])
-    if lost_end:
-        diag.warn(f"{where}: {lost_end} {what} start records have no end record; those tasks are dropped")
-    if lost_start:
-        diag.warn(f"{where}: {lost_start} {what} end records have no start record; dropped")
+    for lost, want_start, text in ((lost_end, True, "start record has no end record; task dropped"),
+                                   (lost_start, False, "end record has no start record; dropped")):
+        if not lost:
+            continue
+        used = np.zeros(len(cols["syscnt"]), dtype=bool)
+        used[starts] = used[ends] = True
+        orphan = np.flatnonzero(~used & (cols["is_start"] == want_start))
+        first = int(orphan[0])
+        path, off = locate(pieces, int(cols["offset"][first]))
+        more = f" (and {lost - 1} more)" if lost > 1 else ""
+        diag.warn(f"{path}: offset {off}: {what} {text} (stream {int(cols['stream_id'][first])}, "
+                  f"task {int(cols['task_id'][first])}){more}")
     return starts, ends
 
 
@@ -557,13 +565,12 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) 
             buf, pieces = read_stream(files[("stars_soc.data", "")])
             acsq, ffts, issues = D.decode_stars_soc(buf, pieces)
             diag.extend(issues)
-            where = f"{rd.data_dir}/stars_soc.data.{rd.device_id}.*"
-            s, e = _pairs(acsq, ("stream_id", "task_id"), "ACSQ task", where, diag)
+            s, e = _pairs(acsq, ("stream_id", "task_id"), "ACSQ task", pieces, diag)
             frames.append(pd.DataFrame({
                 "stream_id": acsq["stream_id"][s], "task_id": acsq["task_id"][s], "ctx": INVALID_CTX,
                 "start": acsq["syscnt"][s], "end": acsq["syscnt"][e],
                 "dev_type": _lookup(acsq["sqe_type"][s], D.SQE_TYPES)}))
-            s, e = _pairs(ffts, ("stream_id", "task_id", "subtask_id", "thread_id"), "FFTS+ subtask", where, diag)
+            s, e = _pairs(ffts, ("stream_id", "task_id", "subtask_id", "thread_id"), "FFTS+ subtask", pieces, diag)
             frames.append(pd.DataFrame({
                 "stream_id": ffts["stream_id"][s], "task_id": ffts["task_id"][s],
                 "ctx": np.where(ffts["ffts_type"][s] == D.FFTS_PLUS, ffts["subtask_id"][s], INVALID_CTX),
@@ -578,7 +585,7 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) 
             buf, pieces = read_stream(files[("hwts.data", "")])
             hw, issues = D.decode_hwts(buf, pieces)
             diag.extend(issues)
-            s, e = _pairs(hw, ("stream_id", "task_id"), "HWTS task", f"{rd.data_dir}/hwts.data.{rd.device_id}.*", diag)
+            s, e = _pairs(hw, ("stream_id", "task_id"), "HWTS task", pieces, diag)
             order = np.argsort(hw["syscnt"][e], kind="stable")
             s, e = s[order], e[order]
             frames.append(pd.DataFrame({
@@ -798,8 +805,8 @@ class StringPool:
         """Ids of an array of strings (vectorized over distinct values)."""
         if len(values) == 0:
             return np.zeros(0, dtype=np.int64)
-        uniq, inv = np.unique(values.astype(str), return_inverse=True)
-        return np.array([self.id(u) for u in uniq], dtype=np.int64)[inv]
+        codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+        return np.array([self.id(str(u)) for u in uniq], dtype=np.int64)[codes]
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame({"id": list(self.ids.values()), "value": list(self.ids.keys())})
@@ -955,10 +962,6 @@ def build(coll: Collection, diag: Diagnostics) -> Built:
             "startNs": a["start_ns"].to_numpy(), "endNs": a["end_ns"].to_numpy(), "type": a["level"].to_numpy(),
             "globalTid": (np.int64(pid) << 32) | a["thread"].to_numpy(), "connectionId": a["conn"].to_numpy(),
             "name": strings.ids_of(a["name"].to_numpy())})
-        T["KIT_API"] = pd.DataFrame({
-            "connectionId": a["conn"].to_numpy(), "level": a["level"].to_numpy(), "threadId": a["thread"].to_numpy(),
-            "typeId": a["type"].to_numpy(), "itemId": a["item"].astype(np.uint64).astype(str).to_numpy(),
-            "requestId": a["reserve"].to_numpy(), "name": a["name"].to_numpy()})
     if not pmu.empty:
         if chip.family == "stars":  # only these chips carry TASK_PMU_INFO (and its strings) in the unified DB
             for n in (c for c in pmu.columns if c != "row"):
@@ -985,9 +988,6 @@ def build(coll: Collection, diag: Diagnostics) -> Built:
             "attrInfo": np.full(n, strings.id("")), "opState": strings.ids_of(c["state"].to_numpy()),
             "hf32Eligible": strings.ids_of(c["hf32"].to_numpy()),
             "gridDim": np.full(n, strings.id("N/A")), "blockDim": np.full(n, strings.id("N/A"))})
-        T["KIT_COMPUTE"] = pd.DataFrame({"globalTaskId": cg, "modelId": c["model_id"].to_numpy(),
-                                         "requestId": c["request_id"].to_numpy(), "batchId": c["batch"].to_numpy(),
-                                         "connectionId": c["conn"].to_numpy()})
     if "TASK" in T:
         view = T["TASK"].assign(taskTypeName=tasks["host_type"].to_numpy())
         cg_all = T["COMPUTE_TASK_INFO"]["globalTaskId"].to_numpy() if "COMPUTE_TASK_INFO" in T else np.zeros(0)

@@ -79,8 +79,8 @@ def query_rows(path: str, diag: Diagnostics) -> List[List[str]]:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             steps = conn.execute("SELECT deviceId, modelId, timestampNs, tagId FROM KIT_STEP_TRACE").fetchall() \
                 if "KIT_STEP_TRACE" in tables else []
-            compute_models = {r[0] for r in conn.execute("SELECT DISTINCT modelId FROM KIT_COMPUTE")} \
-                if "KIT_COMPUTE" in tables else set()
+            compute_models = {r[0] for r in conn.execute("SELECT DISTINCT modelId FROM TASK")} \
+                if "TASK" in tables else set()
         finally:
             conn.close()
         for rd in coll.devices:

@@ -54,12 +54,6 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
     # TASK_PMU_INFO: aic_*/aiv_* on STARS chips, unprefixed on HWTS chips; times in ns).
     # The metric columns depend on the collection's metric groups and are added when written.
     "KIT_TASK_PMU": [("taskRow", "INTEGER PRIMARY KEY"), ("globalTaskId", "INTEGER")],
-    # per compute task: where it ran in the model (COMPUTE_TASK_INFO lacks these)
-    "KIT_COMPUTE": [("globalTaskId", "INTEGER PRIMARY KEY"), ("modelId", "INTEGER"), ("requestId", "INTEGER"),
-                    ("batchId", "INTEGER"), ("connectionId", "INTEGER")],
-    # every host API and merged event pair (all levels) with its raw ids
-    "KIT_API": [("connectionId", "INTEGER PRIMARY KEY"), ("level", "INTEGER"), ("threadId", "INTEGER"),
-                ("typeId", "INTEGER"), ("itemId", "TEXT"), ("requestId", "INTEGER"), ("name", "TEXT")],
     # ts_track step trace records (tag 10)
     "KIT_STEP_TRACE": [("deviceId", "INTEGER"), ("timestampNs", "INTEGER"), ("indexId", "INTEGER"),
                        ("modelId", "INTEGER"), ("streamId", "INTEGER"), ("taskId", "INTEGER"), ("tagId", "INTEGER")],

@@ -7,7 +7,7 @@ import os
 import re
 import sys
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 import numpy as np
 import pytest
@@ -216,7 +216,8 @@ def test_host_call_shape(tmp_path) -> None:
         tensor = read_stream(data, f"{cls}.additional.tensor_info", R.TENSOR_INFO)
         assert np.array_equal(nbi["timestamp"], launch["begin"] + 100)
         assert np.array_equal(nbi["op_name"], launch["item_id"])
-        assert np.array_equal(tensor["timestamp"], nbi["timestamp"]) and np.array_equal(tensor["op_name"], nbi["op_name"])
+        assert np.array_equal(tensor["timestamp"], nbi["timestamp"])
+        assert np.array_equal(tensor["op_name"], nbi["op_name"])
         assert np.all(tensor["tensor_num"] == 2) and np.all(tensor["t0_type"] == 0) and np.all(tensor["t1_type"] == 1)
         assert np.all(tensor["t0_format"] == 2) and np.all(tensor["t0_dtype"] == 1)
         assert np.all(tensor["t0_shape"][:, :3] > 0) and np.all(tensor["t0_shape"][:, 3:] == 0)
@@ -270,7 +271,8 @@ def test_310p_collection(tmp_path) -> None:
 
     tracks = host_tracks(prof)
     assert np.all(tracks["task_type"] == 0)  # every 310P op is an AI Core op
-    assert np.array_equal(tracks["task_id"], hwts["task_id"][0::2]) and np.array_equal(tracks["stream_id"], hwts["stream_id"][0::2])
+    assert np.array_equal(tracks["task_id"], hwts["task_id"][0::2])
+    assert np.array_equal(tracks["stream_id"], hwts["stream_id"][0::2])
     ns = device_ns(hwts["syscnt"], prof, 0, 10)
     assert ns.min() > synth.HOST_MONO0_NS and ns.max() < end_mono_ns(prof)
 
