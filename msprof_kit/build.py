@@ -546,6 +546,9 @@ def _flip_batches(tasks: pd.DataFrame, flips: Dict[str, np.ndarray]) -> np.ndarr
 
 def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) -> Optional[DeviceData]:
     files = data_files(rd)
+    if not files:
+        diag.warn(f"{rd.data_dir}: no raw data files; expected e.g. stars_soc.data.{rd.device_id}.slice_0 "
+                  f"or hwts.data.{rd.device_id}.slice_0")
     try:
         clock = device_clock_of(rd, coll)
     except MissingControlFile as exc:

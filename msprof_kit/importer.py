@@ -10,7 +10,7 @@ import numpy as np
 
 from . import store
 from .build import build
-from .errors import Diagnostics
+from .errors import Diagnostics, UnreadableFile
 from .layout import Collection, find_collections
 
 
@@ -21,12 +21,19 @@ class Imported:
     warnings: List[str]
 
 
+def _build(coll: Collection, diag: Diagnostics):  # type: ignore[no-untyped-def]
+    try:
+        return build(coll, diag)
+    except OSError as exc:
+        raise UnreadableFile(f"cannot read: {exc.strerror or exc}", path=exc.filename or coll.path) from exc
+
+
 def import_path(path: str, diag: Diagnostics) -> List[Imported]:
     """Parse every collection at `path` into its store (re-import replaces it)."""
     done: List[Imported] = []
     for coll in find_collections(path, diag):
         local = Diagnostics()
-        built = build(coll, local)
+        built = _build(coll, local)
         written = store.write_store(coll.path, built, local.warnings)
         diag.extend(local.warnings)
         done.append(Imported(coll, written, local.warnings))
@@ -39,7 +46,7 @@ def ensure_imported(path: str, diag: Diagnostics) -> List[Collection]:
     for coll in find_collections(path, diag):
         if not os.path.exists(store.store_path(coll.path)):
             local = Diagnostics()
-            store.write_store(coll.path, build(coll, local), local.warnings)
+            store.write_store(coll.path, _build(coll, local), local.warnings)
             diag.extend(local.warnings)
         out.append(coll)
     return out

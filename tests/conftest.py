@@ -1,0 +1,51 @@
+"""Shared fixtures: where ../shared is, fresh copies of golden inputs, running the CLI in-process."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+from typing import Dict, List, Tuple
+
+import pytest
+
+from msprof_kit import cli
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "shared"))
+GOLDEN = os.path.join(SHARED, "golden")
+COMPARE = os.path.join(SHARED, "tools", "compare_exports.py")
+INTACT_CASES = ["min_910b", "910b_mixed", "310p_hwts", "910b_steps", "910b_two_devices", "910b_straddle"]
+DEGRADED_CASES = ["degraded_a", "degraded_b", "degraded_c", "degraded_d", "degraded_e"]
+
+needs_shared = pytest.mark.skipif(not os.path.isdir(GOLDEN), reason="../shared/golden is not beside the repo")
+
+
+def copy_input(case: str, dest: str) -> str:
+    """A writable copy of a golden case's raw input; returns the PROF directory."""
+    src = os.path.join(GOLDEN, case, "input")
+    shutil.copytree(src, dest, dirs_exist_ok=True)
+    for root, dirs, files in os.walk(dest):
+        for name in dirs + files:
+            p = os.path.join(root, name)
+            os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR)
+    profs = [os.path.join(dest, n) for n in os.listdir(dest) if n.startswith("PROF_")]
+    assert len(profs) == 1
+    return profs[0]
+
+
+def run(argv: List[str], capsys: pytest.CaptureFixture) -> Tuple[int, str, str]:
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def tree_hashes(root: str) -> Dict[str, str]:
+    """sha256 of every file below root (to prove raw files are untouched)."""
+    out = {}
+    for base, _, files in os.walk(root):
+        for name in files:
+            p = os.path.join(base, name)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, root)] = hashlib.sha256(f.read()).hexdigest()
+    return out

@@ -1,0 +1,62 @@
+"""The command line as users run it: help texts, the synthetic round trip, query."""
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+import synth
+from conftest import run
+
+COMMANDS = [["import"], ["export"], ["export", "db"], ["query"]]
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+def test_every_command_has_help(cmd):
+    res = subprocess.run([sys.executable, "-m", "msprof_kit", *cmd, "--help"], capture_output=True, text=True)
+    assert res.returncode == 0 and "usage: msprof-kit" in res.stdout and len(res.stdout) > 120
+
+
+def test_no_command_prints_help(capsys):
+    code, out, _ = run([], capsys)
+    assert code == 1 and "import" in out and "export" in out
+
+
+@pytest.mark.parametrize("chip", ["910B", "310P"])
+def test_synthetic_collection_round_trip(tmp_path, capsys, chip):
+    prof = synth.write_collection(str(tmp_path), chip=chip, n_tasks=120, model_fraction=0.25, slices=3, seed=5)
+    code, out, err = run(["import", "-dir", prof], capsys)
+    assert code == 0 and err == "", err
+    with sqlite3.connect(os.path.join(prof, "sqlite", "msprof_kit.db")) as c:
+        assert c.execute("SELECT COUNT(*) FROM TASK").fetchone()[0] == 120
+        assert c.execute("SELECT COUNT(*) FROM COMPUTE_TASK_INFO").fetchone()[0] == 120
+        assert c.execute("SELECT COUNT(*) FROM KIT_TASK_PMU").fetchone()[0] == 120
+        models = dict(c.execute("SELECT modelId, COUNT(*) FROM TASK GROUP BY modelId").fetchall())
+        assert models[4294967295] == 90 and sum(models.values()) == 120
+        # every task started after its launch on the host and ran for a positive time
+        bad = c.execute("""SELECT COUNT(*) FROM TASK t JOIN CANN_API a ON a.connectionId = t.connectionId
+                           WHERE t.startNs < a.startNs OR t.endNs <= t.startNs""").fetchone()[0]
+        assert bad == 0
+
+
+def test_two_devices_and_a_parent_folder(tmp_path, capsys):
+    synth.write_collection(str(tmp_path), n_tasks=20, devices=2, seed=1, name="PROF_000001_A")
+    synth.write_collection(str(tmp_path), n_tasks=10, seed=2, name="PROF_000002_B")
+    code, out, _ = run(["import", "-dir", str(tmp_path)], capsys)
+    assert code == 0 and out.count("Imported") == 2
+    with sqlite3.connect(str(tmp_path / "PROF_000001_A" / "sqlite" / "msprof_kit.db")) as c:
+        assert dict(c.execute("SELECT deviceId, COUNT(*) FROM TASK GROUP BY deviceId").fetchall()) == {0: 20, 1: 20}
+
+
+def test_query_table(tmp_path, capsys):
+    prof = synth.write_collection(str(tmp_path), n_tasks=40, model_fraction=0.5, seed=4)
+    code, out, _ = run(["query", "-dir", prof], capsys)
+    assert code == 0
+    lines = out.split("\n")
+    assert lines[0].startswith("Job Info\tDevice ID") or lines[0].startswith("Job Info")
+    assert lines[1] == "" and lines[0].endswith("\t")
+    cells = [c.strip() for c in lines[2].split("\t")]
+    assert cells[1:3] == ["0", "device_0"] and cells[7] == "-1"

@@ -1,0 +1,96 @@
+"""Pure decoders: stream alignment, bad records, pairing, id decoding, dictionaries, tensors."""
+from __future__ import annotations
+
+import numpy as np
+
+from msprof_kit.parsers import device as D
+from msprof_kit.parsers import host as H
+from msprof_kit.parsers import records as R
+from msprof_kit.parsers.stream import Piece, decode_stream, locate
+from msprof_kit.timebase import Clock
+from fractions import Fraction
+
+
+def _api(n: int, over: dict = None) -> bytes:
+    over = over or {}
+    out = b""
+    for i in range(n):
+        fields = dict(magic=R.HOST_MAGIC, level=20000, type=1, thread_id=7, begin=100 + i, end=200 + i)
+        fields.update(over.get(i, {}))
+        out += R.pack(R.API_EVENT, **fields)
+    return out
+
+
+def test_bad_magic_costs_one_record():
+    raw = _api(5, {2: {"magic": 0x5A5B}})
+    cols, issues = H.decode_api_event(np.frombuffer(raw, np.uint8), [Piece("f", 0, len(raw))])
+    assert list(cols["begin"]) == [100, 101, 103, 104]
+    assert len(issues) == 1 and issues[0].offset == 80 and "0x5A5A" in issues[0].message
+
+
+def test_truncated_tail_keeps_aligned_records():
+    raw = _api(4)[:-15]
+    cols, issues = H.decode_api_event(np.frombuffer(raw, np.uint8), [Piece("f", 0, len(raw))])
+    assert list(cols["begin"]) == [100, 101, 102]
+    assert any("truncated" in i.message and i.offset == 120 for i in issues)
+
+
+def test_aged_head_follows_the_reference():
+    raw = _api(4)[15:]  # the collector's ager cut the start
+    cols, issues = H.decode_api_event(np.frombuffer(raw, np.uint8), [Piece("f", 0, len(raw))])
+    assert list(cols["begin"]) == [101, 102, 103]
+    assert any("leading" in i.message for i in issues)
+
+
+def test_records_straddling_slices_and_locate():
+    raw = _api(3)
+    pieces = [Piece("a", 0, 50), Piece("b", 50, 70)]
+    arr, offsets, issues = decode_stream(R.API_EVENT, np.frombuffer(raw, np.uint8), pieces)
+    assert list(arr["begin"]) == [100, 101, 102] and not issues
+    assert locate(pieces, 80) == ("b", 30)
+
+
+def test_pairing_drops_only_the_orphans():
+    keys = [np.array([1, 1, 1, 1, 2, 2])]
+    time = np.array([10, 20, 30, 40, 15, 25])
+    is_start = np.array([True, True, False, True, True, False])
+    s, e, lost_end, lost_start = D.pair_start_end(keys, time, is_start)
+    assert sorted(zip(time[s], time[e])) == [(15, 25), (20, 30)]
+    assert (lost_end, lost_start) == (2, 0)
+
+
+def test_stars_id_decoding():
+    stream, task = D.stars_ids(np.array([5, 0x1000 | 7, 0x2000 | 0x123]), np.array([9, 0x2005, 0x1003]))
+    assert list(stream) == [5, 7, 3]
+    assert list(task) == [9, 0x0005, 0x123 | 0x1000]
+
+
+def test_dictionaries():
+    table, issues = H.parse_dictionary("12:a:b\nxx:bad\n7:c\n12:z\n", "d", typed=False)
+    assert table == {"12": "z", "7": "c"} and len(issues) == 1 and issues[0].offset == 7
+    types, issues = H.parse_dictionary("5000_802:task_track\n20000_x:bad\n", "t", typed=True)
+    assert types == {"5000_802": "task_track"} and len(issues) == 1
+
+
+def test_tensor_texts_join_split_records():
+    def rec(ts, tensors):
+        fields = dict(magic=R.HOST_MAGIC, level=10000, type=1, thread_id=3, timestamp=ts, op_name=99,
+                      tensor_num=len(tensors))
+        for i, (kind, fmt, dt, shape) in enumerate(tensors):
+            fields.update({f"t{i}_type": kind, f"t{i}_format": fmt, f"t{i}_dtype": dt,
+                           f"t{i}_shape": list(shape) + [0] * (8 - len(shape))})
+        return R.pack(R.TENSOR_INFO, **fields)
+    raw = rec(5, [(0, 2, 1, (8, 16)), (0, 29, 27, (4,))]) + rec(5, [(1, 2 | (16 << 8), 0, (8,))]) + \
+        rec(6, [(0, 0xFFFFFFFF, 9, ())])
+    arr = np.frombuffer(raw, dtype=R.TENSOR_INFO.dtype)
+    group, texts = H.render_tensors(arr)
+    assert group[0] == group[1] != group[2]
+    assert texts[group[0]] == ('"8,16;4"', "FLOAT16;DT_BF16", "ND;FRACTAL_NZ", '"8"', "FLOAT", "ND:16")
+    assert texts[group[2]][:3] == ('""', "INT64", "UNDEFINED")
+
+
+def test_clock_is_exact_integer_arithmetic():
+    c = Clock(base_ticks=50_000_000_000, base_ns=1_700_902_984_000_000_000, mhz=Fraction(50))
+    assert c.to_ns(np.array([50_000_000_003]))[0] == 1_700_902_984_000_000_060
+    c = Clock(base_ticks=0, base_ns=0, mhz=Fraction("38.4"))
+    assert c.to_ns(np.array([384]))[0] == 10_000
