@@ -18,7 +18,7 @@ import pandas as pd
 from .parsers import device as D
 from .parsers import host as H
 from .parsers import records as R
-from .parsers.stream import locate, read_stream
+from .parsers.stream import decode_stream, locate, read_stream
 from . import metrics
 from .errors import Diagnostics, MissingControlFile, NoData
 from .layout import NPU_NAMES, Chip, Collection, ResultDir, data_files
@@ -139,6 +139,15 @@ def _read_group(rd: ResultDir, files: Dict[Tuple[str, str], List[str]], kind: st
     return read_stream(paths)
 
 
+def _group_streams(files: Dict[Tuple[str, str], List[str]], kind: str):  # type: ignore[no-untyped-def]
+    """(group, bytes, pieces) of each file class of a host record kind, unaging first."""
+    for group in ("unaging", "aging"):
+        paths = files.get((kind, group), [])
+        if paths:
+            buf, pieces = read_stream(paths)
+            yield group, buf, pieces
+
+
 def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
                 diag: Diagnostics) -> Dict[str, str]:
     table: Dict[str, str] = {}
@@ -254,11 +263,7 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Optional[Ho
     # compact / additional records, each tagged with its file class
     def records(kind: str) -> pd.DataFrame:
         frames = []
-        for group in ("unaging", "aging"):
-            paths = files.get((kind, group), [])
-            if not paths:
-                continue
-            b, p = read_stream(paths)
+        for group, b, p in _group_streams(files, kind):
             c, iss = H.decode_compact(kind, b, p)
             diag.extend(iss)
             c = {k: v for k, v in c.items() if v.ndim == 1}
@@ -355,11 +360,7 @@ def _name_apis(apis: pd.DataFrame, types: Dict[str, str], hashes: Dict[str, str]
 
 def _context_ids(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
     frames = []
-    for group in ("unaging", "aging"):
-        paths = files.get(("context_id_info", group), [])
-        if not paths:
-            continue
-        b, p = read_stream(paths)
+    for _, b, p in _group_streams(files, "context_id_info"):
         arr_cols, issues = H.decode_compact("context_id_info", b, p)
         diag.extend(issues)
         n = len(arr_cols["timestamp"])
@@ -372,12 +373,7 @@ def _context_ids(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
 
 def _tensor_texts(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
     frames = []
-    for group in ("unaging", "aging"):
-        paths = files.get(("tensor_info", group), [])
-        if not paths:
-            continue
-        b, p = read_stream(paths)
-        from .parsers.stream import decode_stream
+    for _, b, p in _group_streams(files, "tensor_info"):
         arr, _, issues = decode_stream(R.TENSOR_INFO, b, p, H._host_valid, H._EXPECT)
         diag.extend(issues)
         group_idx, texts = H.render_tensors(arr)
@@ -392,11 +388,7 @@ def _tensor_texts(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
 
 def _model_names(rd: ResultDir, files, hashes: Dict[str, str], diag: Diagnostics) -> pd.DataFrame:
     frames = []
-    for group in ("unaging", "aging"):
-        paths = files.get(("graph_id_map", group), [])
-        if not paths:
-            continue
-        b, p = read_stream(paths)
+    for _, b, p in _group_streams(files, "graph_id_map"):
         c, issues = H.decode_compact("graph_id_map", b, p)
         diag.extend(issues)
         frames.append(pd.DataFrame({"model_id": c["model_id"].astype(np.int64),
