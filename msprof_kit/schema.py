@@ -46,14 +46,10 @@ UNIFIED: Dict[str, Sequence[Column]] = {
 
 # msprof-kit extensions (docs/store.md).
 EXTENSIONS: Dict[str, Sequence[Column]] = {
-    # one row per TASK row, in TASK order: what the exports need beyond the unified TASK table
-    "KIT_TASK": [("taskRow", "INTEGER PRIMARY KEY"), ("globalTaskId", "INTEGER"), ("batchId", "INTEGER"),
-                 ("requestId", "INTEGER"), ("deviceTaskType", "TEXT"), ("kernelName", "TEXT"),
-                 ("threadId", "INTEGER"), ("matched", "INTEGER")],
-    # PMU metrics, one row per task execution and one REAL column per metric (names as in
-    # TASK_PMU_INFO: aic_*/aiv_* on STARS chips, unprefixed on HWTS chips; times in ns).
-    # The metric columns depend on the collection's metric groups and are added when written.
-    "KIT_TASK_PMU": [("taskRow", "INTEGER PRIMARY KEY"), ("globalTaskId", "INTEGER")],
+    # column-wise storage of the per-task extension tables (COLUMNAR below): one row per column,
+    # `data` = the little-endian array bytes (strings as int32 codes into the JSON list `labels`)
+    "KIT_COLUMNS": [("tableName", "TEXT"), ("name", "TEXT"), ("dtype", "TEXT"), ("data", "BLOB"),
+                    ("labels", "TEXT")],
     # ts_track step trace records (tag 10)
     "KIT_STEP_TRACE": [("deviceId", "INTEGER"), ("timestampNs", "INTEGER"), ("indexId", "INTEGER"),
                        ("modelId", "INTEGER"), ("streamId", "INTEGER"), ("taskId", "INTEGER"), ("tagId", "INTEGER")],
@@ -63,6 +59,17 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
     "KIT_INFO": [("deviceId", "INTEGER"), ("name", "TEXT"), ("value", "TEXT")],
     # what was dropped or guessed during import
     "KIT_WARNINGS": [("message", "TEXT")],
+}
+
+# Per-task extension tables kept column-wise in KIT_COLUMNS (docs/store.md): millions of rows that
+# the exporters read whole, so one BLOB per column instead of one sqlite row per task.
+COLUMNAR: Dict[str, Sequence[str]] = {
+    # one entry per TASK row, in TASK order (taskRow = position)
+    "KIT_TASK": ["taskRow", "globalTaskId", "batchId", "requestId", "deviceTaskType", "kernelName", "threadId",
+                 "matched"],
+    # PMU metrics per task execution: taskRow, globalTaskId, then one column per metric (names as in
+    # TASK_PMU_INFO: aic_*/aiv_* on STARS chips, unprefixed on HWTS chips; times in ns)
+    "KIT_TASK_PMU": ["taskRow", "globalTaskId"],
 }
 
 ALL_TABLES: Dict[str, Sequence[Column]] = {**UNIFIED, **EXTENSIONS}

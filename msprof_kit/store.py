@@ -6,11 +6,13 @@ atomically (temp file, then rename). `export_db` copies its unified tables to `m
 """
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+import numpy as np
 import pandas as pd
 
 from . import schema
@@ -27,10 +29,39 @@ def store_path(collection_path: str) -> str:
 
 
 def _columns_of(table: str, frame: pd.DataFrame) -> Sequence[schema.Column]:
-    declared = list(schema.ALL_TABLES[table])
-    if table == "KIT_TASK_PMU":
-        declared += [(c, "REAL") for c in frame.columns if c not in ("taskRow", "globalTaskId")]
-    return declared
+    return list(schema.ALL_TABLES[table])
+
+
+def encode_columns(table: str, frame: pd.DataFrame) -> List[Tuple[object, ...]]:
+    """KIT_COLUMNS rows of a columnar table: (table, column, dtype, bytes, labels)."""
+    rows: List[Tuple[object, ...]] = []
+    required = schema.COLUMNAR[table]
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise StoreError(f"internal: table {table} lacks columns {missing}")
+    for name in frame.columns:
+        values = frame[name].to_numpy()
+        if values.dtype == object:
+            codes, labels = pd.factorize(values, use_na_sentinel=False)
+            rows.append((table, name, "<i4", codes.astype("<i4").tobytes(),
+                         json.dumps([str(x) for x in labels], ensure_ascii=False)))
+        else:
+            arr = np.ascontiguousarray(values.astype(values.dtype.newbyteorder("<")))
+            rows.append((table, name, arr.dtype.str, arr.tobytes(), None))
+    return rows
+
+
+def read_columns(conn: sqlite3.Connection, table: str) -> pd.DataFrame:
+    """A columnar table back as a DataFrame (empty when absent)."""
+    present = conn.execute("SELECT 1 FROM sqlite_master WHERE name='KIT_COLUMNS'").fetchone()
+    if not present:
+        return pd.DataFrame()
+    data: Dict[str, np.ndarray] = {}
+    for name, dtype, blob, labels in conn.execute(
+            "SELECT name, dtype, data, labels FROM KIT_COLUMNS WHERE tableName = ? ORDER BY rowid", (table,)):
+        arr = np.frombuffer(blob, dtype=np.dtype(dtype))
+        data[name] = np.array(json.loads(labels), dtype=object)[arr] if labels is not None else arr
+    return pd.DataFrame(data)
 
 
 def _rows(frame: pd.DataFrame, names: Sequence[str]) -> Iterable[Tuple[object, ...]]:
@@ -59,6 +90,12 @@ def write_tables(path: str, tables: Dict[str, pd.DataFrame], only: Optional[Sequ
                 if only is not None and table not in only:
                     continue
                 if frame is None or frame.empty:
+                    continue
+                if table in schema.COLUMNAR:
+                    cols = schema.EXTENSIONS["KIT_COLUMNS"]
+                    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name='KIT_COLUMNS'").fetchone():
+                        conn.execute(schema.create_sql("KIT_COLUMNS", cols))
+                    conn.executemany(schema.insert_sql("KIT_COLUMNS", cols), encode_columns(table, frame))
                     continue
                 cols = _columns_of(table, frame)
                 names = [c[0] for c in cols]
@@ -120,8 +157,8 @@ def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
                 tables[name] = pd.read_sql_query(f'SELECT * FROM "{name}"', src)
         info = dict(src.execute("SELECT name, value FROM KIT_INFO WHERE deviceId = -1").fetchall()) \
             if "KIT_INFO" in present else {}
-        if "KIT_TASK_PMU" in present and info.get("pmu_prefixed") == "1":
-            wide = pd.read_sql_query("SELECT * FROM KIT_TASK_PMU", src)
+        wide = read_columns(src, "KIT_TASK_PMU")
+        if not wide.empty and info.get("pmu_prefixed") == "1":
             tables["TASK_PMU_INFO"] = _long_pmu(wide, tables["STRING_IDS"])
     finally:
         src.close()

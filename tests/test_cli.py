@@ -11,6 +11,8 @@ import pytest
 import synth
 from conftest import run
 
+from msprof_kit.store import read_columns
+
 COMMANDS = [["import"], ["export"], ["export", "db"], ["query"]]
 
 
@@ -33,7 +35,10 @@ def test_synthetic_collection_round_trip(tmp_path, capsys, chip):
     with sqlite3.connect(os.path.join(prof, "sqlite", "msprof_kit.db")) as c:
         assert c.execute("SELECT COUNT(*) FROM TASK").fetchone()[0] == 120
         assert c.execute("SELECT COUNT(*) FROM COMPUTE_TASK_INFO").fetchone()[0] == 120
-        assert c.execute("SELECT COUNT(*) FROM KIT_TASK_PMU").fetchone()[0] == 120
+        pmu = read_columns(c, "KIT_TASK_PMU")
+        assert len(pmu) == 120 and (pmu["taskRow"].to_numpy() < 120).all()
+        kit = read_columns(c, "KIT_TASK")
+        assert len(kit) == 120 and set(kit["deviceTaskType"]) <= {"AI_CORE", "AIV_SQE"}
         models = dict(c.execute("SELECT modelId, COUNT(*) FROM TASK GROUP BY modelId").fetchall())
         assert models[4294967295] == 90 and sum(models.values()) == 120
         # every task started after its launch on the host and ran for a positive time
