@@ -133,6 +133,34 @@ def dtype_name(value: int) -> str:
     return GE_DTYPES.get(value, str(value))
 
 
+def _row_hash(rows: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row of a 2-D uint8 array whose width is a multiple of 8 (vectorized)."""
+    words = np.ascontiguousarray(rows).view("<u8")
+    h = np.full(len(rows), 0xCBF29CE484222325, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(words.shape[1]):
+            h = (h ^ words[:, j]) * np.uint64(0x100000001B3)
+            h ^= h >> np.uint64(29)
+    return h
+
+
+def _distinct_rows(rows: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(index of one representative per distinct row, representative number of each row)."""
+    _, first, inverse = np.unique(_row_hash(rows), return_index=True, return_inverse=True)
+    if not np.array_equal(rows, rows[first[inverse]]):  # a hash collision: fall back to exact comparison
+        void = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1]))).ravel()
+        _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
+    return first, inverse.ravel()
+
+
+def _group_keys(*cols: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(group number of each row by equal key columns, group sizes); hash-based, numbered by first sight."""
+    import pandas as pd  # local: the decoders themselves need only numpy
+    group = pd.DataFrame({f"k{i}": c for i, c in enumerate(cols)}).groupby(
+        [f"k{i}" for i in range(len(cols))], sort=False).ngroup().to_numpy()
+    return group, np.bincount(group)
+
+
 def _render_payload(row: np.ndarray) -> Tuple[List[Tuple[str, str, str]], List[Tuple[str, str, str]]]:
     """(inputs, outputs) of one tensor record: each a list of (shape, dtype, format) texts."""
     ins: List[Tuple[str, str, str]] = []
@@ -162,12 +190,9 @@ def render_tensors(arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     if len(arr) == 0:
         return np.zeros(0, dtype=np.int64), np.empty(0, dtype=object)
     payload = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), R.TENSOR_INFO.size)[:, 32:]
-    uniq, first, inverse = np.unique(payload.view(np.dtype((np.void, payload.shape[1]))).ravel(),
-                                     return_index=True, return_inverse=True)
+    first, inverse = _distinct_rows(payload)
     rendered = [_render_payload(arr[i]) for i in first]
-    keys = np.empty(len(arr), dtype=[("op", "<u8"), ("ts", "<u8"), ("tid", "<u4")])
-    keys["op"], keys["ts"], keys["tid"] = arr["op_name"], arr["timestamp"], arr["thread_id"]
-    _, group, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    group, counts = _group_keys(arr["op_name"], arr["timestamp"], arr["thread_id"])
     single = counts[group] == 1
     payload_text = np.empty(len(rendered), dtype=object)
     payload_text[:] = [_join([r]) for r in rendered]

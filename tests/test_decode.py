@@ -94,3 +94,13 @@ def test_clock_is_exact_integer_arithmetic():
     assert c.to_ns(np.array([50_000_000_003]))[0] == 1_700_902_984_000_000_060
     c = Clock(base_ticks=0, base_ns=0, mhz=Fraction("38.4"))
     assert c.to_ns(np.array([384]))[0] == 10_000
+
+
+def test_distinct_rows_groups_equal_rows_only():
+    rng = np.random.default_rng(1)
+    base = rng.integers(0, 256, (5, 24), dtype=np.uint8)
+    pick = rng.integers(0, 5, 200)
+    rows = base[pick]
+    first, inverse = H._distinct_rows(rows)
+    assert len(first) == len(np.unique(pick))
+    assert np.array_equal(rows[first[inverse]], rows)
