@@ -186,7 +186,7 @@ def _merge_events(cols: Dict[str, np.ndarray], diag: Diagnostics, where: str) ->
             diag.warn(f"{where}: {leftover} begin/end event records have no partner; dropped")
         merged = merged.assign(end=merged["begin_2"], order=merged["order_2"])
         apis = pd.concat([apis, merged[apis.columns]], ignore_index=True)
-    return apis.drop(columns="is_event").sort_values("order", kind="stable").reset_index(drop=True)
+    return apis.drop(columns="is_event").reset_index(drop=True)
 
 
 def _contain(p_thread: np.ndarray, p_time: np.ndarray, a_thread: np.ndarray, a_begin: np.ndarray,
@@ -255,8 +255,10 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Optional[Ho
     apis = _name_apis(apis, types, hashes)
     apis["start_ns"] = clock.to_ns(apis["begin"].to_numpy())
     apis["end_ns"] = clock.to_ns(apis["end"].to_numpy())
-    apis = apis.sort_values(["begin", "level", "thread", "order"], ascending=[True, False, True, True],
-                            kind="stable").reset_index(drop=True)
+    # connection ids number the APIs by (begin, level descending), ties by thread then stream order
+    order = np.lexsort((apis["order"].to_numpy(), apis["thread"].to_numpy(), -apis["level"].to_numpy(),
+                        apis["begin"].to_numpy()))
+    apis = apis.iloc[order].reset_index(drop=True)
     apis["conn"] = np.arange(1, len(apis) + 1, dtype=np.int64)
     tree = _tree_mask(apis)
 
@@ -345,17 +347,18 @@ def _hash_names(values: np.ndarray, hashes: Dict[str, str], missing: str = "") -
 
 
 def _name_apis(apis: pd.DataFrame, types: Dict[str, str], hashes: Dict[str, str]) -> pd.DataFrame:
-    pairs = apis[["level", "type"]].drop_duplicates()
-    lookup = {}
-    for level, typ in pairs.itertuples(index=False):
-        lookup[(level, typ)] = types.get(f"{level}_{typ}", str(typ))
-    names = np.array([lookup[k] for k in zip(apis["level"], apis["type"])], dtype=object) if len(apis) else \
-        np.zeros(0, dtype=object)
-    hccl = apis["level"].to_numpy() == LEVEL_HCCL
+    """API names: type_info_dic '<level>_<type>' (decimal type if unknown); HCCL APIs by item hash."""
+    level = apis["level"].to_numpy()
+    typ = apis["type"].to_numpy()
+    key = (level << 32) | typ
+    uniq, inv = np.unique(key, return_inverse=True)
+    table = np.array([types.get(f"{int(k) >> 32}_{int(k) & 0xFFFFFFFF}", str(int(k) & 0xFFFFFFFF)) for k in uniq],
+                     dtype=object)
+    names = table[inv] if len(apis) else np.zeros(0, dtype=object)
+    hccl = level == LEVEL_HCCL
     if hccl.any():
         names[hccl] = _hash_names(apis["item"].to_numpy()[hccl], hashes)
-    struct = np.where(apis["level"].to_numpy() == LEVEL_ACL, (apis["type"].to_numpy() >> 16), -1)
-    return apis.assign(name=names, category=struct)
+    return apis.assign(name=names)
 
 
 def _context_ids(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
