@@ -313,8 +313,7 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Optional[Ho
     mfound = _contain(t_thread, t_time, a_thread[midx], a_begin[midx], a_end[midx])
     model_api = _take(midx, mfound)
 
-    type_names = np.array([types.get(f"5000_{int(t)}", str(int(t))) for t in tracks["task_type"].to_numpy()],
-                          dtype=object) if len(tracks) < 4096 else _map_names(tracks["task_type"].to_numpy(), types)
+    type_names = _map_names(tracks["task_type"].to_numpy(), types)
     tracks = tracks.assign(
         type_name=type_names,
         stream_id=tracks["stream_id"].astype(np.int64),
@@ -432,8 +431,7 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
         rows = info.iloc[pos[found]]
         op_name[found] = _hash_names(rows["op_name"].to_numpy(), hashes)
         op_type[found] = _hash_names(rows["op_type"].to_numpy(), hashes)
-        ge_type[found] = [GE_TASK_TYPES.get(int(t), str(int(t))) for t in rows["task_type"].to_numpy()] \
-            if found.sum() < 4096 else _ge_names(rows["task_type"].to_numpy())
+        ge_type[found] = _ge_names(rows["task_type"].to_numpy())
         bd = rows["block_dim"].to_numpy().astype(np.int64)
         block[found] = bd & 0xFFFF
         mix[found] = (bd & 0xFFFF) * (bd >> 16)
@@ -465,9 +463,7 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
         pos = cinfo.index.get_indexer(sel["parent"].to_numpy())
         found = (pos >= 0) & has_info
         ctx_id[found] = cinfo["ctx"].to_numpy()[pos[found]]
-    blank = ("N/A",) * 6
-    tex = [t if t is not None else blank for t in texts] if n < 4096 else _fill_texts(texts, blank)
-    tex_arr = np.array(tex, dtype=object).reshape(n, 6) if n else np.zeros((0, 6), dtype=object)
+    tex_arr = _texts_table(texts)
     out = pd.DataFrame({
         "track": sel.index.to_numpy(), "device_id": sel["device_id"].to_numpy().astype(np.int64),
         "stream_id": sel["stream_id"].to_numpy(), "task_id": sel["task_low"].to_numpy(),
@@ -476,7 +472,7 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
         "in_shapes": tex_arr[:, 0], "in_dtypes": tex_arr[:, 1], "in_formats": tex_arr[:, 2],
         "out_shapes": tex_arr[:, 3], "out_dtypes": tex_arr[:, 4], "out_formats": tex_arr[:, 5],
         "model_id": sel["model_id"].to_numpy(), "request_id": sel["request_id"].to_numpy(),
-        "conn": np.where(has_info, sel["conn"].to_numpy(), sel["conn"].to_numpy()),
+        "conn": sel["conn"].to_numpy(),
     })
     for col in ("in_shapes", "out_shapes"):
         out.loc[out[col] == '""', col] = "N/A"
@@ -490,10 +486,13 @@ def _ge_names(values: np.ndarray) -> np.ndarray:
     return np.array([GE_TASK_TYPES.get(int(u), str(int(u))) for u in uniq], dtype=object)[inv]
 
 
-def _fill_texts(texts: np.ndarray, blank: Tuple[str, ...]) -> List[Tuple[str, ...]]:
-    missing = np.array([t is None for t in texts])
-    texts[missing] = [blank] * int(missing.sum())
-    return list(texts)
+def _texts_table(texts: np.ndarray) -> np.ndarray:
+    """(n, 6) object array of tensor texts; `N/A` where an op has no tensor_info."""
+    out = np.full((len(texts), 6), "N/A", dtype=object)
+    have = np.flatnonzero(np.array([t is not None for t in texts], dtype=bool)) if len(texts) else np.zeros(0, int)
+    if len(have):
+        out[have] = np.array(list(texts[have]), dtype=object).reshape(len(have), 6)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------

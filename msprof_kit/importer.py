@@ -2,11 +2,8 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
-
-import numpy as np
+from typing import List, Tuple
 
 from . import store
 from .build import build
@@ -103,11 +100,8 @@ def query_rows(path: str, diag: Diagnostics) -> List[List[str]]:
                 continue
             for m in models:
                 mine = [(i, e - s) for mm, i, s, e in its if mm == m]
-                durs = np.array([d for _, d in mine])
-                order = sorted(mine, key=lambda r: -r[1])[:5]
-                top = ",".join(str(i) for i, _ in order)
+                top = ",".join(str(i) for i, _ in sorted(mine, key=lambda r: -r[1])[:5])
                 rows.append([job, dev, rd.name, when, str(m), str(max(i for i, _ in mine)), top, rank])
-                del durs
     rows.sort(key=lambda r: (r[0], r[3]))
     return rows
 
@@ -119,7 +113,3 @@ def format_query(rows: List[List[str]]) -> str:
     table = [QUERY_HEADER] + rows
     widths = [max(len(r[i]) for r in table) for i in range(len(QUERY_HEADER))]
     return "".join("".join(c.ljust(w) + "\t" for c, w in zip(r, widths)) + "\n\n" for r in table)
-
-
-def open_store_of(path: str) -> Optional[sqlite3.Connection]:
-    return store.open_store(path)

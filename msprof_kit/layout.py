@@ -6,7 +6,6 @@ also hold several collections. Nothing here writes to disk.
 """
 from __future__ import annotations
 
-import configparser
 import json
 import os
 import re
