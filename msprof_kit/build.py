@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -139,7 +139,7 @@ def _read_group(rd: ResultDir, files: Dict[Tuple[str, str], List[str]], kind: st
     return read_stream(paths)
 
 
-def _group_streams(files: Dict[Tuple[str, str], List[str]], kind: str):  # type: ignore[no-untyped-def]
+def _group_streams(files: Dict[Tuple[str, str], List[str]], kind: str) -> Iterator[Tuple[str, np.ndarray, list]]:
     """(group, bytes, pieces) of each file class of a host record kind, unaging first."""
     for group in ("unaging", "aging"):
         paths = files.get((kind, group), [])
@@ -502,8 +502,11 @@ def _texts_table(texts: np.ndarray) -> np.ndarray:
 class DeviceData:
     device_id: int
     tasks: pd.DataFrame      # stream_id, task_id, ctx, batch, start, end (syscnt), start_ns, end_ns, dev_type
-    pmu: pd.DataFrame        # per task index: metric columns (ns / ratios), for tasks with PMU
     clock: Clock
+    ctx_pmu: Optional[D.Columns] = None   # FFTS context PMU records (STARS chips)
+    blk_pmu: Optional[D.Columns] = None   # FFTS block PMU records (STARS chips, MIX ops)
+    aic_pmu: Optional[D.Columns] = None   # AI Core PMU records (HWTS chips)
+    step: Optional[D.Columns] = None      # ts_track step-trace records
 
 
 def _pairs(cols: Dict[str, np.ndarray], keys: Sequence[str], what: str, pieces: list,
@@ -601,9 +604,8 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) 
     tasks["batch"] = _flip_batches(tasks, flips)
     tasks["start_ns"] = clock.to_ns(tasks["start"].to_numpy())
     tasks["end_ns"] = clock.to_ns(tasks["end"].to_numpy())
-    dev = DeviceData(device_id=rd.device_id, tasks=tasks, pmu=pd.DataFrame(), clock=clock)
-    dev.ctx_pmu, dev.blk_pmu, dev.aic_pmu, dev.step = ctx_pmu, blk_pmu, aic_pmu, step  # type: ignore[attr-defined]
-    return dev
+    return DeviceData(device_id=rd.device_id, tasks=tasks, clock=clock, ctx_pmu=ctx_pmu, blk_pmu=blk_pmu,
+                      aic_pmu=aic_pmu, step=step)
 
 
 def _lookup(values: np.ndarray, table: Dict[int, str]) -> np.ndarray:
@@ -677,7 +679,7 @@ def pmu_stars(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.nda
               task_kind: np.ndarray, diag: Diagnostics) -> pd.DataFrame:
     """aic_*/aiv_* metrics per task row (910B family): the context PMU record whose end lies in
     the task, plus for MIX ops the other core's block PMU records, summed."""
-    ctx = getattr(dev, "ctx_pmu", None)
+    ctx = dev.ctx_pmu
     if ctx is None or not len(ctx["end_syscnt"]) or tasks.empty:
         return pd.DataFrame()
     info = rd.device_info()
@@ -700,7 +702,7 @@ def pmu_stars(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.nda
     out: Dict[str, np.ndarray] = {"row": rows}
     blk_sum_cyc = np.zeros(n, np.int64)
     blk_sum = np.zeros((n, 8), np.int64)
-    blk = getattr(dev, "blk_pmu", None)
+    blk = dev.blk_pmu
     is_mix = np.isin(kind, MIX_TYPES)
     if blk is not None and len(blk["end_syscnt"]) and is_mix.any():
         bctx = np.where(blk["ffts_type"] == D.FFTS_PLUS, blk["subtask_id"], INVALID_CTX)
@@ -754,7 +756,7 @@ def pmu_hwts(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.ndar
              diag: Diagnostics) -> pd.DataFrame:
     """Unprefixed metrics per task row (HWTS chips): the n-th PMU record of a (stream, task) goes to
     the n-th execution of that task in start order."""
-    pm = getattr(dev, "aic_pmu", None)
+    pm = dev.aic_pmu
     if pm is None or not len(pm["task_id"]) or tasks.empty:
         return pd.DataFrame()
     info = rd.device_info()
@@ -998,7 +1000,7 @@ def build(coll: Collection, diag: Diagnostics) -> Built:
         T["KIT_MODEL"] = host.models.rename(columns={"model_id": "modelId"})
     steps = []
     for rd, dev in devices:
-        st = getattr(dev, "step", None)
+        st = dev.step
         if st is not None and len(st["syscnt"]):
             steps.append(pd.DataFrame({"deviceId": dev.device_id, "timestampNs": dev.clock.to_ns(st["syscnt"]),
                                        "indexId": st["index_id"], "modelId": st["model_id"],

@@ -5,7 +5,7 @@ The library raises these and never prints; the CLI turns them into one line and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Iterable, List, Optional
 
 
 class MsprofKitError(Exception):
@@ -72,6 +72,6 @@ class Diagnostics:
         if message not in self.warnings:
             self.warnings.append(message)
 
-    def extend(self, messages: object) -> None:
-        for m in messages:  # type: ignore[attr-defined]
+    def extend(self, messages: Iterable[object]) -> None:
+        for m in messages:
             self.warn(str(m))

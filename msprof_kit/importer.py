@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 from . import store
-from .build import build
+from .build import Built, build
 from .errors import Diagnostics, UnreadableFile
 from .layout import Collection, find_collections
 
@@ -18,7 +18,7 @@ class Imported:
     warnings: List[str]
 
 
-def _build(coll: Collection, diag: Diagnostics):  # type: ignore[no-untyped-def]
+def _build(coll: Collection, diag: Diagnostics) -> Built:
     try:
         return build(coll, diag)
     except OSError as exc:

@@ -28,10 +28,6 @@ def store_path(collection_path: str) -> str:
     return os.path.join(collection_path, STORE_DIR, STORE_NAME)
 
 
-def _columns_of(table: str, frame: pd.DataFrame) -> Sequence[schema.Column]:
-    return list(schema.ALL_TABLES[table])
-
-
 def encode_columns(table: str, frame: pd.DataFrame) -> List[Tuple[object, ...]]:
     """KIT_COLUMNS rows of a columnar table: (table, column, dtype, bytes, labels)."""
     rows: List[Tuple[object, ...]] = []
@@ -97,7 +93,7 @@ def write_tables(path: str, tables: Dict[str, pd.DataFrame], only: Optional[Sequ
                         conn.execute(schema.create_sql("KIT_COLUMNS", cols))
                     conn.executemany(schema.insert_sql("KIT_COLUMNS", cols), encode_columns(table, frame))
                     continue
-                cols = _columns_of(table, frame)
+                cols = schema.ALL_TABLES[table]
                 names = [c[0] for c in cols]
                 missing = [n for n in names if n not in frame.columns]
                 if missing:
