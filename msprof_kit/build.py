@@ -8,9 +8,9 @@ a bad record costs that record, and device tasks pair with host tasks by time as
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -19,7 +19,7 @@ from .parsers import device as D
 from .parsers import host as H
 from .parsers import records as R
 from .parsers.stream import decode_stream, locate, read_stream
-from . import metrics
+from . import memory, metrics
 from .errors import Diagnostics, MissingControlFile, NoData
 from .layout import NPU_NAMES, Chip, Collection, ResultDir, data_files
 from .timebase import Clock, device_clock, host_clock, wall_offset_ns
@@ -38,12 +38,8 @@ COMPUTE_HOST_TYPES = ("KERNEL_AICORE", "KERNEL_AIVEC", "FFTS_PLUS", "KERNEL_MIX_
                       "PROFILING_ENABLE", "PROFILING_DISABLE")
 
 
-@dataclass
-class Built:
-    """Everything the store holds for one collection, as DataFrames by table name."""
-
-    tables: Dict[str, pd.DataFrame] = field(default_factory=dict)
-    info: List[Tuple[int, str, str]] = field(default_factory=list)
+# receives each finished store table: (name, rows); columnar tables may come as dicts of arrays
+Sink = Callable[[str, Union[pd.DataFrame, Dict[str, np.ndarray]]], None]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -171,6 +167,7 @@ def _merge_events(cols: Dict[str, np.ndarray], diag: Diagnostics, where: str) ->
         "begin": cols["begin"].astype(np.int64), "end": cols["end"].view(np.int64),
         "item": cols["item_id"], "order": np.arange(n, dtype=np.int64), "is_event": cols["is_event"],
     })
+    cols.clear()  # the frame holds copies; let the record columns go
     apis = df[~df["is_event"]]
     ev = df[df["is_event"]]
     if len(ev):
@@ -246,19 +243,21 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Optional[Ho
     # APIs: one stream, unaging first then aging (slices in order)
     buf, pieces = _read_group(rd, files, "api_event", ("unaging", "aging"))
     cols, issues = H.decode_api_event(buf, pieces)
+    del buf, pieces
     diag.extend(issues)
-    apis = _merge_events(cols, diag, f"{rd.data_dir}/*.api_event.data")
+    apis = _merge_events(cols, diag, f"{rd.data_dir}/*.api_event.data")  # empties cols
     zero = apis["begin"] == 0
     if zero.any():
         diag.warn(f"{rd.data_dir}: {int(zero.sum())} API records have begin time 0; dropped")
         apis = apis[~zero].reset_index(drop=True)
-    apis = _name_apis(apis, types, hashes)
+    apis = _name_apis(apis, types, hashes).drop(columns="type")
     apis["start_ns"] = clock.to_ns(apis["begin"].to_numpy())
     apis["end_ns"] = clock.to_ns(apis["end"].to_numpy())
     # connection ids number the APIs by (begin, level descending), ties by thread then stream order
     order = np.lexsort((apis["order"].to_numpy(), apis["thread"].to_numpy(), -apis["level"].to_numpy(),
                         apis["begin"].to_numpy()))
-    apis = apis.iloc[order].reset_index(drop=True)
+    apis = apis.drop(columns="order").iloc[order].reset_index(drop=True)
+    del order
     apis["conn"] = np.arange(1, len(apis) + 1, dtype=np.int64)
     tree = _tree_mask(apis)
 
@@ -275,7 +274,7 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Optional[Ho
     tracks = records("task_track")
     nbi = records("node_basic_info")
     ctx = _context_ids(rd, files, diag)
-    tensors = _tensor_texts(rd, files, diag)
+    tensors, tensor_table = _tensor_texts(rd, files, diag)
     models = _model_names(rd, files, hashes, diag)
 
     node = tree & (apis["level"].to_numpy() == LEVEL_NODE)
@@ -283,17 +282,19 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Optional[Ho
     a_begin = apis["begin"].to_numpy()
     a_end = apis["end"].to_numpy()
 
-    def attach(df: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+    node_idx = np.flatnonzero(node)  # op records (node_basic_info, tensor_info, ...) hang under node APIs
+    node_thread, node_begin, node_end = a_thread[node_idx], a_begin[node_idx], a_end[node_idx]
+
+    def attach(df: pd.DataFrame) -> np.ndarray:
         if df.empty:
             return np.zeros(0, dtype=np.int64)
-        idx = np.flatnonzero(mask)
         found = _contain(df["thread_id"].to_numpy().astype(np.int64), df["timestamp"].to_numpy().astype(np.int64),
-                         a_thread[idx], a_begin[idx], a_end[idx])
-        return _take(idx, found)
+                         node_thread, node_begin, node_end)
+        return _take(node_idx, found)
 
     if tracks.empty:
         empty = pd.DataFrame()
-        return HostData(apis=apis, tracks=empty, compute=empty, models=models, pid=pid)
+        return HostData(apis=_cann_columns(apis), tracks=empty, compute=empty, models=models, pid=pid)
 
     # deepest tree API containing each task track
     t_thread = tracks["thread_id"].to_numpy().astype(np.int64)
@@ -328,9 +329,20 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Optional[Ho
         conn=np.where(parent >= 0, apis["conn"].to_numpy()[np.clip(parent, 0, None)], -1),
         kernel=_hash_names(tracks["kernel_name"].to_numpy(), hashes),
     )
-    tracks = tracks[tracks["type_name"] != "MAINTENANCE"].reset_index(drop=True)
-    compute = _compute_tasks(tracks, nbi, tensors, ctx, apis, attach, node, hashes)
+    keep = ["device_id", "stream_id", "task_low", "batch", "ts_ns", "thread_id", "type_name", "parent",
+            "parent_level", "model_id", "request_id", "conn", "kernel", "data_len", "num_blocks", "ratio"]
+    tracks = tracks.loc[tracks["type_name"].to_numpy() != "MAINTENANCE", keep].reset_index(drop=True)
+    del a_thread, a_begin, a_end, level, t_thread, t_time, parent, model_api, type_names
+    apis = _cann_columns(apis)
+    compute = _compute_tasks(tracks, nbi, tensors, tensor_table, ctx, attach, hashes)
     return HostData(apis=apis, tracks=tracks, compute=compute, models=models, pid=pid)
+
+
+def _cann_columns(apis: pd.DataFrame) -> pd.DataFrame:
+    """What the store needs of the APIs once they are associated (CANN_API's columns), as a new
+    frame so that the other columns are freed."""
+    return pd.DataFrame({c: apis[c].to_numpy().copy() for c in ("start_ns", "end_ns", "level", "thread", "conn",
+                                                                "name")})
 
 
 def _map_names(values: np.ndarray, types: Dict[str, str]) -> np.ndarray:
@@ -373,19 +385,32 @@ def _context_ids(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _tensor_texts(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
+def _tensor_texts(rd: ResultDir, files, diag: Diagnostics) -> Tuple[pd.DataFrame, np.ndarray]:
+    """(one row per op: thread_id, timestamp, text = row of the table; the (m, 6) text table).
+
+    Empty shapes and descriptions read `N/A`, as the reference prints them."""
     frames = []
+    tables = [_texts((1, 6), "N/A")]  # row 0: an op without tensor_info
+    base = 1
     for _, b, p in _group_streams(files, "tensor_info"):
         arr, _, issues = decode_stream(R.TENSOR_INFO, b, p, H._host_valid, H._EXPECT)
         diag.extend(issues)
-        group_idx, texts = H.render_tensors(arr)
+        group_idx, text_row, table = H.render_tensors(arr)
         first = np.unique(group_idx, return_index=True)[1]
         frames.append(pd.DataFrame({
             "thread_id": arr["thread_id"][first].astype(np.int64),
             "timestamp": arr["timestamp"][first].astype(np.int64),
-            "text": texts[group_idx[first]],
+            "text": base + text_row[group_idx[first]],
         }))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        tables.append(table)
+        base += len(table)
+        del arr, b
+    table = np.concatenate(tables)
+    for col in (0, 3):
+        table[table[:, col] == '""', col] = "N/A"
+    for col in (1, 2, 4, 5):
+        table[table[:, col] == "", col] = "N/A"
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), table
 
 
 def _model_names(rd: ResultDir, files, hashes: Dict[str, str], diag: Diagnostics) -> pd.DataFrame:
@@ -400,70 +425,64 @@ def _model_names(rd: ResultDir, files, hashes: Dict[str, str], diag: Diagnostics
     return pd.concat(frames, ignore_index=True).drop_duplicates("model_id", keep="last")
 
 
-def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFrame, ctx: pd.DataFrame,
-                   apis: pd.DataFrame, attach, node_mask: np.ndarray, hashes: Dict[str, str]) -> pd.DataFrame:
+def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFrame, tensor_table: np.ndarray,
+                   ctx: pd.DataFrame, attach: Callable[[pd.DataFrame], np.ndarray],
+                   hashes: Dict[str, str]) -> pd.DataFrame:
     """Host compute tasks: task tracks under a node launch with a KERNEL* type (op info from the
     launch's node_basic_info / tensor_info / context_id_info), or kernel tracks without a launch
     (named by their kernel)."""
-    names = tracks["type_name"].to_numpy().astype(str)
-    kernel_like = np.char.startswith(names, "KERNEL") | (names == "FFTS_PLUS") | np.char.startswith(names, "STARS_COMMON")
+    names = tracks["type_name"].to_numpy()
+    kernel_like = _where_text(names, lambda t: t.startswith(("KERNEL", "STARS_COMMON")) or t == "FFTS_PLUS")
     under_node = tracks["parent_level"].to_numpy() == LEVEL_NODE
-    fallback = ~under_node & np.isin(names, list(KERNEL_FALLBACK))
+    fallback = ~under_node & _where_text(names, lambda t: t in KERNEL_FALLBACK)
     chosen = (under_node & kernel_like) | fallback
-    sel = tracks[chosen].copy()
-    sel["fallback"] = fallback[chosen]
+    sel = tracks.loc[chosen, ["device_id", "stream_id", "task_low", "batch", "parent", "kernel", "type_name",
+                              "data_len", "num_blocks", "ratio", "model_id", "request_id", "conn"]]
+    parents = sel["parent"].to_numpy()
+    sel_fallback = fallback[chosen]
     n = len(sel)
     # op info by the launch API the track hangs under
-    op_name = np.full(n, "", dtype=object)
-    op_type = np.full(n, "", dtype=object)
-    ge_type = np.full(n, "", dtype=object)
+    op_name = _texts(n, "")
+    op_type = _texts(n, "")
+    ge_type = _texts(n, "")
     block = np.zeros(n, dtype=np.int64)
     mix = np.zeros(n, dtype=np.int64)
-    flag = np.full(n, "N/A", dtype=object)
-    state = np.full(n, "N/A", dtype=object)
+    flag = _texts(n, "N/A")
+    state = _texts(n, "N/A")
     has_info = np.zeros(n, dtype=bool)
     if not nbi.empty:
-        nbi_api = attach(nbi, node_mask)
-        info = nbi.assign(api=nbi_api)
-        info = info[info["api"] >= 0].drop_duplicates("api", keep="first").set_index("api")
-        pos = info.index.get_indexer(sel["parent"].to_numpy())
-        found = (pos >= 0) & ~sel["fallback"].to_numpy()
-        rows = info.iloc[pos[found]]
-        op_name[found] = _hash_names(rows["op_name"].to_numpy(), hashes)
-        op_type[found] = _hash_names(rows["op_type"].to_numpy(), hashes)
-        ge_type[found] = _ge_names(rows["task_type"].to_numpy())
-        bd = rows["block_dim"].to_numpy().astype(np.int64)
+        src = _first_under(attach(nbi), parents)
+        found = (src >= 0) & ~sel_fallback
+        src = src[found]
+        op_name[found] = _hash_names(nbi["op_name"].to_numpy()[src], hashes)
+        op_type[found] = _hash_names(nbi["op_type"].to_numpy()[src], hashes)
+        ge_type[found] = _ge_names(nbi["task_type"].to_numpy()[src])
+        bd = nbi["block_dim"].to_numpy()[src].astype(np.int64)
         block[found] = bd & 0xFFFF
         mix[found] = (bd & 0xFFFF) * (bd >> 16)
-        flag[found] = np.where(rows["op_flag"].to_numpy() != 0, "YES", "NO")
-        state[found] = np.where(rows["aging"].to_numpy(), "dynamic", "static")
+        flag[found] = np.where(nbi["op_flag"].to_numpy()[src] != 0, "YES", "NO")
+        state[found] = np.where(nbi["aging"].to_numpy()[src], "dynamic", "static")
         has_info = found
     kernel = sel["kernel"].to_numpy()
-    type_name = sel["type_name"].to_numpy().astype(str)
+    type_name = sel["type_name"].to_numpy()
     no_info = ~has_info
     op_name[no_info] = kernel[no_info]
     op_type[no_info] = kernel[no_info]
-    ge_type[no_info] = [KERNEL_FALLBACK.get(t, "N/A") for t in type_name[no_info]]
+    ge_type[no_info] = _map_text(type_name[no_info], lambda t: KERNEL_FALLBACK.get(t, "N/A"))
     ext = sel["data_len"].to_numpy() == 40
     block = np.where(ext, sel["num_blocks"].to_numpy().astype(np.int64), block)
     mix = np.where(ext, sel["num_blocks"].to_numpy().astype(np.int64) * sel["ratio"].to_numpy().astype(np.int64), mix)
-    texts = np.full(n, None, dtype=object)
+    text_row = np.zeros(n, dtype=np.int64)
     if not tensors.empty:
-        t_api = attach(tensors, node_mask)
-        tinfo = tensors.assign(api=t_api)
-        tinfo = tinfo[tinfo["api"] >= 0].drop_duplicates("api", keep="first").set_index("api")
-        pos = tinfo.index.get_indexer(sel["parent"].to_numpy())
-        found = (pos >= 0) & has_info
-        texts[found] = tinfo["text"].to_numpy()[pos[found]]
-    ctx_id = np.where(np.isin(type_name, MIX_TYPES), 0, INVALID_CTX).astype(np.int64)
+        src = _first_under(attach(tensors), parents)
+        found = (src >= 0) & has_info
+        text_row[found] = tensors["text"].to_numpy()[src[found]]
+    ctx_id = np.where(_where_text(type_name, lambda t: t in MIX_TYPES), 0, INVALID_CTX).astype(np.int64)
     if not ctx.empty:
-        c_api = attach(ctx, node_mask)
-        cinfo = ctx.assign(api=c_api)
-        cinfo = cinfo[cinfo["api"] >= 0].drop_duplicates("api", keep="first").set_index("api")
-        pos = cinfo.index.get_indexer(sel["parent"].to_numpy())
-        found = (pos >= 0) & has_info
-        ctx_id[found] = cinfo["ctx"].to_numpy()[pos[found]]
-    tex_arr = _texts_table(texts)
+        src = _first_under(attach(ctx), parents)
+        found = (src >= 0) & has_info
+        ctx_id[found] = ctx["ctx"].to_numpy()[src[found]]
+    tex_arr = tensor_table[text_row]
     out = pd.DataFrame({
         "track": sel.index.to_numpy(), "device_id": sel["device_id"].to_numpy().astype(np.int64),
         "stream_id": sel["stream_id"].to_numpy(), "task_id": sel["task_low"].to_numpy(),
@@ -474,11 +493,33 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
         "model_id": sel["model_id"].to_numpy(), "request_id": sel["request_id"].to_numpy(),
         "conn": sel["conn"].to_numpy(),
     })
-    for col in ("in_shapes", "out_shapes"):
-        out.loc[out[col] == '""', col] = "N/A"
-    for col in ("in_dtypes", "in_formats", "out_dtypes", "out_formats"):
-        out.loc[out[col] == "", col] = "N/A"
     return out
+
+
+def _first_under(api: np.ndarray, parents: np.ndarray) -> np.ndarray:
+    """For each parent API, the first record attached to it (its position in `api`), or -1."""
+    rec = np.flatnonzero(api >= 0)
+    if len(rec) == 0:
+        return np.full(len(parents), -1, dtype=np.int64)
+    keys, first = np.unique(api[rec], return_index=True)
+    pos = np.clip(np.searchsorted(keys, parents), 0, len(keys) - 1)
+    return np.where(keys[pos] == parents, rec[first[pos]], -1)
+
+
+def _where_text(values: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
+    """`test` applied to each text of an object array, evaluated once per distinct text."""
+    if len(values) == 0:
+        return np.zeros(0, dtype=bool)
+    codes, uniq = pd.factorize(values, use_na_sentinel=False)
+    return np.array([bool(test(str(u))) for u in uniq], dtype=bool)[codes]
+
+
+def _map_text(values: np.ndarray, fn: Callable[[str], str]) -> np.ndarray:
+    """`fn` applied to each text of an object array, evaluated once per distinct text."""
+    if len(values) == 0:
+        return np.zeros(0, dtype=object)
+    codes, uniq = pd.factorize(values, use_na_sentinel=False)
+    return np.array([fn(str(u)) for u in uniq], dtype=object)[codes]
 
 
 def _ge_names(values: np.ndarray) -> np.ndarray:
@@ -486,12 +527,10 @@ def _ge_names(values: np.ndarray) -> np.ndarray:
     return np.array([GE_TASK_TYPES.get(int(u), str(int(u))) for u in uniq], dtype=object)[inv]
 
 
-def _texts_table(texts: np.ndarray) -> np.ndarray:
-    """(n, 6) object array of tensor texts; `N/A` where an op has no tensor_info."""
-    out = np.full((len(texts), 6), "N/A", dtype=object)
-    have = np.flatnonzero(np.array([t is not None for t in texts], dtype=bool)) if len(texts) else np.zeros(0, int)
-    if len(have):
-        out[have] = np.array(list(texts[have]), dtype=object).reshape(len(have), 6)
+def _texts(shape, value: str) -> np.ndarray:
+    """An object array filled with one shared str (np.full would make a new str per cell)."""
+    out = np.empty(shape, dtype=object)
+    out.fill(value)
     return out
 
 
@@ -564,6 +603,7 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) 
         if ("stars_soc.data", "") in files:
             buf, pieces = read_stream(files[("stars_soc.data", "")])
             acsq, ffts, issues = D.decode_stars_soc(buf, pieces)
+            del buf
             diag.extend(issues)
             s, e = _pairs(acsq, ("stream_id", "task_id"), "ACSQ task", pieces, diag)
             frames.append(pd.DataFrame({
@@ -576,9 +616,11 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) 
                 "ctx": np.where(ffts["ffts_type"][s] == D.FFTS_PLUS, ffts["subtask_id"][s], INVALID_CTX),
                 "start": ffts["syscnt"][s], "end": ffts["syscnt"][e],
                 "dev_type": _lookup(ffts["subtask_type"][s], D.SUBTASK_TYPES)}))
+            del acsq, ffts
         if ("ffts_profile.data", "") in files:
             buf, pieces = read_stream(files[("ffts_profile.data", "")])
             ctx_pmu, blk_pmu, issues = D.decode_ffts_profile(buf, pieces)
+            del buf
             diag.extend(issues)
     else:
         if ("hwts.data", "") in files:
@@ -631,14 +673,14 @@ def match_tasks(host: Optional[HostData], dev: DeviceData) -> pd.DataFrame:
     tr = tr[on_dev]
     if tr.empty:
         return tasks
-    type_name = tr["type_name"].to_numpy().astype(str)
+    type_name = tr["type_name"].to_numpy()
     # context keys: the default, the op's context id (MIX ops run as FFTS+ context 0)
     ctx_of = pd.Series(INVALID_CTX, index=tr.index, dtype=np.int64)
     if not host.compute.empty:
         comp = host.compute.set_index("track")["ctx"]
         common = comp.index.intersection(tr.index)
         ctx_of.loc[common] = comp.loc[common].to_numpy()
-    mix = np.isin(type_name, MIX_TYPES)
+    mix = _where_text(type_name, lambda t: t in MIX_TYPES)
     keys = pd.concat([
         pd.DataFrame({"track": tr.index, "ctx": INVALID_CTX}),
         pd.DataFrame({"track": tr.index[ctx_of.to_numpy() != INVALID_CTX],
@@ -676,12 +718,12 @@ def _group_of(rd: ResultDir, core: str) -> Tuple[str, List[int]]:
 
 
 def pmu_stars(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.ndarray, mix: np.ndarray,
-              task_kind: np.ndarray, diag: Diagnostics) -> pd.DataFrame:
+              task_kind: np.ndarray, diag: Diagnostics) -> Dict[str, np.ndarray]:
     """aic_*/aiv_* metrics per task row (910B family): the context PMU record whose end lies in
     the task, plus for MIX ops the other core's block PMU records, summed."""
     ctx = dev.ctx_pmu
     if ctx is None or not len(ctx["end_syscnt"]) or tasks.empty:
-        return pd.DataFrame()
+        return {}
     info = rd.device_info()
     freq = float(info.get("aic_frequency", 0) or 0) * 1e6
     cores = {"aic": int(info.get("ai_core_num", 0) or 0), "aiv": int(info.get("aiv_num", 0) or 0)}
@@ -703,7 +745,7 @@ def pmu_stars(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.nda
     blk_sum_cyc = np.zeros(n, np.int64)
     blk_sum = np.zeros((n, 8), np.int64)
     blk = dev.blk_pmu
-    is_mix = np.isin(kind, MIX_TYPES)
+    is_mix = _where_text(kind, lambda t: t in MIX_TYPES)
     if blk is not None and len(blk["end_syscnt"]) and is_mix.any():
         bctx = np.where(blk["ffts_type"] == D.FFTS_PLUS, blk["subtask_id"], INVALID_CTX)
         bhit = _attach_by_time(tasks, blk["stream_id"], blk["task_id"], bctx, blk["end_syscnt"])
@@ -711,7 +753,7 @@ def pmu_stars(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.nda
         ok = (bhit >= 0) & (pos < n)
         ok[ok] &= rows[pos[ok]] == bhit[ok]
         # only the other core's blocks count: AIV blocks for MIX_AIC, AIC blocks for MIX_AIV
-        main_aic = kind[np.clip(pos, 0, n - 1)] == "KERNEL_MIX_AIC"
+        main_aic = _where_text(kind, lambda t: t == "KERNEL_MIX_AIC")[np.clip(pos, 0, n - 1)]
         ok &= np.where(main_aic, blk["core_type"] == 1, blk["core_type"] == 0)
         np.add.at(blk_sum_cyc, pos[ok], blk["total_cycle"][ok])
         np.add.at(blk_sum, pos[ok], blk["pmu"][ok])
@@ -728,7 +770,7 @@ def pmu_stars(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.nda
         values = metrics.compute(events, group, cyc, cnt, b, cores[core], freq_arr)
         for name in metrics.metric_columns(events, group):
             out[f"{core}_{name}"] = values[name]
-    return pd.DataFrame(out)
+    return out
 
 
 def _attach_by_time(tasks: pd.DataFrame, stream: np.ndarray, task: np.ndarray, ctx: np.ndarray,
@@ -753,12 +795,12 @@ def _attach_by_time(tasks: pd.DataFrame, stream: np.ndarray, task: np.ndarray, c
 
 
 def pmu_hwts(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.ndarray,
-             diag: Diagnostics) -> pd.DataFrame:
+             diag: Diagnostics) -> Dict[str, np.ndarray]:
     """Unprefixed metrics per task row (HWTS chips): the n-th PMU record of a (stream, task) goes to
     the n-th execution of that task in start order."""
     pm = dev.aic_pmu
     if pm is None or not len(pm["task_id"]) or tasks.empty:
-        return pd.DataFrame()
+        return {}
     info = rd.device_info()
     freq = float(info.get("aic_frequency", 0) or 0) * 1e6
     cores = int(info.get("ai_core_num", 0) or 0)
@@ -771,7 +813,7 @@ def pmu_hwts(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.ndar
     lost = m["row"].isna()
     if lost.any():
         diag.warn(f"{rd.data_dir}/aicore.data.{rd.device_id}.*: {int(lost.sum())} PMU records match no task; dropped")
-    m = m[~lost]
+    m = m[~lost].sort_values("row", kind="stable")
     rows = m["row"].to_numpy().astype(np.int64)
     src = m["i"].to_numpy()
     group, events = _group_of(rd, "aic")
@@ -780,11 +822,25 @@ def pmu_hwts(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.ndar
     out: Dict[str, np.ndarray] = {"row": rows}
     for name in metrics.metric_columns(events, group):
         out[name] = values[name]
-    return pd.DataFrame(out).sort_values("row")
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
 # Tables
+
+def _concat_columns(parts: List[Dict[str, np.ndarray]], key: str) -> Dict[str, np.ndarray]:
+    """Column dicts with the same columns joined end to end, ordered by column `key`.
+    Columns missing from a part (another metric group on another device) are NaN there."""
+    names = list(dict.fromkeys(n for p in parts for n in p))
+    out = {}
+    for name in names:
+        out[name] = np.concatenate([p[name] if name in p else np.full(len(p[key]), np.nan) for p in parts])
+    order = out[key]
+    if len(order) > 1 and (np.diff(order) < 0).any():
+        idx = np.argsort(order, kind="stable")
+        out = {name: col[idx] for name, col in out.items()}
+    return out
+
 
 class StringPool:
     """Strings to integer ids, first seen first numbered (the unified DB's STRING_IDS)."""
@@ -837,17 +893,15 @@ def _gaps(lo: int, hi: int, start: np.ndarray, end: np.ndarray) -> Tuple[np.ndar
     return bounds_s[keep], bounds_e[keep]
 
 
-def overlap_rows(task: pd.DataFrame, compute_gids: np.ndarray, compute_names: pd.Series) -> pd.DataFrame:
+def overlap_rows(task: pd.DataFrame, comp_ok: np.ndarray) -> pd.DataFrame:
     """OVERLAP_ANALYSIS: per device, merged compute intervals (type 0) and the free gaps (type 3)
     inside the device's window (non-kernel tasks and compute intervals)."""
     rows: List[pd.DataFrame] = []
-    skip = compute_names.astype(str).str.endswith(("AicpuKernel", "AivKernel"))
-    comp_ok = np.asarray(compute_gids)[~skip.to_numpy()]
     for dev_id in np.sort(task["deviceId"].unique()):
         t = task[task["deviceId"] == dev_id]
         is_comp = np.isin(t["globalTaskId"].to_numpy(), comp_ok)
         cs, ce = _union(t["startNs"].to_numpy()[is_comp], t["endNs"].to_numpy()[is_comp])
-        other = ~np.isin(t["taskTypeName"].to_numpy().astype(str), COMPUTE_HOST_TYPES)
+        other = ~_where_text(t["taskTypeName"].to_numpy(), lambda n: n in COMPUTE_HOST_TYPES)
         starts = np.concatenate([t["startNs"].to_numpy()[other], cs])
         ends = np.concatenate([t["endNs"].to_numpy()[other], ce])
         valid = ce > cs
@@ -864,16 +918,74 @@ def overlap_rows(task: pd.DataFrame, compute_gids: np.ndarray, compute_names: pd
     return out
 
 
-def build(coll: Collection, diag: Diagnostics) -> Built:
-    """Parse and associate a whole collection into the store's tables."""
+GID_KEYS = ["device_id", "stream_id", "task_id", "ctx", "batch"]
+
+
+def _global_ids(compute: pd.DataFrame, task_keys: pd.DataFrame) -> np.ndarray:
+    """globalTaskId of each task: tasks sharing (device, stream, task, context, batch) share an id;
+    the compute tasks' keys are numbered first, in host order, so a compute task and the device
+    executions of it share its id."""
+    comp_keys = compute[GID_KEYS] if not compute.empty else pd.DataFrame(columns=GID_KEYS)
+    all_keys = pd.concat([comp_keys, task_keys], ignore_index=True).astype(np.int64)
+    return all_keys.groupby(GID_KEYS, sort=False).ngroup().to_numpy()[len(comp_keys):]
+
+
+def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.ndarray:
+    """Write CANN_API and COMPUTE_TASK_INFO, then drop the API rows and keep of the compute tasks
+    only their keys and block counts. Returns the globalTaskIds that count as compute in
+    OVERLAP_ANALYSIS (AI CPU and AIV kernels do not)."""
+    a = host.apis
+    if not a.empty:
+        put("CANN_API", pd.DataFrame({
+            "startNs": a["start_ns"].to_numpy(), "endNs": a["end_ns"].to_numpy(), "type": a["level"].to_numpy(),
+            "globalTid": (np.int64(host.pid) << 32) | a["thread"].to_numpy().astype(np.int64),
+            "connectionId": a["conn"].to_numpy(), "name": strings.ids_of(a["name"].to_numpy())}))
+    host.apis = a = pd.DataFrame()
+    c = host.compute
+    if c.empty:
+        return np.zeros(0, np.int64)
+    gid = c[GID_KEYS].astype(np.int64).groupby(GID_KEYS, sort=False).ngroup().to_numpy()  # as _global_ids numbers them
+    first = ~pd.Series(gid).duplicated().to_numpy()
+    host.compute = c[["track"] + GID_KEYS + ["block", "mix"]]
+    c = c[first]
+    gid = gid[first]
+    n = len(c)
+    put("COMPUTE_TASK_INFO", pd.DataFrame({
+        "name": strings.ids_of(c["op_name"].to_numpy()), "globalTaskId": gid, "blockNum": c["block"].to_numpy(),
+        "mixBlockNum": c["mix"].to_numpy(), "taskType": strings.ids_of(c["ge_type"].to_numpy()),
+        "opType": strings.ids_of(c["op_type"].to_numpy()),
+        "inputFormats": strings.ids_of(c["in_formats"].to_numpy()),
+        "inputDataTypes": strings.ids_of(c["in_dtypes"].to_numpy()),
+        "inputShapes": strings.ids_of(c["in_shapes"].to_numpy()),
+        "outputFormats": strings.ids_of(c["out_formats"].to_numpy()),
+        "outputDataTypes": strings.ids_of(c["out_dtypes"].to_numpy()),
+        "outputShapes": strings.ids_of(c["out_shapes"].to_numpy()),
+        "attrInfo": np.full(n, strings.id("")), "opState": strings.ids_of(c["state"].to_numpy()),
+        "hf32Eligible": strings.ids_of(c["hf32"].to_numpy()),
+        "gridDim": np.full(n, strings.id("N/A")), "blockDim": np.full(n, strings.id("N/A"))}))
+    skip = _where_text(c["op_name"].to_numpy(), lambda t: t.endswith(("AicpuKernel", "AivKernel")))
+    return gid[~skip]
+
+
+def build(coll: Collection, diag: Diagnostics, put: Sink) -> List[Tuple[int, str, str]]:
+    """Parse and associate a whole collection, handing each store table to `put` as soon as it is
+    final (and dropping it then). Returns the KIT_INFO rows."""
     chip = coll.chip()
-    built = Built()
+    info: List[Tuple[int, str, str]] = []
     host = load_host(coll.host, coll, diag) if coll.host is not None else None
     if coll.host is None:
         diag.warn(f"{coll.path}: no host/ directory; device tasks are kept without op names")
+    strings = StringPool(["release", "allocate"])
+    pid = host.pid if host else 0
+    # the host-only tables go out before the devices load, leaving only what the tasks need
+    overlap_gids = _write_host_tables(host, strings, put) if host is not None else np.zeros(0, np.int64)
+    memory.give_back()
+    compute = host.compute if host else pd.DataFrame()
+
     devices: List[Tuple[ResultDir, DeviceData]] = []
     for rd in coll.devices:
         dev = load_device(rd, coll, chip, diag)
+        memory.give_back()
         if dev is not None:
             devices.append((rd, dev))
     if not coll.devices:
@@ -881,18 +993,17 @@ def build(coll: Collection, diag: Diagnostics) -> Built:
     if host is None and not devices:
         raise NoData("neither host nor device data could be read; expected host/data or device_N/data "
                      "with raw slices", path=coll.path)
-    strings = StringPool(["release", "allocate"])
-    pid = host.pid if host else 0
 
-    # --- tasks per device, matched with host tracks
+    # --- tasks per device, matched with host tracks; the device frames are dropped once matched
     parts = []
     for rd, dev in devices:
-        t = match_tasks(host, dev)
-        t["deviceId"] = dev.device_id
-        parts.append(t)
+        part = match_tasks(host, dev)
+        part["deviceId"] = dev.device_id
+        parts.append(part)
+        dev.tasks = pd.DataFrame()
     tasks = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    parts.clear()
     tracks = host.tracks if host else pd.DataFrame()
-    compute = host.compute if host else pd.DataFrame()
     if not tasks.empty:
         tasks = tasks.sort_values(["deviceId", "start_ns"], kind="stable").reset_index(drop=True)
         matched = tasks["track"].to_numpy() >= 0
@@ -906,28 +1017,45 @@ def build(coll: Collection, diag: Diagnostics) -> Built:
         tasks["hbatch"] = np.where(matched, tget("batch", 0), tasks["batch"].to_numpy())
         tasks["kernel"] = tget("kernel", "")
         tasks["thread"] = tget("thread_id", -1)
+    if host is not None:
+        host.tracks = tracks = pd.DataFrame()
 
-    # --- global task ids: compute tasks first (host order), then the other tasks
-    key_cols = ["device_id", "stream_id", "task_id", "ctx", "batch"]
-    comp_keys = compute[key_cols] if not compute.empty else pd.DataFrame(columns=key_cols)
-    task_keys = tasks[["deviceId", "stream_id", "task_id", "ctx", "hbatch"]].set_axis(key_cols, axis=1) \
-        if not tasks.empty else pd.DataFrame(columns=key_cols)
-    all_keys = pd.concat([comp_keys, task_keys], ignore_index=True).astype(np.int64)
-    gid_all = all_keys.groupby(key_cols, sort=False).ngroup().to_numpy()
-    comp_gid = gid_all[: len(comp_keys)]
-    task_gid = gid_all[len(comp_keys):]
+    # --- global task ids of the tasks (compute tasks were numbered first, in host order)
+    task_keys = tasks[["deviceId", "stream_id", "task_id", "ctx", "hbatch"]].set_axis(GID_KEYS, axis=1) \
+        if not tasks.empty else pd.DataFrame(columns=GID_KEYS)
+    task_gid = _global_ids(compute, task_keys)
+    del task_keys
 
-    # --- PMU per task row
+    # --- TASK and its extension
+    host_type = tasks["host_type"].to_numpy() if not tasks.empty else np.zeros(0, dtype=object)
+    if not tasks.empty:
+        put("TASK", pd.DataFrame({
+            "startNs": tasks["start_ns"].to_numpy(), "endNs": tasks["end_ns"].to_numpy(),
+            "deviceId": tasks["deviceId"].to_numpy(), "connectionId": tasks["conn"].to_numpy(),
+            "globalTaskId": task_gid, "globalPid": pid,
+            "taskType": strings.ids_of(host_type), "contextId": tasks["ctx"].to_numpy(),
+            "streamId": tasks["stream_id"].to_numpy(), "taskId": tasks["task_id"].to_numpy(),
+            "modelId": tasks["model_id"].to_numpy()}))
+        put("KIT_TASK", pd.DataFrame({
+            "taskRow": np.arange(len(tasks)), "globalTaskId": task_gid, "batchId": tasks["hbatch"].to_numpy(),
+            "requestId": tasks["request_id"].to_numpy(), "deviceTaskType": tasks["dev_type"].to_numpy(),
+            "kernelName": tasks["kernel"].to_numpy(), "threadId": tasks["thread"].to_numpy(),
+            "matched": (tasks["track"].to_numpy() >= 0).astype(np.int64)}))
+        tasks = tasks[["deviceId", "stream_id", "task_id", "ctx", "start", "end", "start_ns", "end_ns", "track"]]
+
+    # block counts by task row, for the PMU times
+    block = mix = np.zeros(len(tasks), np.int64)
+    if not tasks.empty and not compute.empty:
+        pos = pd.Index(compute["track"].to_numpy()).get_indexer(tasks["track"].to_numpy())
+        block = np.where(pos >= 0, compute["block"].to_numpy()[np.clip(pos, 0, None)], 0)
+        mix = np.where(pos >= 0, compute["mix"].to_numpy()[np.clip(pos, 0, None)], 0)
+        del pos
+    if host is not None:
+        host.compute = compute = pd.DataFrame()
+    # --- PMU per task row, per device (each device's PMU records are dropped once used)
     pmu_parts = []
     if not tasks.empty:
-        comp_by_track = compute.set_index("track") if not compute.empty else pd.DataFrame()
-        tr = tasks["track"].to_numpy()
-        pos = comp_by_track.index.get_indexer(tr) if not compute.empty else np.full(len(tasks), -1)
-        block = np.where(pos >= 0, comp_by_track["block"].to_numpy()[np.clip(pos, 0, None)], 0) \
-            if not compute.empty else np.zeros(len(tasks), np.int64)
-        mix = np.where(pos >= 0, comp_by_track["mix"].to_numpy()[np.clip(pos, 0, None)], 0) \
-            if not compute.empty else np.zeros(len(tasks), np.int64)
-        kinds = tasks["host_type"].to_numpy().astype(str)
+        kinds = host_type
         for rd, dev in devices:
             rows = np.flatnonzero(tasks["deviceId"].to_numpy() == dev.device_id)
             sub = tasks.iloc[rows][["stream_id", "task_id", "ctx", "start", "end"]].reset_index(drop=True)
@@ -935,69 +1063,33 @@ def build(coll: Collection, diag: Diagnostics) -> Built:
                 pm = pmu_stars(rd, dev, sub, block[rows], mix[rows], kinds[rows], diag)
             else:
                 pm = pmu_hwts(rd, dev, sub, block[rows], diag)
-            if not pm.empty:
-                pm["row"] = rows[pm["row"].to_numpy()]
+            dev.ctx_pmu = dev.blk_pmu = dev.aic_pmu = None
+            if pm:
+                pm["row"] = rows[pm["row"]]
                 pmu_parts.append(pm)
-    pmu = pd.concat(pmu_parts, ignore_index=True) if pmu_parts else pd.DataFrame()
-
-    T = built.tables
-    # --- unified tables; strings registered in the reference's order of kinds
-    if not tasks.empty:
-        T["TASK"] = pd.DataFrame({
-            "startNs": tasks["start_ns"].to_numpy(), "endNs": tasks["end_ns"].to_numpy(),
-            "deviceId": tasks["deviceId"].to_numpy(), "connectionId": tasks["conn"].to_numpy(),
-            "globalTaskId": task_gid, "globalPid": pid,
-            "taskType": strings.ids_of(tasks["host_type"].to_numpy()), "contextId": tasks["ctx"].to_numpy(),
-            "streamId": tasks["stream_id"].to_numpy(), "taskId": tasks["task_id"].to_numpy(),
-            "modelId": tasks["model_id"].to_numpy()})
-        T["KIT_TASK"] = pd.DataFrame({
-            "taskRow": np.arange(len(tasks)), "globalTaskId": task_gid, "batchId": tasks["hbatch"].to_numpy(),
-            "requestId": tasks["request_id"].to_numpy(), "deviceTaskType": tasks["dev_type"].to_numpy(),
-            "kernelName": tasks["kernel"].to_numpy(), "threadId": tasks["thread"].to_numpy(),
-            "matched": (tasks["track"].to_numpy() >= 0).astype(np.int64)})
-    if host is not None and not host.apis.empty:
-        a = host.apis
-        T["CANN_API"] = pd.DataFrame({
-            "startNs": a["start_ns"].to_numpy(), "endNs": a["end_ns"].to_numpy(), "type": a["level"].to_numpy(),
-            "globalTid": (np.int64(pid) << 32) | a["thread"].to_numpy(), "connectionId": a["conn"].to_numpy(),
-            "name": strings.ids_of(a["name"].to_numpy())})
-    if not pmu.empty:
+        del kinds
+    del block, mix
+    if pmu_parts:
+        kit = _concat_columns(pmu_parts, "row")
+        pmu_parts.clear()
         if chip.family == "stars":  # only these chips carry TASK_PMU_INFO (and its strings) in the unified DB
-            for n in (c for c in pmu.columns if c != "row"):
+            for n in (c for c in kit if c != "row"):
                 strings.id(n)
-        kit = pmu.rename(columns={"row": "taskRow"})
-        kit.insert(1, "globalTaskId", task_gid[kit["taskRow"].to_numpy()])
-        T["KIT_TASK_PMU"] = kit.sort_values("taskRow").reset_index(drop=True)
-        built.info.append((-1, "pmu_prefixed", "1" if chip.family == "stars" else "0"))
-    if not compute.empty:
-        c = compute
-        uniq = ~pd.Series(comp_gid).duplicated().to_numpy()
-        c, cg = c[uniq], comp_gid[uniq]
-        n = len(c)
-        T["COMPUTE_TASK_INFO"] = pd.DataFrame({
-            "name": strings.ids_of(c["op_name"].to_numpy()), "globalTaskId": cg, "blockNum": c["block"].to_numpy(),
-            "mixBlockNum": c["mix"].to_numpy(), "taskType": strings.ids_of(c["ge_type"].to_numpy()),
-            "opType": strings.ids_of(c["op_type"].to_numpy()),
-            "inputFormats": strings.ids_of(c["in_formats"].to_numpy()),
-            "inputDataTypes": strings.ids_of(c["in_dtypes"].to_numpy()),
-            "inputShapes": strings.ids_of(c["in_shapes"].to_numpy()),
-            "outputFormats": strings.ids_of(c["out_formats"].to_numpy()),
-            "outputDataTypes": strings.ids_of(c["out_dtypes"].to_numpy()),
-            "outputShapes": strings.ids_of(c["out_shapes"].to_numpy()),
-            "attrInfo": np.full(n, strings.id("")), "opState": strings.ids_of(c["state"].to_numpy()),
-            "hf32Eligible": strings.ids_of(c["hf32"].to_numpy()),
-            "gridDim": np.full(n, strings.id("N/A")), "blockDim": np.full(n, strings.id("N/A"))})
-    if "TASK" in T:
-        view = T["TASK"].assign(taskTypeName=tasks["host_type"].to_numpy())
-        cg_all = T["COMPUTE_TASK_INFO"]["globalTaskId"].to_numpy() if "COMPUTE_TASK_INFO" in T else np.zeros(0)
-        cnames = pd.Series(compute["op_name"].to_numpy()[~pd.Series(comp_gid).duplicated().to_numpy()]) \
-            if not compute.empty else pd.Series([], dtype=object)
-        ov = overlap_rows(view, cg_all, cnames)
-        if not ov.empty:
-            T["OVERLAP_ANALYSIS"] = ov
-    _small_tables(coll, chip, devices, T, built)
+        task_row = kit.pop("row")
+        put("KIT_TASK_PMU", {"taskRow": task_row, "globalTaskId": task_gid[task_row], **kit})
+        del kit
+        info.append((-1, "pmu_prefixed", "1" if chip.family == "stars" else "0"))
+
+    if not tasks.empty:
+        view = pd.DataFrame({"deviceId": tasks["deviceId"].to_numpy(), "startNs": tasks["start_ns"].to_numpy(),
+                             "endNs": tasks["end_ns"].to_numpy(), "globalTaskId": task_gid,
+                             "taskTypeName": host_type})
+        del tasks
+        put("OVERLAP_ANALYSIS", overlap_rows(view, overlap_gids))
+        del view
+    _small_tables(coll, chip, devices, put, info)
     if host is not None and not host.models.empty:
-        T["KIT_MODEL"] = host.models.rename(columns={"model_id": "modelId"})
+        put("KIT_MODEL", host.models.rename(columns={"model_id": "modelId"}))
     steps = []
     for rd, dev in devices:
         st = dev.step
@@ -1006,27 +1098,27 @@ def build(coll: Collection, diag: Diagnostics) -> Built:
                                        "indexId": st["index_id"], "modelId": st["model_id"],
                                        "streamId": st["stream_id"], "taskId": st["task_id"], "tagId": st["tag_id"]}))
     if steps:
-        T["KIT_STEP_TRACE"] = pd.concat(steps, ignore_index=True)
-    T["STRING_IDS"] = strings.frame()
-    return built
+        put("KIT_STEP_TRACE", pd.concat(steps, ignore_index=True))
+    put("STRING_IDS", strings.frame())
+    return info
 
 
-def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, DeviceData]],
-                  T: Dict[str, pd.DataFrame], built: Built) -> None:
+def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, DeviceData]], put: Sink,
+                  info: List[Tuple[int, str, str]]) -> None:
     start, end = session_ns(coll)
-    T["SESSION_TIME_INFO"] = pd.DataFrame({"startTimeNs": [start], "endTimeNs": [end]})
+    put("SESSION_TIME_INFO", pd.DataFrame({"startTimeNs": [start], "endTimeNs": [end]}))
     info_dir = coll.host or (coll.devices[0] if coll.devices else None)
     host_name = str(info_dir.info.get("hostname", "")) if info_dir else ""
     host_uid = str(info_dir.info.get("hostUid", "0")) if info_dir else "0"
-    T["HOST_INFO"] = pd.DataFrame({"hostUid": [host_uid or "0"], "hostName": [host_name]})
+    put("HOST_INFO", pd.DataFrame({"hostUid": [host_uid or "0"], "hostName": [host_name]}))
     if coll.devices:
-        T["NPU_INFO"] = pd.DataFrame({"id": [rd.device_id for rd in coll.devices],
-                                      "name": [NPU_NAMES.get(chip.platform, "Unknown")] * len(coll.devices)})
-        T["RANK_DEVICE_MAP"] = pd.DataFrame({"rankId": [-1] * len(coll.devices),
-                                             "deviceId": [rd.device_id for rd in coll.devices]})
+        put("NPU_INFO", pd.DataFrame({"id": [rd.device_id for rd in coll.devices],
+                                      "name": [NPU_NAMES.get(chip.platform, "Unknown")] * len(coll.devices)}))
+        put("RANK_DEVICE_MAP", pd.DataFrame({"rankId": [-1] * len(coll.devices),
+                                             "deviceId": [rd.device_id for rd in coll.devices]}))
     else:
-        T["NPU_INFO"] = pd.DataFrame({"id": [-1], "name": ["UNKNOWN"]})
-        T["RANK_DEVICE_MAP"] = pd.DataFrame({"rankId": [-1], "deviceId": [-1]})
+        put("NPU_INFO", pd.DataFrame({"id": [-1], "name": ["UNKNOWN"]}))
+        put("RANK_DEVICE_MAP", pd.DataFrame({"rankId": [-1], "deviceId": [-1]}))
     if chip.platform in (5, 7):
         rows = []
         for rd in coll.devices:
@@ -1035,17 +1127,17 @@ def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, D
             if str(rd.end_info.get("collectionTimeEnd", "") or "").isdigit():
                 rows.append((rd.device_id, end, freq, -1))
         if rows:
-            T["AICORE_FREQ"] = pd.DataFrame(rows, columns=["deviceId", "timestampNs", "freq", "dieId"])
+            put("AICORE_FREQ", pd.DataFrame(rows, columns=["deviceId", "timestampNs", "freq", "dieId"]))
     for rd in coll.result_dirs():
-        built.info.append((rd.device_id, "dir", rd.name))
+        info.append((rd.device_id, "dir", rd.name))
         for key in ("ai_core_metrics", "aiv_metrics", "ai_core_profiling_events", "aiv_profiling_events",
                     "ai_core_profiling_mode"):
             if key in rd.sample:
-                built.info.append((rd.device_id, key, str(rd.sample[key])))
+                info.append((rd.device_id, key, str(rd.sample[key])))
         di = rd.device_info()
         for key in ("aic_frequency", "ai_core_num", "aiv_num", "hwts_frequency"):
             if key in di:
-                built.info.append((rd.device_id, key, str(di[key])))
-    built.info.append((-1, "platform_version", str(chip.platform)))
-    built.info.append((-1, "chip", chip.name))
-    built.info.append((-1, "collection", coll.path))
+                info.append((rd.device_id, key, str(di[key])))
+    info.append((-1, "platform_version", str(chip.platform)))
+    info.append((-1, "chip", chip.name))
+    info.append((-1, "collection", coll.path))

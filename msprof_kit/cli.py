@@ -6,7 +6,7 @@ import os
 import sys
 from typing import List, Optional
 
-from . import __version__, importer
+from . import __version__, importer, memory
 from .errors import Diagnostics, MsprofKitError
 
 
@@ -77,6 +77,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.print_help()
         return 1
     args.dir = os.path.expanduser(args.dir.lstrip("="))
+    memory.tune_allocator()
     diag = Diagnostics()
     try:
         return int(args.run(args, diag))

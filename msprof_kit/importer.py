@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 from . import store
-from .build import Built, build
 from .errors import Diagnostics, UnreadableFile
 from .layout import Collection, find_collections
 
@@ -18,9 +17,9 @@ class Imported:
     warnings: List[str]
 
 
-def _build(coll: Collection, diag: Diagnostics) -> Built:
+def _write(coll: Collection, diag: Diagnostics) -> str:
     try:
-        return build(coll, diag)
+        return store.write_store(coll.path, coll, diag)
     except OSError as exc:
         raise UnreadableFile(f"cannot read: {exc.strerror or exc}", path=exc.filename or coll.path) from exc
 
@@ -30,8 +29,7 @@ def import_path(path: str, diag: Diagnostics) -> List[Imported]:
     done: List[Imported] = []
     for coll in find_collections(path, diag):
         local = Diagnostics()
-        built = _build(coll, local)
-        written = store.write_store(coll.path, built, local.warnings)
+        written = _write(coll, local)
         diag.extend(local.warnings)
         done.append(Imported(coll, written, local.warnings))
     return done
@@ -43,7 +41,7 @@ def ensure_imported(path: str, diag: Diagnostics) -> List[Collection]:
     for coll in find_collections(path, diag):
         if not os.path.exists(store.store_path(coll.path)):
             local = Diagnostics()
-            store.write_store(coll.path, _build(coll, local), local.warnings)
+            _write(coll, local)
             diag.extend(local.warnings)
         out.append(coll)
     return out

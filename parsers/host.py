@@ -133,24 +133,31 @@ def dtype_name(value: int) -> str:
     return GE_DTYPES.get(value, str(value))
 
 
-def _row_hash(rows: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each row of a 2-D uint8 array whose width is a multiple of 8 (vectorized)."""
+def _row_hash(rows: np.ndarray, start: int = 0) -> np.ndarray:
+    """A 64-bit hash of bytes `start:` of each row of a C-contiguous 2-D uint8 array whose width
+    and `start` are multiples of 8 (vectorized, one pass per 8-byte column, no copy of `rows`)."""
     words = np.ascontiguousarray(rows).view("<u8")
     h = np.full(len(rows), 0xCBF29CE484222325, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for j in range(words.shape[1]):
+        for j in range(start // 8, words.shape[1]):
             h = (h ^ words[:, j]) * np.uint64(0x100000001B3)
             h ^= h >> np.uint64(29)
     return h
 
 
-def _distinct_rows(rows: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """(index of one representative per distinct row, representative number of each row)."""
-    _, first, inverse = np.unique(_row_hash(rows), return_index=True, return_inverse=True)
-    if not np.array_equal(rows, rows[first[inverse]]):  # a hash collision: fall back to exact comparison
-        void = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1]))).ravel()
-        _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
-    return first, inverse.ravel()
+def _distinct_rows(rows: np.ndarray, start: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+    """(index of one representative per distinct row, representative number of each row), rows
+    compared on bytes `start:`."""
+    _, first, inverse = np.unique(_row_hash(rows, start), return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    rep = first[inverse]
+    step = 1 << 16
+    for lo in range(0, len(rows), step):  # a hash collision: fall back to exact comparison
+        if not np.array_equal(rows[lo:lo + step, start:], rows[rep[lo:lo + step], start:]):
+            void = np.ascontiguousarray(rows[:, start:]).view(np.dtype((np.void, rows.shape[1] - start))).ravel()
+            _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
+            return first, inverse.ravel()
+    return first, inverse
 
 
 def _group_keys(*cols: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -178,32 +185,35 @@ def _render_payload(row: np.ndarray) -> Tuple[List[Tuple[str, str, str]], List[T
 TensorText = Tuple[str, str, str, str, str, str]
 
 
-def render_tensors(arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def render_tensors(arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Tensor descriptions of tensor_info records `arr` (structured, TENSOR_INFO dtype).
 
     Records with the same (op_name, timestamp, thread_id) are one op's tensors split across
-    records. Returns (group index per record, object array of texts per group) where texts are input
-    shapes, dtypes, formats, output shapes, dtypes, formats; shapes are `"d,d;d,d"` with
-    the quotes, a zero dim ends a shape. Only distinct payloads are rendered, so the cost
-    follows the number of distinct tensor descriptions, not of records.
+    records. Returns (group index per record, text row per group, text table) where each row of
+    the (m, 6) object table holds input shapes, dtypes, formats, output shapes, dtypes, formats;
+    shapes are `"d,d;d,d"` with the quotes, a zero dim ends a shape. Only distinct payloads are
+    rendered and stored, so the cost follows the number of distinct tensor descriptions, not of
+    records.
     """
     if len(arr) == 0:
-        return np.zeros(0, dtype=np.int64), np.empty(0, dtype=object)
-    payload = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), R.TENSOR_INFO.size)[:, 32:]
-    first, inverse = _distinct_rows(payload)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.empty((0, 6), dtype=object)
+    records = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), R.TENSOR_INFO.size)
+    first, inverse = _distinct_rows(records, start=32)  # the tensor payload follows a 32-byte header
     rendered = [_render_payload(arr[i]) for i in first]
     group, counts = _group_keys(arr["op_name"], arr["timestamp"], arr["thread_id"])
     single = counts[group] == 1
-    payload_text = np.empty(len(rendered), dtype=object)
-    payload_text[:] = [_join([r]) for r in rendered]
-    texts = np.empty(len(counts), dtype=object)
-    texts[group[single]] = payload_text[inverse[single]]
+    rows = [_join([r]) for r in rendered]
+    text_row = np.zeros(len(counts), dtype=np.int64)
+    text_row[group[single]] = inverse[single]
     by_group: Dict[int, List[int]] = {}
     for i in np.flatnonzero(~single):  # only ops whose tensors span several records
         by_group.setdefault(int(group[i]), []).append(int(inverse[i]))
     for g, members in by_group.items():
-        texts[g] = _join([rendered[m] for m in members])
-    return group.astype(np.int64), texts
+        text_row[g] = len(rows)
+        rows.append(_join([rendered[m] for m in members]))
+    table = np.empty((len(rows), 6), dtype=object)
+    table[:] = rows
+    return group.astype(np.int64), text_row, table
 
 
 def _join(parts: List[Tuple[List[Tuple[str, str, str]], List[Tuple[str, str, str]]]]) -> TensorText:

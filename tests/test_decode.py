@@ -83,10 +83,11 @@ def test_tensor_texts_join_split_records():
     raw = rec(5, [(0, 2, 1, (8, 16)), (0, 29, 27, (4,))]) + rec(5, [(1, 2 | (16 << 8), 0, (8,))]) + \
         rec(6, [(0, 0xFFFFFFFF, 9, ())])
     arr = np.frombuffer(raw, dtype=R.TENSOR_INFO.dtype)
-    group, texts = H.render_tensors(arr)
+    group, text_row, table = H.render_tensors(arr)
     assert group[0] == group[1] != group[2]
-    assert texts[group[0]] == ('"8,16;4"', "FLOAT16;DT_BF16", "ND;FRACTAL_NZ", '"8"', "FLOAT", "ND:16")
-    assert texts[group[2]][:3] == ('""', "INT64", "UNDEFINED")
+    assert list(table[text_row[group[0]]]) == ['"8,16;4"', "FLOAT16;DT_BF16", "ND;FRACTAL_NZ", '"8"', "FLOAT",
+                                               "ND:16"]
+    assert list(table[text_row[group[2]]][:3]) == ['""', "INT64", "UNDEFINED"]
 
 
 def test_clock_is_exact_integer_arithmetic():
@@ -104,3 +105,17 @@ def test_distinct_rows_groups_equal_rows_only():
     first, inverse = H._distinct_rows(rows)
     assert len(first) == len(np.unique(pick))
     assert np.array_equal(rows[first[inverse]], rows)
+
+
+def test_distinct_rows_survive_hash_collisions_and_skip_the_header(monkeypatch):
+    rng = np.random.default_rng(2)
+    base = rng.integers(0, 256, (4, 32), dtype=np.uint8)
+    rows = base[rng.integers(0, 4, 100)]
+    rows[:, :8] = rng.integers(0, 256, (100, 8), dtype=np.uint8)  # headers differ row to row
+    first, inverse = H._distinct_rows(rows, start=8)
+    assert len(first) == len(np.unique(rows[:, 8:], axis=0))
+    assert np.array_equal(rows[first[inverse], 8:], rows[:, 8:])
+    monkeypatch.setattr(H, "_row_hash", lambda r, start=0: np.zeros(len(r), dtype=np.uint64))
+    first, inverse = H._distinct_rows(rows, start=8)
+    assert np.array_equal(rows[first[inverse], 8:], rows[:, 8:])
+    assert len(first) == len(np.unique(rows[:, 8:], axis=0))

@@ -1,0 +1,58 @@
+"""The store writer: multi-row inserts keep every value and type; a failed build leaves no file."""
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from msprof_kit import store
+from msprof_kit.errors import StoreError
+
+
+@pytest.mark.parametrize("n", [0, 1, 199, 200, 201, 50_001])
+def test_inserts_keep_every_row_and_type(tmp_path, n):
+    rng = np.random.default_rng(n)
+    frames = {
+        "TASK": pd.DataFrame({
+            "startNs": rng.integers(1 << 60, 1 << 61, n), "endNs": rng.integers(1 << 60, 1 << 61, n),
+            "deviceId": rng.integers(0, 8, n).astype(np.uint16), "connectionId": rng.integers(-1, 99, n),
+            "globalTaskId": np.arange(n), "globalPid": 7, "taskType": rng.integers(0, 9, n),
+            "contextId": np.full(n, 4294967295, dtype=np.uint32), "streamId": rng.integers(0, 9, n),
+            "taskId": rng.integers(0, 65535, n), "modelId": np.full(n, 4294967295)}),
+        "TASK_PMU_INFO": pd.DataFrame({"globalTaskId": np.arange(n), "name": rng.integers(0, 5, n),
+                                       "value": rng.random(n)}),
+        "STRING_IDS": pd.DataFrame({"id": np.arange(n), "value": [f"s{i}" for i in range(n)]}),
+    }
+    path = str(tmp_path / "x.db")
+    store.write_tables(path, frames)
+    conn = sqlite3.connect(path)
+    present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    for name, frame in frames.items():
+        if n == 0:
+            assert name not in present  # the reference creates only tables with rows
+            continue
+        back = pd.read_sql_query(f"SELECT * FROM {name} ORDER BY rowid", conn)
+        assert len(back) == n
+        for col in frame.columns:
+            want = frame[col].to_numpy()
+            got = back[col].to_numpy()
+            if want.dtype.kind == "f":
+                assert np.array_equal(got.astype(float), want)
+            elif want.dtype == object:
+                assert list(got) == list(want)
+            else:
+                assert np.array_equal(got.astype(np.int64), want.astype(np.int64)), (name, col)
+    if n:
+        kinds = {r[0] for r in conn.execute("SELECT typeof(value) FROM TASK_PMU_INFO")}
+        assert kinds == {"real"}
+        assert conn.execute("SELECT typeof(startNs) FROM TASK LIMIT 1").fetchone() == ("integer",)
+
+
+def test_a_failed_write_leaves_nothing_behind(tmp_path):
+    path = str(tmp_path / "x.db")
+    with pytest.raises(StoreError):
+        store.write_tables(path, {"TASK": pd.DataFrame({"startNs": [1]})})  # lacks columns
+    assert os.listdir(tmp_path) == []
