@@ -34,6 +34,10 @@ GE_TASK_TYPES = {0: "AI_CORE", 1: "AI_CPU", 2: "AI_VECTOR_CORE", 3: "WRITE_BACK"
 KERNEL_FALLBACK = {"KERNEL_AICORE": "AI_CORE", "KERNEL_AIVEC": "AI_VECTOR_CORE", "KERNEL_AICPU": "AI_CPU",
                    "KERNEL_MIX_AIC": "MIX_AIC", "KERNEL_MIX_AIV": "MIX_AIV", "KERNEL_SIMT": "AI_VECTOR_CORE"}
 MIX_TYPES = ("KERNEL_MIX_AIC", "KERNEL_MIX_AIV")
+# ACL API categories: the high 16 bits of an ACL API's type (the reference's `struct_type` of ACL APIs)
+ACL_API_TAGS = {1: "ACL_OP", 2: "ACL_MODEL", 3: "ACL_RTS", 4: "ACL_OTHERS", 5: "ACL_NN", 6: "ACL_ASCENDC",
+                7: "HOST_HCCL", 9: "ACL_DVPP", 10: "ACL_GRAPH", 11: "ACL_ATB"}
+STEP_INFO_API = "step_info"  # a node-level API whose item id is a model id, not a hash
 COMPUTE_HOST_TYPES = ("KERNEL_AICORE", "KERNEL_AIVEC", "FFTS_PLUS", "KERNEL_MIX_AIC", "KERNEL_MIX_AIV",
                       "PROFILING_ENABLE", "PROFILING_DISABLE")
 
@@ -250,7 +254,7 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Optional[Ho
     if zero.any():
         diag.warn(f"{rd.data_dir}: {int(zero.sum())} API records have begin time 0; dropped")
         apis = apis[~zero].reset_index(drop=True)
-    apis = _name_apis(apis, types, hashes).drop(columns="type")
+    apis = _api_texts(_name_apis(apis, types, hashes), hashes).drop(columns="type")
     apis["start_ns"] = clock.to_ns(apis["begin"].to_numpy())
     apis["end_ns"] = clock.to_ns(apis["end"].to_numpy())
     # connection ids number the APIs by (begin, level descending), ties by thread then stream order
@@ -342,7 +346,7 @@ def _cann_columns(apis: pd.DataFrame) -> pd.DataFrame:
     """What the store needs of the APIs once they are associated (CANN_API's columns), as a new
     frame so that the other columns are freed."""
     return pd.DataFrame({c: apis[c].to_numpy().copy() for c in ("start_ns", "end_ns", "level", "thread", "conn",
-                                                                "name")})
+                                                                "name", "mode", "item_text")})
 
 
 def _map_names(values: np.ndarray, types: Dict[str, str]) -> np.ndarray:
@@ -370,6 +374,26 @@ def _name_apis(apis: pd.DataFrame, types: Dict[str, str], hashes: Dict[str, str]
     if hccl.any():
         names[hccl] = _hash_names(apis["item"].to_numpy()[hccl], hashes)
     return apis.assign(name=names)
+
+
+def _api_texts(apis: pd.DataFrame, hashes: Dict[str, str]) -> pd.DataFrame:
+    """The texts the timeline shows of each API besides its name (KIT_API): `mode`, the reference's
+    struct type (the ACL category for ACL APIs, else the API's type name), and `item_text`, its item
+    id (a model id as a number for model-level and node-level step_info APIs, else the hash
+    dictionary's text, "0" for no item, the decimal hash when the dictionary lacks it)."""
+    level = apis["level"].to_numpy()
+    names = apis["name"].to_numpy()
+    mode = names.copy()
+    acl = level == LEVEL_ACL
+    if acl.any():
+        tags, inv = np.unique(apis["type"].to_numpy()[acl] >> 16, return_inverse=True)
+        mode[acl] = np.array([ACL_API_TAGS.get(int(t), str(int(t))) for t in tags], dtype=object)[inv]
+    items, inv = np.unique(apis["item"].to_numpy(), return_inverse=True)
+    hashed = np.array([hashes.get(str(int(u)), str(int(u))) if int(u) else "0" for u in items], dtype=object)
+    numeric = np.array([str(int(u)) for u in items], dtype=object)
+    by_number = (level == LEVEL_MODEL) | ((level == LEVEL_NODE) & _where_text(names, lambda t: t == STEP_INFO_API))
+    item_text = np.where(by_number, numeric[inv], hashed[inv]) if len(apis) else np.zeros(0, dtype=object)
+    return apis.assign(mode=mode, item_text=item_text)
 
 
 def _context_ids(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
@@ -940,6 +964,8 @@ def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.nda
             "startNs": a["start_ns"].to_numpy(), "endNs": a["end_ns"].to_numpy(), "type": a["level"].to_numpy(),
             "globalTid": (np.int64(host.pid) << 32) | a["thread"].to_numpy().astype(np.int64),
             "connectionId": a["conn"].to_numpy(), "name": strings.ids_of(a["name"].to_numpy())}))
+        put("KIT_API", {"connectionId": a["conn"].to_numpy(), "mode": a["mode"].to_numpy(),
+                        "itemId": a["item_text"].to_numpy()})
     host.apis = a = pd.DataFrame()
     c = host.compute
     if c.empty:
@@ -1017,6 +1043,7 @@ def build(coll: Collection, diag: Diagnostics, put: Sink) -> List[Tuple[int, str
         tasks["hbatch"] = np.where(matched, tget("batch", 0), tasks["batch"].to_numpy())
         tasks["kernel"] = tget("kernel", "")
         tasks["thread"] = tget("thread_id", -1)
+        tasks["track_ns"] = tget("ts_ns", -1)
     if host is not None:
         host.tracks = tracks = pd.DataFrame()
 
@@ -1040,7 +1067,7 @@ def build(coll: Collection, diag: Diagnostics, put: Sink) -> List[Tuple[int, str
             "taskRow": np.arange(len(tasks)), "globalTaskId": task_gid, "batchId": tasks["hbatch"].to_numpy(),
             "requestId": tasks["request_id"].to_numpy(), "deviceTaskType": tasks["dev_type"].to_numpy(),
             "kernelName": tasks["kernel"].to_numpy(), "threadId": tasks["thread"].to_numpy(),
-            "matched": (tasks["track"].to_numpy() >= 0).astype(np.int64)}))
+            "matched": (tasks["track"].to_numpy() >= 0).astype(np.int64), "trackNs": tasks["track_ns"].to_numpy()}))
         tasks = tasks[["deviceId", "stream_id", "task_id", "ctx", "start", "end", "start_ns", "end_ns", "track"]]
 
     # block counts by task row, for the PMU times
@@ -1130,6 +1157,9 @@ def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, D
             put("AICORE_FREQ", pd.DataFrame(rows, columns=["deviceId", "timestampNs", "freq", "dieId"]))
     for rd in coll.result_dirs():
         info.append((rd.device_id, "dir", rd.name))
+        pid = str(rd.info.get("pid", "")).strip()
+        if pid.isdigit():
+            info.append((rd.device_id, "pid", pid))
         for key in ("ai_core_metrics", "aiv_metrics", "ai_core_profiling_events", "aiv_profiling_events",
                     "ai_core_profiling_mode"):
             if key in rd.sample:

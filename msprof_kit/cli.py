@@ -8,11 +8,20 @@ from typing import List, Optional
 
 from . import __version__, importer, memory
 from .errors import Diagnostics, MsprofKitError
+from .exporters.run import export as run_export
 
 
 def _dir_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("-dir", "--collection-dir", dest="dir", required=True, metavar="DIR",
                    help="a PROF_xxx collection, or a folder holding several")
+
+
+def _scope_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model-id", type=int, metavar="M", help="export one model's iterations (with --iteration-id)")
+    p.add_argument("--iteration-id", type=int, metavar="I", help="the first iteration to export (with --model-id)")
+    p.add_argument("--iteration-count", type=int, default=1, metavar="N",
+                   help="how many iterations from --iteration-id (1 to 5, default 1)")
+    p.add_argument("--clear", action="store_true", help="remove the store msprof-kit made, after exporting")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,6 +43,21 @@ def _parser() -> argparse.ArgumentParser:
                         description="Write PROF_xxx/msprof_{ts}.db, the unified database msprof writes.")
     _dir_arg(e)
     e.set_defaults(run=cmd_export_db)
+    e = esub.add_parser("timeline", help="the msprof_{ts}.json timeline in mindstudio_profiler_output/",
+                        description="Write the chrome-trace timeline msprof writes (open it in Perfetto or "
+                                    "MindStudio Insight).")
+    _dir_arg(e)
+    _scope_args(e)
+    e.add_argument("-reports", "--reports", metavar="FILE",
+                   help='JSON choosing the layers: {"json_process": {"cann": true, "ascend": true, '
+                        '"step_trace": true, "freq": false, "overlap_analyse": true}}')
+    e.set_defaults(run=cmd_export, what="timeline")
+    e = esub.add_parser("summary", help="op_summary, op_statistic, api_statistic, task_time ... CSVs",
+                        description="Write the summary files msprof writes into mindstudio_profiler_output/.")
+    _dir_arg(e)
+    _scope_args(e)
+    e.add_argument("--format", choices=("csv", "json"), default="csv", help="file format (default csv)")
+    e.set_defaults(run=cmd_export, what="summary")
 
     p = sub.add_parser("query", help="print the collection's devices, models and iterations",
                        description="Print the msprof query table: device, model ids, iteration counts.")
@@ -57,6 +81,16 @@ def cmd_import(args: argparse.Namespace, diag: Diagnostics) -> int:
 
 def cmd_export_db(args: argparse.Namespace, diag: Diagnostics) -> int:
     written = importer.export_db(args.dir, diag)
+    _report(diag)
+    for path in written:
+        print(f"Wrote {path}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace, diag: Diagnostics) -> int:
+    written = run_export(args.dir, args.what, diag, model_id=args.model_id, iteration_id=args.iteration_id,
+                         iteration_count=args.iteration_count, fmt=getattr(args, "format", "csv"), clear=args.clear,
+                         reports=getattr(args, "reports", None))
     _report(diag)
     for path in written:
         print(f"Wrote {path}")

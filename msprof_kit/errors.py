@@ -62,6 +62,12 @@ class StoreError(MsprofKitError):
     exit_code = 5
 
 
+class InvalidIteration(BadOption):
+    """An iteration range outside the model's iterations (the reference's INVALID_STEP_TRACE code)."""
+
+    exit_code = 9
+
+
 @dataclass
 class Diagnostics:
     """Warnings gathered during one command: each names the file, offset and what was dropped."""

@@ -66,7 +66,10 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
 COLUMNAR: Dict[str, Sequence[str]] = {
     # one entry per TASK row, in TASK order (taskRow = position)
     "KIT_TASK": ["taskRow", "globalTaskId", "batchId", "requestId", "deviceTaskType", "kernelName", "threadId",
-                 "matched"],
+                 "matched", "trackNs"],
+    # one entry per CANN_API row: its connectionId, the reference's struct type ("Mode" in the
+    # timeline) and item id text
+    "KIT_API": ["connectionId", "mode", "itemId"],
     # PMU metrics per task execution: taskRow, globalTaskId, then one column per metric (names as in
     # TASK_PMU_INFO: aic_*/aiv_* on STARS chips, unprefixed on HWTS chips; times in ns)
     "KIT_TASK_PMU": ["taskRow", "globalTaskId"],

@@ -1,0 +1,125 @@
+"""What every exporter needs: the open store, its facts, the export scope and the output folder."""
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set, Tuple
+
+import pandas as pd
+
+from .. import store
+
+OUTPUT_DIR = "mindstudio_profiler_output"
+ALL_MODELS = None
+
+
+Iteration = Tuple[int, int, int, int]  # (index, start ns, end ns, end ns of the previous iteration or 0)
+
+
+@dataclass
+class Scope:
+    """Which data an export covers.
+
+    All-export (the default) covers everything. A graph export (`--model-id M --iteration-id I
+    [--iteration-count N]`) covers model M's iterations I..I+N-1; `iterations` holds them per
+    device, and the windows below are the reference's (docs/research/iteration_export.md §2)."""
+
+    model_id: Optional[int] = ALL_MODELS
+    iteration_id: Optional[int] = None
+    iteration_count: int = 1
+    iterations: Dict[int, List[Iteration]] = field(default_factory=dict)
+
+    @property
+    def all_export(self) -> bool:
+        return self.model_id is None
+
+    @property
+    def windows(self) -> Dict[int, Tuple[int, int]]:
+        """Device task window per device: [first iteration start, last iteration end], closed; a
+        device task is exported when both its start and its end lie inside."""
+        return {dev: (min(i[1] for i in its), max(i[2] for i in its)) for dev, its in self.iterations.items() if its}
+
+    def api_window(self) -> Optional[Tuple[int, int]]:
+        """Host API window: from the end of the iteration before the first one (0 if none) to the
+        last iteration's end; an API is exported when it starts inside or spans the window start."""
+        its = [i for per in self.iterations.values() for i in per]
+        return (min(i[3] for i in its), max(i[2] for i in its)) if its else None
+
+    def timeline_window(self, device: int) -> Optional[Tuple[int, int]]:
+        """Window of the timeline's device layers: [0 for iteration 1 else the first iteration's
+        start, last iteration's end); an event is kept when it starts inside or spans the start."""
+        its = self.iterations.get(device)
+        if not its:
+            return None
+        lo = 0 if self.iteration_id == 1 else min(i[1] for i in its)
+        return lo, max(i[2] for i in its)
+
+
+@dataclass
+class ExportContext:
+    collection_path: str
+    conn: sqlite3.Connection
+    info: Dict[str, str]                  # KIT_INFO rows of deviceId -1 (chip, platform_version, ...)
+    device_info: Dict[int, Dict[str, str]]  # KIT_INFO rows per device id
+    scope: Scope = field(default_factory=Scope)
+    stamp: str = field(default_factory=lambda: time.strftime("%Y%m%d%H%M%S"))
+    tables: Set[str] = field(default_factory=set)
+    written: List[str] = field(default_factory=list)
+    layers: Optional[Set[str]] = None     # timeline layers chosen with -reports (None: all)
+
+    def layer_on(self, key: str) -> bool:
+        """Whether the timeline shows a layer (a -reports `json_process` key such as `cann`)."""
+        return self.layers is None or key in self.layers
+
+    @property
+    def out_dir(self) -> str:
+        path = os.path.join(self.collection_path, OUTPUT_DIR)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    @property
+    def flavour(self) -> str:
+        """'cpp' where a CANN install's analysis uses its C++ exporters (the 910B family), else 'python'."""
+        return "cpp" if self.info.get("platform_version") in ("5", "7", "8", "11") else "python"
+
+    @property
+    def stars(self) -> bool:
+        """STARS chips (910B family): context ids, MIX block numbers and aic_/aiv_ PMU prefixes."""
+        return self.info.get("pmu_prefixed") == "1" or self.info.get("platform_version") in ("5", "7", "8", "11")
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def frame(self, sql: str, params: tuple = ()) -> pd.DataFrame:
+        return pd.read_sql_query(sql, self.conn, params=params)
+
+    def read_columns(self, table: str) -> pd.DataFrame:
+        return store.read_columns(self.conn, table)
+
+    def path_for(self, kind: str, ext: str, part: Optional[int] = None) -> str:
+        """`<kind>[_slice_<part>]_<stamp>.<ext>` in the output folder; the path is recorded as written."""
+        name = f"{kind}_slice_{part}_{self.stamp}.{ext}" if part is not None else f"{kind}_{self.stamp}.{ext}"
+        path = os.path.join(self.out_dir, name)
+        self.written.append(path)
+        return path
+
+
+def open_context(collection_path: str, scope: Optional[Scope] = None, stamp: Optional[str] = None) -> ExportContext:
+    """The export context of an imported collection (the caller closes `ctx.conn`)."""
+    conn = store.open_store(collection_path)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    info: Dict[str, str] = {}
+    per_device: Dict[int, Dict[str, str]] = {}
+    if "KIT_INFO" in tables:
+        for dev, name, value in conn.execute("SELECT deviceId, name, value FROM KIT_INFO"):
+            if dev == -1:
+                info[name] = value
+            else:
+                per_device.setdefault(int(dev), {})[name] = value
+    ctx = ExportContext(collection_path=collection_path, conn=conn, info=info, device_info=per_device,
+                        scope=scope or Scope(), tables=tables)
+    if stamp:
+        ctx.stamp = stamp
+    return ctx

@@ -1,0 +1,766 @@
+"""msprof_{ts}.json, the timeline (Chrome trace event format, outputs.md §9), and step_trace_{ts}.json.
+
+The file is a bare JSON array. Its processes, one per layer and device (pid = real pid << 10 |
+sort index << 5 | device id, 31 for the host):
+
+* CANN (sort index 7): the host APIs, one thread per OS thread, named `<Level>@<api>`;
+* Ascend Hardware (14): the device tasks, one thread per stream, named after their op (or task
+  type); and the step-trace iterations of each model (thread 70000 + model id);
+* AI Core Freq (15): a counter of the AI Core frequency (MHz);
+* Overlap Analysis (31; 20 in the Python flavour): when the device computed and when it was idle.
+
+HostToDevice flow arrows join each device task to the host call that issued it: the node launch
+(or the ACL call of a memory copy or event task) in the C++ flavour; in the Python flavour the
+host task record inside the launch (outputs.md §9.5). Only complete arrows are written: the
+reference also writes an arrow start without an end when a launch's task is missing.
+
+Every event kind has one text template (the f-strings of the `_*_events` functions), filled from
+integer column arrays a chunk at a time; each chunk is written as soon as it is made. The per-event
+work is one f-string and memory is bounded by a chunk. Times are printed from integer ns as
+"<µs>.<3 decimals>" (exact); durations are the float µs the reference prints.
+
+The rules follow the flavour a CANN install uses for the chip (`ctx.flavour`): the C++ exporters
+on the 910B family, the Python exporters on other chips and for every iteration (graph) export.
+An iteration export applies the reference's windows (docs/research/iteration_export.md §2, §3.8):
+device tasks whose start and end lie in the iterations (the window's tasks of other models shown as
+device-only tasks), host APIs in or spanning the API window, the requested iterations only, the
+overlap recomputed from the exported tasks, and every device layer cut to the timeline window.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+import pandas as pd
+
+from ..build import _gaps, _union
+from .context import ExportContext, Scope
+from .scope import step_iterations
+
+HOST_DEVICE = 31          # the device id part of a host process id
+HOST_DIR = 64             # KIT_INFO's device id of the host result dir
+SORT_CANN, SORT_HARDWARE, SORT_FREQ = 7, 14, 15
+SORT_OVERLAP = {"cpp": 31, "python": 20}
+STEP_TID_BASE = 70000     # step-trace thread of model m: 70000 + m
+INVALID_CTX = 4294967295
+NO_MODEL = 4294967295     # model id of eager (single-operator) tasks
+CHUNK = 100_000           # rows rendered and written at a time
+WRITE_AHEAD = 4           # rendered chunks that may wait for the disk
+
+LEVEL_ACL, LEVEL_MODEL, LEVEL_NODE = 20000, 15000, 10000
+# API level -> (event name prefix, args "level")
+LEVELS: Dict[int, Tuple[str, str]] = {
+    30000: ("Api", "pytorch"), 25000: ("Api", "pta"), 20500: ("Api", "msproftx"), LEVEL_ACL: ("AscendCL", "acl"),
+    LEVEL_MODEL: ("Model", "model"), LEVEL_NODE: ("Node", "node"), 5500: ("Communication", "communication"),
+    5000: ("Runtime", "runtime")}
+ACL_EVENT_APIS = ("aclrtRecordEvent", "aclrtStreamWaitEvent")  # ACL calls whose device task gets an arrow
+MEMCPY_ASYNC = "MEMCPY_ASYNC"
+DEVICE_NAMED = ("FFTS_PLUS", "UNKNOWN")  # host task types for which the device's task type name is shown
+OVERLAP_THREADS = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")  # tid = OVERLAP type
+FREQ_DIES = (-1, 0, 1)
+FREQ_CHIPS = ("4", "5", "7")  # platform versions whose reference timeline shows AI Core Freq
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading and writing
+
+class TraceWriter:
+    """A JSON array written as it is made: each `add` appends a chunk of serialized events.
+
+    The chunks are encoded here and written to disk by a background thread (the write releases
+    the GIL, so the disk works while the next chunk is rendered); at most WRITE_AHEAD chunks wait,
+    which bounds the memory. A failed write is raised by the next `add` or by `close`; a file left
+    unfinished by an error is removed."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.count = 0
+        self._f: BinaryIO = open(path, "wb")
+        self._queue: "queue.Queue[Optional[bytes]]" = queue.Queue(maxsize=WRITE_AHEAD)
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._drain, name="timeline-writer", daemon=True)
+        self._thread.start()
+        self._put(b"[")
+
+    def _drain(self) -> None:
+        """The writing thread: writes blocks until the None mark; after a failure it keeps taking
+        blocks (so that `add` never waits forever) and the failure is raised in the caller."""
+        while True:
+            block = self._queue.get()
+            if block is None:
+                return
+            if self._error is None:
+                try:
+                    self._f.write(block)
+                except BaseException as exc:  # handed to the rendering thread, which raises it
+                    self._error = exc
+
+    def _put(self, block: bytes) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put(block)
+
+    def add(self, events: Sequence[str]) -> None:
+        if not events:
+            return
+        text = ",".join(events)
+        self._put((f",{text}" if self.count else text).encode("utf-8"))
+        self.count += len(events)
+
+    def _stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        self._f.close()
+
+    def close(self) -> None:
+        try:
+            self._put(b"]")
+        finally:
+            self._stop()
+        if self._error is not None:
+            raise self._error
+
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, kind: Optional[type], exc: Optional[BaseException], tb: object) -> None:
+        if kind is None:
+            self.close()
+            return
+        self._stop()
+        os.remove(self.path)
+
+
+def _int_chunks(conn: sqlite3.Connection, sql: str, params: tuple = (), size: int = CHUNK) -> Iterator[np.ndarray]:
+    """The rows of an all-integer query as 2-D int64 arrays of at most `size` rows."""
+    cur = conn.execute(sql, params)
+    while True:
+        rows = cur.fetchmany(size)
+        if not rows:
+            return
+        yield np.array(rows, dtype=np.int64)
+
+
+def _ints(conn: sqlite3.Connection, sql: str, params: tuple = (), width: int = 1) -> np.ndarray:
+    """All rows of an all-integer query as one (n, width) int64 array."""
+    parts = list(_int_chunks(conn, sql, params, size=1_000_000))
+    return np.concatenate(parts) if parts else np.zeros((0, width), dtype=np.int64)
+
+
+def _json_texts(values: np.ndarray) -> np.ndarray:
+    """Each text as a JSON string literal (quotes included), encoded once per distinct text."""
+    if len(values) == 0:
+        return np.zeros(0, dtype=object)
+    codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+    return np.array([json.dumps(str(u), ensure_ascii=False) for u in uniq], dtype=object)[codes]
+
+
+def _isin_text(values: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+    """Which values (texts) are among `texts`, evaluated once per distinct value."""
+    if len(values) == 0:
+        return np.zeros(0, dtype=bool)
+    codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+    return np.array([u in texts for u in uniq], dtype=bool)[codes]
+
+
+def _us_parts(ns: np.ndarray) -> Tuple[list, list]:
+    """Local ns as (whole µs, ns remainder) lists, printed `f"{q}.{r:03d}"`: exact, no float."""
+    q, r = np.divmod(np.asarray(ns, dtype=np.int64), 1000)
+    return q.tolist(), r.tolist()
+
+
+def _us_text(ns: int) -> str:
+    q, r = divmod(int(ns), 1000)
+    return f"{q}.{r:03d}"
+
+
+def _dur_us(start: np.ndarray, end: np.ndarray) -> list:
+    """Durations in µs as floats (a negative span as 0), as the reference prints them."""
+    return (np.maximum(np.asarray(end, np.int64) - np.asarray(start, np.int64), 0) / 1000.0).tolist()
+
+
+def _meta(name: str, pid: int, tid: int, args: Dict[str, object]) -> str:
+    """A metadata event (`ph` M): process_name, process_labels, process_sort_index (tid 0),
+    thread_name, thread_sort_index."""
+    return json.dumps({"name": name, "pid": pid, "tid": tid, "ph": "M", "args": args},
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def _process_meta(pid: int, name: str, label: str, sort_index: int) -> List[str]:
+    return [_meta("process_name", pid, 0, {"name": name}), _meta("process_labels", pid, 0, {"labels": label}),
+            _meta("process_sort_index", pid, 0, {"sort_index": sort_index})]
+
+
+def _thread_meta(pid: int, tid: int, name: str, sort_index: int) -> List[str]:
+    return [_meta("thread_name", pid, tid, {"name": name}),
+            _meta("thread_sort_index", pid, tid, {"sort_index": sort_index})]
+
+
+def _flow_events(ph: str, pid: Sequence[int], tid: Sequence[int], ns: np.ndarray, ids: Sequence[int]) -> List[str]:
+    """HostToDevice flow starts (`s`) or ends (`f`, bound to the slice that encloses them)."""
+    q, r = _us_parts(ns)
+    tail = '"}' if ph == "s" else '","bp":"e"}'
+    return [f'{{"name":"HostToDevice{i}","pid":{p},"tid":{t},"ph":"{ph}","cat":"HostToDevice","id":"{i}",'
+            f'"ts":"{a}.{b:03d}{tail}' for p, t, a, b, i in zip(pid, tid, q, r, ids)]
+
+
+# ------------------------------------------------------------------------------------------------
+# Facts shared by the layers
+
+@dataclass
+class Facts:
+    """What every layer needs: the flavour's rules, string ids, process ids, the scope."""
+
+    python_rules: bool          # the reference's Python exporters (non-910B chips, iteration exports)
+    python_host: bool           # host data as its Python parser keeps it (non-910B chips)
+    strings: np.ndarray         # STRING_IDS: id -> text
+    host_pid: int
+    device_pids: Dict[int, int] = field(default_factory=dict)
+    scope: Scope = field(default_factory=Scope)
+
+    def pid(self, sort_index: int, device: int = HOST_DEVICE) -> int:
+        real = self.host_pid if device == HOST_DEVICE else self.device_pids.get(device, self.host_pid)
+        return (real << 10) | (sort_index << 5) | device
+
+    @property
+    def scoped(self) -> bool:
+        """An iteration (graph) export."""
+        return not self.scope.all_export
+
+    @property
+    def flavour(self) -> str:
+        return "python" if self.python_rules else "cpp"
+
+    def timeline_window(self, device: int) -> Optional[Tuple[int, int]]:
+        """[lo, hi) of a device layer in an iteration export; None in an all-export."""
+        return self.scope.timeline_window(device) if self.scoped else None
+
+    def text(self, ids: np.ndarray) -> np.ndarray:
+        return self.strings[np.asarray(ids, dtype=np.int64)]
+
+    def ids_of(self, texts: Sequence[str]) -> List[int]:
+        return [int(i) for i in np.flatnonzero(_isin_text(self.strings, texts))]
+
+
+def _facts(ctx: ExportContext) -> Facts:
+    strings = np.zeros(0, dtype=object)
+    if ctx.has("STRING_IDS"):
+        rows = ctx.conn.execute("SELECT id, value FROM STRING_IDS").fetchall()
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        strings = np.full(int(ids.max()) + 1 if len(ids) else 0, "", dtype=object)
+        strings[ids] = np.array([r[1] for r in rows], dtype=object)
+    pids = {dev: int(v["pid"]) for dev, v in ctx.device_info.items() if str(v.get("pid", "")).isdigit()}
+    host_pid = pids.pop(HOST_DIR, None)
+    if host_pid is None:
+        host_pid = _host_pid_from_tables(ctx)
+    return Facts(python_rules=ctx.flavour == "python" or not ctx.scope.all_export,
+                 python_host=ctx.flavour == "python", strings=strings, host_pid=host_pid, device_pids=pids,
+                 scope=ctx.scope)
+
+
+def _host_pid_from_tables(ctx: ExportContext) -> int:
+    """The host process id where KIT_INFO lacks it (stores written before it was kept)."""
+    for table, sql in (("CANN_API", "SELECT globalTid >> 32 FROM CANN_API LIMIT 1"),
+                       ("TASK", "SELECT globalPid FROM TASK LIMIT 1")):
+        if ctx.has(table):
+            row = ctx.conn.execute(sql).fetchone()
+            if row and row[0] is not None:
+                return int(row[0])
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Device tasks
+
+@dataclass
+class Tasks:
+    """The device tasks shown (one X event each), with their texts and arrow roles."""
+
+    cols: Dict[str, np.ndarray]   # int64: start, end, device, stream, task, ctx, batch, model, conn, thread, track_ns
+    name: np.ndarray              # event names (JSON literals)
+    task_type: np.ndarray         # args "Task Type" (JSON literals)
+    is_op: np.ndarray             # shown as an op (computing, for an iteration export's overlap)
+    via_track: np.ndarray         # the arrow starts at the host task record (Python flavour)
+    via_api: np.ndarray           # the arrow starts at the CANN API with the task's connection id
+    memcpy_conns: np.ndarray      # connection ids of MEMCPY_ASYNC tasks
+    acl_event_conns: np.ndarray   # connection ids of ACL event record / wait calls
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    def flow_ids(self, python_rules: bool) -> np.ndarray:
+        """C++: connection id << 32; Python: (connection id << 32) + context id."""
+        conn = self.cols["conn"] << 32
+        return conn + (self.cols["ctx"] & 0xFFFFFFFF) if python_rules else conn
+
+
+TASK_SQL = ("SELECT startNs, endNs, deviceId, streamId, taskId, contextId, modelId, connectionId, globalTaskId, "
+            "taskType FROM TASK ORDER BY rowid")
+TASK_COLS = ("start", "end", "device", "stream", "task", "ctx", "model", "conn")
+
+
+def _load_tasks(ctx: ExportContext, facts: Facts) -> Tasks:
+    """TASK (with KIT_TASK) as the timeline shows it: UNKNOWN device tasks and tasks shown through
+    their FFTS+ subtasks left out; in an iteration export, only the tasks of the iterations' time,
+    those of other models as device-only tasks (named by their device type, model 4294967295)."""
+    cols, gid, host_type, dev_type = _read_tasks(ctx, facts)
+    keep = ~_isin_text(dev_type, ("UNKNOWN",)) & ~_hidden_parents(cols)
+    if facts.scoped:
+        keep &= _in_scope(cols["device"], cols["start"], cols["end"], facts.scope)
+    idx = np.flatnonzero(keep)
+    cols = {k: v[idx] for k, v in cols.items()}
+    gid, host_type, dev_type = gid[idx], host_type[idx], dev_type[idx]
+
+    op_name, ge_type, has_op = _op_info(ctx, facts, gid)
+    device_only = np.zeros(len(idx), dtype=bool)
+    if facts.scoped:
+        device_only = cols["model"] != facts.scope.model_id
+        cols["model"][device_only] = NO_MODEL
+    is_op = has_op & ~device_only
+    memcpy = _isin_text(host_type, (MEMCPY_ASYNC,))
+    plain = np.where(_isin_text(host_type, DEVICE_NAMED) | device_only, dev_type, host_type)  # a task no op
+    generic = plain if facts.python_rules else np.where(memcpy, dev_type, plain)
+    name = np.where(is_op, op_name, plain)
+    task_type = np.where(is_op & ~_isin_text(ge_type, ("N/A",)), ge_type, generic)
+
+    # arrow ends: ops, memory copies and ACL event tasks with a host call
+    conn = cols["conn"]
+    acl_event_conns = _acl_event_conns(ctx, facts)
+    ends = (has_op | memcpy | np.isin(conn, acl_event_conns)) & (conn >= 0)
+    via_track = np.zeros(len(idx), dtype=bool)
+    if facts.python_rules:
+        via_track = ends & has_op & (cols["track_ns"] >= 0) & (cols["thread"] >= 0)
+    return Tasks(cols=cols, name=_json_texts(name), task_type=_json_texts(task_type), is_op=is_op,
+                 via_track=via_track, via_api=ends & ~via_track,
+                 memcpy_conns=np.unique(conn[memcpy & (conn >= 0)]), acl_event_conns=acl_event_conns)
+
+
+def _read_tasks(ctx: ExportContext, facts: Facts
+                ) -> Tuple[Dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """Every TASK row: (int64 columns, globalTaskId, host task type, device task type)."""
+    t = _ints(ctx.conn, TASK_SQL, width=10) if ctx.has("TASK") else np.zeros((0, 10), np.int64)
+    n = len(t)
+    cols = {name: t[:, i] for i, name in enumerate(TASK_COLS)}
+    host_type = facts.text(t[:, 9])
+    kit = ctx.read_columns("KIT_TASK")
+    if kit.empty or len(kit) != n:  # no tasks, or a store without the extension: no batches, no host records
+        kit = pd.DataFrame({"batchId": np.zeros(n, np.int64), "deviceTaskType": host_type})
+    cols["batch"] = kit["batchId"].to_numpy(np.int64)
+    for key, col in (("thread", "threadId"), ("track_ns", "trackNs")):
+        cols[key] = kit[col].to_numpy(np.int64) if col in kit else np.full(n, -1, np.int64)
+    return cols, t[:, 8], host_type, kit["deviceTaskType"].to_numpy(dtype=object)
+
+
+def _op_info(ctx: ExportContext, facts: Facts, gid: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(op name, GE task type, found) of each task, from COMPUTE_TASK_INFO by globalTaskId."""
+    n = len(gid)
+    op_name = np.full(n, "", dtype=object)
+    ge_type = np.full(n, "", dtype=object)
+    found = np.zeros(n, dtype=bool)
+    if ctx.has("COMPUTE_TASK_INFO") and n:
+        info = _ints(ctx.conn, "SELECT globalTaskId, name, taskType FROM COMPUTE_TASK_INFO", width=3)
+        pos = pd.Index(info[:, 0]).get_indexer(gid)
+        found = pos >= 0
+        op_name[found] = facts.text(info[pos[found], 1])
+        ge_type[found] = facts.text(info[pos[found], 2])
+    return op_name, ge_type, found
+
+
+def _hidden_parents(cols: Dict[str, np.ndarray]) -> np.ndarray:
+    """Tasks shown through their FFTS+ subtasks: rows without a context id whose (device, stream,
+    task, batch) also has rows with one."""
+    sub = cols["ctx"] != INVALID_CTX
+    if not sub.any():
+        return np.zeros(len(sub), dtype=bool)
+    keys = pd.MultiIndex.from_arrays([cols["device"], cols["stream"], cols["task"], cols["batch"]])
+    return ~sub & keys.isin(keys[sub])
+
+
+def _in_timeline(start: np.ndarray, end: np.ndarray, window: Optional[Tuple[int, int]]) -> np.ndarray:
+    """Events kept by a device layer's timeline window [lo, hi): those that start inside it or span
+    its start (all of them without a window)."""
+    if window is None:
+        return np.ones(len(start), dtype=bool)
+    lo, hi = window
+    return ((start >= lo) & (start < hi)) | ((start < lo) & (end > lo))
+
+
+def _in_scope(device: np.ndarray, start: np.ndarray, end: np.ndarray, scope: Scope) -> np.ndarray:
+    """An iteration export's device tasks: start and end inside the device's iterations
+    (`scope.windows`, closed), and kept by the device's timeline window."""
+    out = np.zeros(len(device), dtype=bool)
+    for dev, (lo, hi) in scope.windows.items():
+        m = device == dev
+        out[m] = (start[m] >= lo) & (end[m] <= hi) & _in_timeline(start[m], end[m], scope.timeline_window(dev))
+    return out
+
+
+def _acl_event_conns(ctx: ExportContext, facts: Facts) -> np.ndarray:
+    """Connection ids of the ACL event record / wait calls."""
+    ids = facts.ids_of(ACL_EVENT_APIS)
+    if not ctx.has("CANN_API") or not ids:
+        return np.zeros(0, np.int64)
+    marks = ",".join("?" * len(ids))
+    rows = _ints(ctx.conn, f"SELECT connectionId FROM CANN_API WHERE type = ? AND name IN ({marks})",
+                 (LEVEL_ACL, *ids))
+    return np.unique(rows[:, 0])
+
+
+# ------------------------------------------------------------------------------------------------
+# CANN layer
+
+API_SQL = "SELECT startNs, endNs, type, globalTid, connectionId, name FROM CANN_API"
+
+
+@dataclass
+class ApiTexts:
+    """KIT_API by connection id (sorted): the mode and item id text of each API."""
+
+    conn: np.ndarray
+    mode: np.ndarray
+    item: np.ndarray
+
+    @classmethod
+    def load(cls, ctx: ExportContext) -> "ApiTexts":
+        kit = ctx.read_columns("KIT_API")
+        if kit.empty:
+            return cls(np.zeros(0, np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=object))
+        order = np.argsort(kit["connectionId"].to_numpy(np.int64), kind="stable")
+        return cls(kit["connectionId"].to_numpy(np.int64)[order], kit["mode"].to_numpy(dtype=object)[order],
+                   kit["itemId"].to_numpy(dtype=object)[order])
+
+    def lookup(self, conn: np.ndarray, names: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """(mode, item id) of these APIs; without KIT_API the mode is the name and the item "0"."""
+        if len(self.conn) == 0:
+            return names, np.full(len(conn), "0", dtype=object)
+        pos = np.clip(np.searchsorted(self.conn, conn), 0, len(self.conn) - 1)
+        hit = self.conn[pos] == conn
+        return np.where(hit, self.mode[pos], names), np.where(hit, self.item[pos], "0")
+
+
+def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks, arrows: bool = True) -> np.ndarray:
+    """The CANN process: metadata, one X event per API, and the arrow starts placed on APIs.
+    Returns the connection ids that got an arrow start."""
+    pid = facts.pid(SORT_CANN)
+    # an iteration export: the APIs that start in the API window or span its start
+    window = facts.scope.api_window() if facts.scoped else None
+    where, params = (" WHERE startNs <= ? AND endNs >= ?", (window[1], window[0])) if window else ("", ())
+    has_api = ctx.has("CANN_API")
+    tids: Set[int] = set()
+    if has_api:
+        tids = {int(r[0]) & 0xFFFFFFFF
+                for r in ctx.conn.execute(f"SELECT DISTINCT globalTid FROM CANN_API{where}", params)}
+    tids |= set(np.unique(tasks.cols["thread"][tasks.via_track]).tolist())
+    if not tids:
+        return np.zeros(0, np.int64)
+    meta = _process_meta(pid, "CANN", "CPU", SORT_CANN)
+    for tid in sorted(tids):
+        meta += _thread_meta(pid, tid, f"Thread {tid}", tid)
+    out.add(meta)
+    if not has_api:
+        return np.zeros(0, np.int64)
+
+    texts = ApiTexts.load(ctx)
+    # arrows that start on an API: (connection id, flow id) of the tasks they end at
+    wanted = pd.DataFrame({"conn": tasks.cols["conn"][tasks.via_api],
+                           "id": tasks.flow_ids(facts.python_rules)[tasks.via_api]}).drop_duplicates()
+    wanted_conns = wanted["conn"].to_numpy()
+    special = np.union1d(tasks.memcpy_conns, tasks.acl_event_conns)
+    started: List[np.ndarray] = []
+    for rows in _int_chunks(ctx.conn, f"{API_SQL}{where} ORDER BY connectionId", params):
+        out.add(_api_events(rows, pid, facts, texts))
+        conn, level = rows[:, 4], rows[:, 2]
+        starts = np.isin(conn, wanted_conns) & ((level == LEVEL_NODE) | np.isin(conn, special))
+        if starts.any() and arrows:
+            s = pd.DataFrame({"conn": conn[starts], "start": rows[starts, 0],
+                              "tid": rows[starts, 3] & 0xFFFFFFFF}).merge(wanted, on="conn")
+            out.add(_flow_events("s", [pid] * len(s), s["tid"].tolist(), s["start"].to_numpy(), s["id"].tolist()))
+            started.append(conn[starts])
+    return np.unique(np.concatenate(started)) if started else np.zeros(0, np.int64)
+
+
+def _api_events(rows: np.ndarray, pid: int, facts: Facts, texts: ApiTexts) -> List[str]:
+    """X events of CANN_API rows (startNs, endNs, type, globalTid, connectionId, name)."""
+    level, conn = rows[:, 2], rows[:, 4]
+    api = facts.text(rows[:, 5])
+    prefix = np.empty(len(rows), dtype=object)
+    level_json = np.empty(len(rows), dtype=object)
+    for lv in np.unique(level).tolist():
+        m = level == lv
+        head, text = LEVELS.get(lv, ("Api", str(lv)))
+        prefix[m] = head + "@"
+        level_json[m] = json.dumps(text)
+    mode, item = texts.lookup(conn, api)
+    name_json = _json_texts(prefix + api)
+    id_json = np.where(level == LEVEL_ACL, _json_texts(api), '"0"')
+    item_json = _json_texts(item)
+    if facts.python_host:  # the Python host parser keeps a model-level API's ids as numbers
+        model = level == LEVEL_MODEL
+        id_json = np.where(model, "0", id_json)
+        item_json = np.where(model & _numeric(item), item, item_json)
+    tid = (rows[:, 3] & 0xFFFFFFFF).tolist()
+    q, r = _us_parts(rows[:, 0])
+    dur = _dur_us(rows[:, 0], rows[:, 1])
+    return [f'{{"name":{nm},"pid":{pid},"tid":{t},"ts":"{a}.{b:03d}","dur":{d!r},"ph":"X","args":{{'
+            f'"Thread Id":{t},"Mode":{md},"level":{lv},"id":{i},"item_id":{it},"connection_id":{c}}}}}'
+            for nm, t, a, b, d, md, lv, i, it, c in zip(name_json, tid, q, r, dur, _json_texts(mode), level_json,
+                                                         id_json, item_json, conn.tolist())]
+
+
+def _numeric(texts: np.ndarray) -> np.ndarray:
+    """Which texts are decimal numbers, evaluated once per distinct text."""
+    if len(texts) == 0:
+        return np.zeros(0, dtype=bool)
+    codes, uniq = pd.factorize(np.asarray(texts, dtype=object), use_na_sentinel=False)
+    return np.array([str(u).isdigit() for u in uniq], dtype=bool)[codes]
+
+
+# ------------------------------------------------------------------------------------------------
+# Ascend Hardware layer
+
+Iteration = Tuple[int, int, int, int]  # (model id, iteration index, start ns, end ns)
+
+
+def _write_hardware(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.ndarray,
+                    steps: Dict[int, List[Iteration]], show_tasks: bool = True, arrows: bool = True) -> List[str]:
+    """The Ascend Hardware processes: metadata, the task X events with their arrow ends (and, in
+    the Python flavour, the arrow starts on host task records), then the step-trace iterations.
+    Returns the step-trace events with their metadata, for step_trace_{ts}.json."""
+    device, stream = tasks.cols["device"], tasks.cols["stream"]
+    if not show_tasks:
+        device, stream = device[:0], stream[:0]
+    devices = sorted(set(np.unique(device).tolist()) | set(steps))
+    meta: List[str] = []
+    for dev in devices:
+        pid = facts.pid(SORT_HARDWARE, dev)
+        meta += _process_meta(pid, "Ascend Hardware", f"NPU {dev}", SORT_HARDWARE)
+        for s in np.unique(stream[device == dev]).tolist():
+            meta += _thread_meta(pid, s, f"Stream {s}", s)
+    out.add(meta)
+    if len(tasks) and show_tasks:
+        _write_tasks(out, facts, tasks, started, arrows)
+    step_texts: List[str] = []
+    for dev in sorted(steps):
+        pid = facts.pid(SORT_HARDWARE, dev)
+        threads: List[str] = []
+        for model in sorted({it[0] for it in steps[dev]}):
+            threads += _thread_meta(pid, STEP_TID_BASE + model, f"Step Trace(Model ID:{model})",
+                                    STEP_TID_BASE + model)
+        events = _iteration_events(pid, steps[dev])
+        out.add(threads + events)  # the process metadata is already out
+        step_texts += _process_meta(pid, "Ascend Hardware", f"NPU {dev}", SORT_HARDWARE) + threads + events
+    return step_texts
+
+
+def _write_tasks(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.ndarray, arrows: bool = True) -> None:
+    c = tasks.cols
+    pid_of = {d: facts.pid(SORT_HARDWARE, d) for d in np.unique(c["device"]).tolist()}
+    ends = tasks.via_track | (tasks.via_api & np.isin(c["conn"], started))
+    if not arrows:
+        ends = np.zeros(len(tasks), dtype=bool)
+    host_starts = tasks.via_track & arrows
+    ids = tasks.flow_ids(facts.python_rules)
+    cann_pid = facts.pid(SORT_CANN)
+    for lo in range(0, len(tasks), CHUNK):
+        s = slice(lo, lo + CHUNK)
+        pid = [pid_of[d] for d in c["device"][s].tolist()]
+        stream = c["stream"][s].tolist()
+        q, r = _us_parts(c["start"][s])
+        dur = _dur_us(c["start"][s], c["end"][s])
+        out.add([f'{{"name":{nm},"pid":{p},"tid":{st},"ts":"{a}.{b:03d}","dur":{d!r},"ph":"X","args":{{'
+                 f'"Model Id":{m},"Task Type":{tt},"Physic Stream Id":{st},"Task Id":{tk},"Batch Id":{bt},'
+                 f'"Subtask Id":{cx},"connection_id":{cn}}}}}'
+                 for nm, p, st, a, b, d, m, tt, tk, bt, cx, cn in zip(
+                     tasks.name[s], pid, stream, q, r, dur, c["model"][s].tolist(), tasks.task_type[s],
+                     c["task"][s].tolist(), c["batch"][s].tolist(), c["ctx"][s].tolist(), c["conn"][s].tolist())])
+        e = np.flatnonzero(ends[s])
+        if len(e):
+            out.add(_flow_events("f", [pid[i] for i in e], [stream[i] for i in e], c["start"][s][e],
+                                 ids[s][e].tolist()))
+        t = np.flatnonzero(host_starts[s])
+        if len(t):
+            out.add(_flow_events("s", [cann_pid] * len(t), c["thread"][s][t].tolist(), c["track_ns"][s][t],
+                                 ids[s][t].tolist()))
+
+
+def _iteration_events(pid: int, its: Sequence[Iteration], tid_of: Optional[Dict[int, int]] = None) -> List[str]:
+    """`Iteration <n>` X events (category `Iteration Time`) from model start (or the previous
+    iteration end) to iteration end, on thread 70000 + model id (or `tid_of[model]`). FP/BP tags
+    are not in inference collections: `N/A`."""
+    events = []
+    for model, index, start, end in sorted(its, key=lambda it: (it[2], it[0])):
+        dur = max(end - start, 0) / 1000.0
+        tid = tid_of[model] if tid_of else STEP_TID_BASE + model
+        events.append(f'{{"name":"Iteration {index}","pid":{pid},"tid":{tid},'
+                      f'"ts":"{_us_text(start)}","dur":{dur!r},"ph":"X","cat":"Iteration Time","args":{{'
+                      f'"Iteration ID":{index},"FP Start":"N/A","BP End":"N/A","Iteration End":"{_us_text(end)}",'
+                      f'"Iteration Time(us)":{dur!r}}}}}')
+    return events
+
+
+def _timeline_steps(ctx: ExportContext) -> Dict[int, List[Iteration]]:
+    """The iterations msprof.json shows per device: all of them, or the exported ones."""
+    sc = ctx.scope
+    if sc.model_id is None:
+        steps = step_iterations(ctx)
+    else:
+        model = sc.model_id
+        steps = {dev: [(model, index, start, end) for index, start, end, _ in its]
+                 for dev, its in sc.iterations.items()}
+    return {dev: its for dev, its in steps.items() if its}
+
+
+def _graph_step_texts(ctx: ExportContext, facts: Facts) -> List[str]:
+    """step_trace_{ts}.json of an iteration export: every iteration, in the reference's unlabelled
+    form (process `Step Trace` with the device's real pid, thread `Model ID:<m>` = real pid + 70000
+    + the model's rank; iteration_export.md §3.5)."""
+    texts: List[str] = []
+    for dev, its in sorted(step_iterations(ctx).items()):
+        if not its:
+            continue
+        real = facts.device_pids.get(dev, facts.host_pid)
+        tid_of = {m: real + STEP_TID_BASE + k for k, m in enumerate(sorted({it[0] for it in its}))}
+        texts.append(_meta("process_name", real, 0, {"name": "Step Trace"}))
+        for model, tid in tid_of.items():
+            texts += _thread_meta(real, tid, f"Model ID:{model}", STEP_TID_BASE + model)
+        texts += _iteration_events(real, its, tid_of)
+    return texts
+
+
+# ------------------------------------------------------------------------------------------------
+# AI Core Freq and Overlap Analysis layers
+
+def _freq_points(ctx: ExportContext) -> np.ndarray:
+    """(device, ts ns, MHz, die) rows of the AI Core frequency: AICORE_FREQ, else each device's
+    fixed frequency at the collection start and end, on the chips whose timeline shows it."""
+    if ctx.has("AICORE_FREQ"):
+        rows = _ints(ctx.conn, "SELECT deviceId, timestampNs, freq, dieId FROM AICORE_FREQ", width=4)
+        return rows[np.isin(rows[:, 3], FREQ_DIES)]
+    points = []
+    if ctx.info.get("platform_version") in FREQ_CHIPS and ctx.has("SESSION_TIME_INFO"):
+        start, end = ctx.conn.execute("SELECT startTimeNs, endTimeNs FROM SESSION_TIME_INFO").fetchone()
+        for dev, info in sorted(ctx.device_info.items()):
+            mhz = str(info.get("aic_frequency", "")).split(".")[0]
+            if dev < HOST_DEVICE and mhz.isdigit() and start:
+                points += [(dev, int(start), int(mhz), -1), (dev, int(end or start), int(mhz), -1)]
+    return np.array(points, dtype=np.int64).reshape(-1, 4)
+
+
+def _clip_freq(points: np.ndarray, window: Tuple[int, int]) -> np.ndarray:
+    """The points of one track (time-sorted) in an iteration export: the value in force at the
+    timeline window's start and end, and the changes between."""
+    ts, mhz = points[:, 1], points[:, 2]
+    lo, hi = max(window[0], int(ts[0])), window[1]  # a window from 0 opens at the first point
+    first, last = (mhz[max(int(np.searchsorted(ts, t, side="right")) - 1, 0)] for t in (lo, hi))
+    inside = points[(ts > lo) & (ts < hi)]
+    edges = np.array([[0, lo, first, 0], [0, hi, last, 0]], dtype=np.int64)
+    edges[:, [0, 3]] = points[0, [0, 3]]
+    return np.concatenate([edges[:1], inside, edges[1:]])
+
+
+def _write_freq(ctx: ExportContext, out: TraceWriter, facts: Facts) -> None:
+    """One AI Core Freq process per device: counter events `AI Core Freq` (or `... Die <n>`)."""
+    points = _freq_points(ctx)
+    points = points[np.lexsort((points[:, 1], points[:, 3], points[:, 0]))]  # by device, die, time
+    for dev in np.unique(points[:, 0]).tolist():
+        pid = facts.pid(SORT_FREQ, dev)
+        events = _process_meta(pid, "AI Core Freq", f"NPU {dev}", SORT_FREQ)
+        for die in np.unique(points[points[:, 0] == dev, 3]).tolist():
+            track = points[(points[:, 0] == dev) & (points[:, 3] == die)]
+            window = facts.timeline_window(dev)
+            if facts.scoped:
+                if window is None:
+                    continue
+                track = _clip_freq(track, window)
+            name = "AI Core Freq" if die == -1 else f"AI Core Freq Die {die}"
+            events += [f'{{"name":"{name}","pid":{pid},"tid":0,"ts":"{_us_text(ts)}","ph":"C",'
+                       f'"args":{{"MHz":{mhz}}}}}' for ts, mhz in zip(track[:, 1].tolist(), track[:, 2].tolist())]
+        out.add(events)
+
+
+def _graph_overlap(tasks: Tasks, facts: Facts) -> np.ndarray:
+    """An iteration export's overlap rows (device, start, end, type), recomputed from the exported
+    tasks as the reference does: Computing = the merged spans of the model's ops, Free = the gaps
+    between them from the first task's start to the last task's end; then cut to the timeline
+    window."""
+    c = tasks.cols
+    parts = []
+    for dev in np.unique(c["device"]).tolist():
+        mine = c["device"] == dev
+        comp = mine & tasks.is_op
+        cs, ce = _union(c["start"][comp], c["end"][comp])
+        fs, fe = _gaps(int(c["start"][mine].min()), int(c["end"][mine].max()), cs, ce)
+        rows = np.column_stack([np.full(len(cs) + len(fs), dev), np.concatenate([cs, fs]), np.concatenate([ce, fe]),
+                                np.repeat([0, 3], [len(cs), len(fs)])]).astype(np.int64)
+        rows = rows[_in_timeline(rows[:, 1], rows[:, 2], facts.timeline_window(dev))]
+        parts.append(rows[np.lexsort((rows[:, 3], rows[:, 1]))])
+    return np.concatenate(parts) if parts else np.zeros((0, 4), np.int64)
+
+
+def _write_overlap(ctx: ExportContext, out: TraceWriter, facts: Facts, graph_rows: Optional[np.ndarray]) -> None:
+    """One Overlap Analysis process per device: the OVERLAP_ANALYSIS intervals (or an iteration
+    export's `graph_rows`) as X events on the thread of their type."""
+    if graph_rows is not None:
+        devices = np.unique(graph_rows[:, 0]).tolist()
+        chunks: Iterator[np.ndarray] = iter([graph_rows] if len(graph_rows) else [])
+    elif ctx.has("OVERLAP_ANALYSIS"):
+        devices = [int(r[0]) for r in ctx.conn.execute("SELECT DISTINCT deviceId FROM OVERLAP_ANALYSIS ORDER BY 1")]
+        chunks = _int_chunks(ctx.conn, "SELECT deviceId, startNs, endNs, type FROM OVERLAP_ANALYSIS "
+                                       "ORDER BY id")
+    else:
+        return
+    sort_index = SORT_OVERLAP[facts.flavour]
+    pid_of = {dev: facts.pid(sort_index, dev) for dev in devices}
+    meta: List[str] = []
+    for dev, pid in pid_of.items():
+        meta += _process_meta(pid, "Overlap Analysis", f"NPU {dev}", sort_index)
+        for tid, name in enumerate(OVERLAP_THREADS):
+            meta += _thread_meta(pid, tid, name, tid)
+    out.add(meta)
+    names = [f'"{n}"' for n in OVERLAP_THREADS]
+    for rows in chunks:
+        rows = rows[(rows[:, 3] >= 0) & (rows[:, 3] < len(OVERLAP_THREADS))]
+        q, r = _us_parts(rows[:, 1])
+        dur = _dur_us(rows[:, 1], rows[:, 2])
+        out.add([f'{{"name":{names[t]},"pid":{pid_of[dv]},"tid":{t},"ts":"{a}.{b:03d}","dur":{d!r},"ph":"X",'
+                 f'"args":{{}}}}' for dv, t, a, b, d in zip(rows[:, 0].tolist(), rows[:, 3].tolist(), q, r, dur)])
+
+
+# ------------------------------------------------------------------------------------------------
+# Entry point
+
+def write_timeline(ctx: ExportContext) -> None:
+    """Write mindstudio_profiler_output/msprof_{ts}.json and, when the collection has step-trace
+    iterations, step_trace_{ts}.json. Nothing is written for a store with nothing to show."""
+    facts = _facts(ctx)
+    tasks = _load_tasks(ctx, facts)
+    steps = _timeline_steps(ctx)
+    if not len(tasks) and not steps and not any(ctx.has(t) for t in ("CANN_API", "OVERLAP_ANALYSIS",
+                                                                       "AICORE_FREQ")):
+        return
+    graph_overlap = _graph_overlap(tasks, facts) if facts.scoped else None
+    with TraceWriter(ctx.path_for("msprof", "json")) as out:
+        # -reports layers: cann, ascend (tasks), step_trace, freq, overlap_analyse; arrows need both ends
+        cann, ascend = ctx.layer_on("cann"), ctx.layer_on("ascend")
+        started = _write_cann(ctx, out, facts, tasks, arrows=ascend) if cann else np.zeros(0, np.int64)
+        if ascend or ctx.layer_on("step_trace"):
+            step_texts = _write_hardware(out, facts, tasks, started, steps if ctx.layer_on("step_trace") else {},
+                                         show_tasks=ascend, arrows=cann and ascend)
+        else:
+            step_texts = []
+        del tasks
+        if ctx.layer_on("freq"):
+            _write_freq(ctx, out, facts)
+        if ctx.layer_on("overlap_analyse"):
+            _write_overlap(ctx, out, facts, graph_overlap)
+    if facts.scoped:
+        step_texts = _graph_step_texts(ctx, facts)
+    if step_texts:
+        with TraceWriter(ctx.path_for("step_trace", "json")) as st:
+            st.add(step_texts)
