@@ -17,10 +17,11 @@ pytestmark = needs_shared
 
 
 def export_all(prof: str, *extra: str) -> None:
+    """timeline then summary; on 910B (the C++ flavour) these also write the unified DB, once."""
     for what in ("timeline", "summary"):
         assert cli.main(["export", what, "-dir", prof, *extra]) == 0
-    if not extra:
-        assert cli.main(["export", "db", "-dir", prof]) == 0
+    dbs = [n for n in os.listdir(prof) if n.startswith("msprof_") and n.endswith(".db")]
+    assert len(dbs) <= 1
 
 
 def compare(prof: str, golden: str, *extra: str) -> subprocess.CompletedProcess:
@@ -85,7 +86,9 @@ def test_clear_removes_only_the_store(tmp_path, capsys):
     assert cli.main(["export", "summary", "-dir", prof, "--clear"]) == 0
     after = sorted(os.listdir(prof))
     assert not os.path.exists(os.path.join(prof, "sqlite"))
-    assert set(after) - set(before) == {"mindstudio_profiler_output"}
+    new = set(after) - set(before)
+    assert "mindstudio_profiler_output" in new
+    assert all(n == "mindstudio_profiler_output" or (n.startswith("msprof_") and n.endswith(".db")) for n in new)
     out = os.listdir(os.path.join(prof, "mindstudio_profiler_output"))
     assert "README.txt" in out and any(n.startswith("op_summary_") for n in out)
 
@@ -119,3 +122,14 @@ def test_unusable_reports_file_exports_everything_with_a_warning(tmp_path, capsy
     assert "true or false" in capsys.readouterr()[1]
     assert any(e["ph"] in ("s", "f") for e in _events(prof))
     assert cli.main(["export", "timeline", "-dir", prof, "-reports", str(tmp_path / "none.json")]) == 2
+
+
+def test_an_incomplete_unified_db_is_replaced(tmp_path, capsys):
+    prof = copy_input("min_910b", str(tmp_path))
+    broken = os.path.join(prof, "msprof_20200101000000.db")
+    with open(broken, "wb") as f:
+        f.write(b"")
+    assert cli.main(["export", "summary", "-dir", prof]) == 0
+    assert "incomplete" in capsys.readouterr()[1]
+    dbs = [n for n in os.listdir(prof) if n.startswith("msprof_") and n.endswith(".db")]
+    assert len(dbs) == 1 and dbs[0] != "msprof_20200101000000.db"

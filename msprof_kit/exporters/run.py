@@ -1,8 +1,10 @@
 """`export timeline` and `export summary` over every collection at a path."""
 from __future__ import annotations
 
+import glob
 import json
 import os
+import sqlite3
 from typing import List, Optional, Set
 
 from .. import store
@@ -39,6 +41,10 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
                     write_step_trace_csv(ctx)
             finally:
                 ctx.conn.close()
+            if ctx.flavour == "cpp" and ctx.scope.all_export and ctx.written:
+                db = unified_db(coll.path, diag)  # the C++ exporters write the unified DB alongside
+                if db:
+                    written.append(db)
             written += ctx.written
             if ctx.written:
                 written.append(write_readme(coll.path))
@@ -83,6 +89,27 @@ def read_reports(path: str, diag: Diagnostics) -> Optional[Set[str]]:
         diag.warn(f"{path}: json_process values must be true or false; exporting every layer")
         return None
     return {k for k, v in layers.items() if v}
+
+
+def unified_db(collection_path: str, diag: Diagnostics) -> Optional[str]:
+    """Write msprof_{ts}.db unless a complete one (with STRING_IDS) is already there; an incomplete
+    newest one is replaced, as the reference does. Returns the path written, if any."""
+    found = sorted(glob.glob(os.path.join(collection_path, "msprof_" + "[0-9]" * 14 + ".db")))
+    if found:
+        newest = found[-1]
+        try:
+            conn = sqlite3.connect(f"file:{newest}?mode=ro", uri=True)
+            try:
+                complete = conn.execute("SELECT 1 FROM sqlite_master WHERE name='STRING_IDS'").fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            complete = None
+        if complete:
+            return None
+        diag.warn(f"{newest}: the database is incomplete; it is replaced")
+        os.remove(newest)
+    return store.export_db(collection_path)
 
 
 def clear_store(collection_path: str) -> None:
