@@ -8,9 +8,7 @@ benchmark, not a test.
 """
 from __future__ import annotations
 
-import argparse
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -18,7 +16,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_import import collection  # noqa: E402
+from bench_import import bench_args, collection  # noqa: E402
 
 
 def child(argv) -> tuple:
@@ -32,10 +30,7 @@ def child(argv) -> tuple:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", default="100000,1000000")
-    ap.add_argument("--work", default=os.path.join(HERE, "out"))
-    args = ap.parse_args()
+    args = bench_args(__doc__)
     print(f"{'tasks':>10} {'summary s':>10} {'MiB':>6} {'timeline s':>11} {'MiB':>6} {'both s':>7}")
     for n in (int(x) for x in args.tasks.split(",")):
         prof = collection(args.work, n)

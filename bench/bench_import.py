@@ -41,11 +41,16 @@ def run_import(prof: str) -> tuple:
     return wall, cpu, after.ru_maxrss / 1024
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def bench_args(doc: str) -> argparse.Namespace:
+    """--tasks (comma-separated sizes) and --work (where the synthetic collections live)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--tasks", default="100000,1000000")
     ap.add_argument("--work", default=os.path.join(HERE, "out"))
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = bench_args(__doc__)
     print(f"{'tasks':>10} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9}")
     for n in (int(x) for x in args.tasks.split(",")):
         prof = collection(args.work, n)

@@ -349,27 +349,49 @@ def _cann_columns(apis: pd.DataFrame) -> pd.DataFrame:
                                                                 "name", "mode", "item_text")})
 
 
+def _per_distinct(values: np.ndarray, fn: Callable[[object], object], dtype: type = object) -> np.ndarray:
+    """`fn` of each value, evaluated once per distinct value (ids, type codes and texts repeat a lot)."""
+    if len(values) == 0:
+        return np.zeros(0, dtype=dtype)
+    codes, uniq = pd.factorize(np.asarray(values), use_na_sentinel=False)
+    return np.array([fn(u) for u in uniq], dtype=dtype)[codes]
+
+
 def _map_names(values: np.ndarray, types: Dict[str, str]) -> np.ndarray:
-    uniq, inv = np.unique(values, return_inverse=True)
-    names = np.array([types.get(f"5000_{int(u)}", str(int(u))) for u in uniq], dtype=object)
-    return names[inv]
+    """Runtime task type names (type_info_dic level 5000), the decimal code when unknown."""
+    return _per_distinct(values, lambda u: types.get(f"5000_{int(u)}", str(int(u))))
 
 
 def _hash_names(values: np.ndarray, hashes: Dict[str, str], missing: str = "") -> np.ndarray:
-    uniq, inv = np.unique(values, return_inverse=True)
-    names = np.array([hashes.get(str(int(u)), missing if int(u) else "") for u in uniq], dtype=object)
-    return names[inv] if len(values) else np.zeros(0, dtype=object)
+    """Texts of hash ids (hash_dic); `missing` for an unknown id, "" for id 0."""
+    return _per_distinct(values, lambda u: hashes.get(str(int(u)), missing if int(u) else ""))
+
+
+def _lookup(values: np.ndarray, table: Dict[int, str]) -> np.ndarray:
+    """Names of integer codes, the decimal code when the table lacks it."""
+    return _per_distinct(values, lambda u: table.get(int(u), str(int(u))))
+
+
+def _ge_names(values: np.ndarray) -> np.ndarray:
+    return _lookup(values, GE_TASK_TYPES)
+
+
+def _map_text(values: np.ndarray, fn: Callable[[str], str]) -> np.ndarray:
+    """`fn` applied to each text of an object array, evaluated once per distinct text."""
+    return _per_distinct(values, lambda u: fn(str(u)))
+
+
+def _where_text(values: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
+    """`test` applied to each text of an object array, evaluated once per distinct text."""
+    return _per_distinct(values, lambda u: bool(test(str(u))), bool)
 
 
 def _name_apis(apis: pd.DataFrame, types: Dict[str, str], hashes: Dict[str, str]) -> pd.DataFrame:
     """API names: type_info_dic '<level>_<type>' (decimal type if unknown); HCCL APIs by item hash."""
     level = apis["level"].to_numpy()
     typ = apis["type"].to_numpy()
-    key = (level << 32) | typ
-    uniq, inv = np.unique(key, return_inverse=True)
-    table = np.array([types.get(f"{int(k) >> 32}_{int(k) & 0xFFFFFFFF}", str(int(k) & 0xFFFFFFFF)) for k in uniq],
-                     dtype=object)
-    names = table[inv] if len(apis) else np.zeros(0, dtype=object)
+    names = _per_distinct((level << 32) | typ,
+                          lambda k: types.get(f"{int(k) >> 32}_{int(k) & 0xFFFFFFFF}", str(int(k) & 0xFFFFFFFF)))
     hccl = level == LEVEL_HCCL
     if hccl.any():
         names[hccl] = _hash_names(apis["item"].to_numpy()[hccl], hashes)
@@ -386,13 +408,11 @@ def _api_texts(apis: pd.DataFrame, hashes: Dict[str, str]) -> pd.DataFrame:
     mode = names.copy()
     acl = level == LEVEL_ACL
     if acl.any():
-        tags, inv = np.unique(apis["type"].to_numpy()[acl] >> 16, return_inverse=True)
-        mode[acl] = np.array([ACL_API_TAGS.get(int(t), str(int(t))) for t in tags], dtype=object)[inv]
-    items, inv = np.unique(apis["item"].to_numpy(), return_inverse=True)
-    hashed = np.array([hashes.get(str(int(u)), str(int(u))) if int(u) else "0" for u in items], dtype=object)
-    numeric = np.array([str(int(u)) for u in items], dtype=object)
+        mode[acl] = _lookup(apis["type"].to_numpy()[acl] >> 16, ACL_API_TAGS)
+    item = apis["item"].to_numpy()
     by_number = (level == LEVEL_MODEL) | ((level == LEVEL_NODE) & _where_text(names, lambda t: t == STEP_INFO_API))
-    item_text = np.where(by_number, numeric[inv], hashed[inv]) if len(apis) else np.zeros(0, dtype=object)
+    item_text = np.where(by_number, _per_distinct(item, lambda u: str(int(u))),
+                         _per_distinct(item, lambda u: hashes.get(str(int(u)), str(int(u))) if int(u) else "0"))
     return apis.assign(mode=mode, item_text=item_text)
 
 
@@ -530,27 +550,6 @@ def _first_under(api: np.ndarray, parents: np.ndarray) -> np.ndarray:
     return np.where(keys[pos] == parents, rec[first[pos]], -1)
 
 
-def _where_text(values: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
-    """`test` applied to each text of an object array, evaluated once per distinct text."""
-    if len(values) == 0:
-        return np.zeros(0, dtype=bool)
-    codes, uniq = pd.factorize(values, use_na_sentinel=False)
-    return np.array([bool(test(str(u))) for u in uniq], dtype=bool)[codes]
-
-
-def _map_text(values: np.ndarray, fn: Callable[[str], str]) -> np.ndarray:
-    """`fn` applied to each text of an object array, evaluated once per distinct text."""
-    if len(values) == 0:
-        return np.zeros(0, dtype=object)
-    codes, uniq = pd.factorize(values, use_na_sentinel=False)
-    return np.array([fn(str(u)) for u in uniq], dtype=object)[codes]
-
-
-def _ge_names(values: np.ndarray) -> np.ndarray:
-    uniq, inv = np.unique(values, return_inverse=True)
-    return np.array([GE_TASK_TYPES.get(int(u), str(int(u))) for u in uniq], dtype=object)[inv]
-
-
 def _texts(shape, value: str) -> np.ndarray:
     """An object array filled with one shared str (np.full would make a new str per cell)."""
     out = np.empty(shape, dtype=object)
@@ -672,12 +671,6 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) 
     tasks["end_ns"] = clock.to_ns(tasks["end"].to_numpy())
     return DeviceData(device_id=rd.device_id, tasks=tasks, clock=clock, ctx_pmu=ctx_pmu, blk_pmu=blk_pmu,
                       aic_pmu=aic_pmu, step=step)
-
-
-def _lookup(values: np.ndarray, table: Dict[int, str]) -> np.ndarray:
-    uniq, inv = np.unique(values, return_inverse=True)
-    return np.array([table.get(int(u), str(int(u))) for u in uniq], dtype=object)[inv] if len(values) else \
-        np.zeros(0, dtype=object)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -891,7 +884,7 @@ class StringPool:
         return pd.DataFrame({"id": list(self.ids.values()), "value": list(self.ids.keys())})
 
 
-def _union(start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def union_intervals(start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """Merge intervals (touching ones merge): sorted disjoint (start, end)."""
     if len(start) == 0:
         return start, end
@@ -907,7 +900,7 @@ def _union(start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return out_s, out_e
 
 
-def _gaps(lo: int, hi: int, start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def interval_gaps(lo: int, hi: int, start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """[lo, hi] minus the union of the (sorted, disjoint) intervals."""
     bounds_s = np.concatenate([[lo], end])
     bounds_e = np.concatenate([start, [hi]])
@@ -924,7 +917,7 @@ def overlap_rows(task: pd.DataFrame, comp_ok: np.ndarray) -> pd.DataFrame:
     for dev_id in np.sort(task["deviceId"].unique()):
         t = task[task["deviceId"] == dev_id]
         is_comp = np.isin(t["globalTaskId"].to_numpy(), comp_ok)
-        cs, ce = _union(t["startNs"].to_numpy()[is_comp], t["endNs"].to_numpy()[is_comp])
+        cs, ce = union_intervals(t["startNs"].to_numpy()[is_comp], t["endNs"].to_numpy()[is_comp])
         other = ~_where_text(t["taskTypeName"].to_numpy(), lambda n: n in COMPUTE_HOST_TYPES)
         starts = np.concatenate([t["startNs"].to_numpy()[other], cs])
         ends = np.concatenate([t["endNs"].to_numpy()[other], ce])
@@ -933,7 +926,7 @@ def overlap_rows(task: pd.DataFrame, comp_ok: np.ndarray) -> pd.DataFrame:
         if len(starts):
             lo, hi = int(starts.min()), int(ends.max())
             if hi > lo:
-                fs, fe = _gaps(lo, hi, cs, ce)
+                fs, fe = interval_gaps(lo, hi, cs, ce)
                 rows.append(pd.DataFrame({"deviceId": dev_id, "startNs": fs, "endNs": fe, "type": 3}))
     if not rows:
         return pd.DataFrame()

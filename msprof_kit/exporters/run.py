@@ -69,8 +69,8 @@ def read_reports(path: str, diag: Diagnostics) -> Optional[Set[str]]:
     None for all layers. As in the reference, a file that cannot be used exports every layer, with a
     warning saying why; a missing file is an error."""
     if not os.path.isfile(path):
-        raise PathNotFound(f"the -reports file does not exist; expected a JSON file like "
-                           f"{{\"json_process\": {{\"cann\": true, \"ascend\": true}}}}", path=path)
+        raise PathNotFound("the -reports file does not exist; expected a JSON file like "
+                           '{"json_process": {"cann": true, "ascend": true}}', path=path)
     try:
         with open(path, encoding="utf-8") as f:
             config = json.load(f)

@@ -9,36 +9,27 @@ from __future__ import annotations
 import csv
 from typing import List
 
+import numpy as np
+
 from .context import ExportContext
 from .scope import step_iterations
+from .summary import fixed_ns, stamp_ns
 
 HEADER = ["Device_id", "Iteration ID", "FP Start(us)", "BP End(us)", "Iteration End(us)", "Iteration Time(us)",
           "FP to BP Time(us)", "Iteration Refresh(us)", "Data Aug Bound(us)", "Model ID"]
 
 
-def wall_us(ns: int) -> str:
-    """Local ns as µs with exactly 3 decimals and the protecting TAB (integer shifting, no rounding)."""
-    sign = "-" if ns < 0 else ""
-    q, r = divmod(abs(int(ns)), 1000)
-    return f"{sign}{q}.{r:03d}\t"
-
-
-def duration_us(ns: int) -> str:
-    sign = "-" if ns < 0 else ""
-    q, r = divmod(abs(int(ns)), 1000)
-    return f"{sign}{q}.{r:03d}"
-
-
 def write_step_trace_csv(ctx: ExportContext) -> List[str]:
     """Write step_trace CSV when the collection has iterations (all of them, whatever the scope:
     the reference does not filter this file either)."""
-    rows: List[List[str]] = []
-    for dev, its in sorted(step_iterations(ctx).items()):
-        for model, index, start, end in sorted(its, key=lambda r: (r[3], r[0])):
-            rows.append([str(dev), str(index), "N/A", "N/A", wall_us(end), duration_us(end - start),
-                         "N/A", "N/A", "N/A", str(model)])
-    if not rows:
+    its = [(dev, *it) for dev, per in sorted(step_iterations(ctx).items())
+           for it in sorted(per, key=lambda r: (r[3], r[0]))]
+    if not its:
         return []
+    dev, model, index, start, end = (np.array(col, dtype=np.int64) for col in zip(*its))
+    rows = [[str(d), str(i), "N/A", "N/A", e, span, "N/A", "N/A", "N/A", str(m)]
+            for d, m, i, e, span in zip(dev.tolist(), model.tolist(), index.tolist(), stamp_ns(end).tolist(),
+                                        fixed_ns(end - start).tolist())]
     path = ctx.path_for("step_trace", "csv")
     with open(path, "w", newline="", encoding="utf-8") as f:
         out = csv.writer(f, lineterminator="\n")

@@ -39,7 +39,7 @@ from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence, Set, Tupl
 import numpy as np
 import pandas as pd
 
-from ..build import _gaps, _union
+from ..build import interval_gaps, union_intervals
 from .context import ExportContext, Scope
 from .scope import step_iterations
 
@@ -694,8 +694,8 @@ def _graph_overlap(tasks: Tasks, facts: Facts) -> np.ndarray:
     for dev in np.unique(c["device"]).tolist():
         mine = c["device"] == dev
         comp = mine & tasks.is_op
-        cs, ce = _union(c["start"][comp], c["end"][comp])
-        fs, fe = _gaps(int(c["start"][mine].min()), int(c["end"][mine].max()), cs, ce)
+        cs, ce = union_intervals(c["start"][comp], c["end"][comp])
+        fs, fe = interval_gaps(int(c["start"][mine].min()), int(c["end"][mine].max()), cs, ce)
         rows = np.column_stack([np.full(len(cs) + len(fs), dev), np.concatenate([cs, fs]), np.concatenate([ce, fe]),
                                 np.repeat([0, 3], [len(cs), len(fs)])]).astype(np.int64)
         rows = rows[_in_timeline(rows[:, 1], rows[:, 2], facts.timeline_window(dev))]
