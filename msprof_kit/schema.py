@@ -75,6 +75,11 @@ COLUMNAR: Dict[str, Sequence[str]] = {
     "KIT_TASK_PMU": ["taskRow", "globalTaskId"],
 }
 
+# Unified tables of integers also kept column-wise in KIT_COLUMNS, under their own name: the
+# exporters read them whole, and decoding one BLOB per column is many times faster than fetching
+# the rows from sqlite. The sqlite table stays the one `query` and `export db` use.
+MIRRORED = ("TASK", "CANN_API", "COMPUTE_TASK_INFO", "OVERLAP_ANALYSIS")
+
 ALL_TABLES: Dict[str, Sequence[Column]] = {**UNIFIED, **EXTENSIONS}
 
 INDEXES: List[str] = [

@@ -10,6 +10,7 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -25,6 +26,11 @@ STORE_NAME = "msprof_kit.db"
 BATCH_ROWS = 50_000
 ROWS_PER_INSERT = 200
 Table = Union[pd.DataFrame, Dict[str, np.ndarray]]
+
+
+def _uri(path: str) -> str:
+    """A `file:` URI for a path, whatever characters it holds."""
+    return "file:" + urllib.parse.quote(os.path.abspath(path))
 
 
 def store_path(collection_path: str) -> str:
@@ -46,6 +52,13 @@ def encode_columns(table: str, frame: Table) -> Iterator[Tuple[object, ...]]:
         else:
             arr = np.ascontiguousarray(values.astype(values.dtype.newbyteorder("<")))
             yield (table, name, arr.dtype.str, arr.tobytes(), None)
+
+
+def encode_ints(table: str, cols: Sequence[schema.Column], frame: pd.DataFrame) -> Iterator[Tuple[object, ...]]:
+    """KIT_COLUMNS rows mirroring an all-integer unified table (schema.MIRRORED), in schema order."""
+    for name, _ in cols:
+        arr = np.ascontiguousarray(frame[name].to_numpy().astype("<i8"))
+        yield (table, name, arr.dtype.str, arr.tobytes(), None)
 
 
 def read_columns(conn: sqlite3.Connection, table: str) -> pd.DataFrame:
@@ -115,9 +128,10 @@ class TableWriter:
         self.tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp-{os.getpid()}")
         if os.path.exists(self.tmp):
             os.remove(self.tmp)
-        self.conn = sqlite3.connect(self.tmp)
+        self.conn = sqlite3.connect(_uri(self.tmp), uri=True)
         self.conn.execute("PRAGMA journal_mode=OFF")
         self.conn.execute("PRAGMA synchronous=OFF")
+        self.conn.execute("PRAGMA temp_store=MEMORY")
         self.conn.execute("BEGIN")
         self.tables: List[str] = []
 
@@ -139,11 +153,7 @@ class TableWriter:
         if _is_empty(frame):
             return
         if table in schema.COLUMNAR:
-            cols = schema.EXTENSIONS["KIT_COLUMNS"]
-            if "KIT_COLUMNS" not in self.tables:
-                self.conn.execute(schema.create_sql("KIT_COLUMNS", cols))
-                self.tables.append("KIT_COLUMNS")
-            self.conn.executemany(schema.insert_sql("KIT_COLUMNS", cols), encode_columns(table, frame))
+            self._put_columns(table, encode_columns(table, frame))
             return
         if isinstance(frame, dict):
             frame = pd.DataFrame(frame)
@@ -151,14 +161,38 @@ class TableWriter:
         missing = [c[0] for c in cols if c[0] not in frame.columns]
         if missing:
             raise StoreError(f"internal: table {table} lacks columns {missing}", path=self.path)
-        self._create(table, cols)
+        self.create(table, cols)
         _insert_frame(self.conn, table, cols, frame)
+        if table in schema.MIRRORED:
+            self._put_columns(table, encode_ints(table, cols, frame))
+
+    def _put_columns(self, table: str, rows: Iterable[Tuple[object, ...]]) -> None:
+        cols = schema.EXTENSIONS["KIT_COLUMNS"]
+        if "KIT_COLUMNS" not in self.tables:
+            self.conn.execute(schema.create_sql("KIT_COLUMNS", cols))
+            self.tables.append("KIT_COLUMNS")
+        self.conn.executemany(schema.insert_sql("KIT_COLUMNS", cols), rows)
 
     def put_rows(self, table: str, cols: Sequence[schema.Column], rows: Iterable[Tuple[object, ...]]) -> None:
-        self._create(table, cols)
+        self.create(table, cols)
         self.conn.executemany(schema.insert_sql(table, cols), rows)
 
-    def _create(self, table: str, cols: Sequence[schema.Column]) -> None:
+    def attach(self, path: str) -> None:
+        """Attach another database, read-only, as `src` (for `copy`)."""
+        self.conn.commit()
+        self.conn.execute("ATTACH DATABASE ? AS src", (_uri(path) + "?mode=ro",))
+        self.conn.execute("BEGIN")
+
+    def copy(self, table: str, cols: Sequence[schema.Column]) -> None:
+        """Copy a table with these columns from the attached database, in row order; skipped when
+        it has no rows."""
+        if self.conn.execute(f'SELECT 1 FROM src."{table}" LIMIT 1').fetchone() is None:
+            return
+        self.create(table, cols)
+        names = ", ".join(c[0] for c in cols)
+        self.conn.execute(f'INSERT INTO main.{table} SELECT {names} FROM src."{table}" ORDER BY rowid')
+
+    def create(self, table: str, cols: Sequence[schema.Column]) -> None:
         if table in self.tables:
             raise StoreError(f"internal: table {table} written twice", path=self.path)
         self.conn.execute(schema.create_sql(table, cols))
@@ -202,39 +236,52 @@ def open_store(collection_path: str) -> sqlite3.Connection:
     path = store_path(collection_path)
     if not os.path.exists(path):
         raise StoreError("no store here; run 'msprof-kit import' first", path=path)
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    return sqlite3.connect(_uri(path) + "?mode=ro", uri=True)
 
 
 def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
     """Write `msprof_{ts}.db` at the collection root from the store's unified tables.
 
-    TASK_PMU_INFO (one row per task and metric) is built here from the store's wide PMU table,
-    on chips whose unified DB carries it (the STARS family)."""
+    The tables are copied inside sqlite (the store is attached to the new database), so no row
+    passes through Python. TASK_PMU_INFO (one row per task and metric) is built from the store's
+    wide PMU table on chips whose unified DB carries it (the STARS family)."""
     src = open_store(collection_path)
     try:
-        present = [r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        tables: Dict[str, pd.DataFrame] = {}
-        for name in schema.UNIFIED:
-            if name in present:
-                tables[name] = pd.read_sql_query(f'SELECT * FROM "{name}"', src)
+        present = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         info = dict(src.execute("SELECT name, value FROM KIT_INFO WHERE deviceId = -1").fetchall()) \
             if "KIT_INFO" in present else {}
-        wide = read_columns(src, "KIT_TASK_PMU")
-        if not wide.empty and info.get("pmu_prefixed") == "1":
-            tables["TASK_PMU_INFO"] = _long_pmu(wide, tables["STRING_IDS"])
+        wide = read_columns(src, "KIT_TASK_PMU") if info.get("pmu_prefixed") == "1" else pd.DataFrame()
+        metric_ids = dict(src.execute("SELECT value, id FROM STRING_IDS").fetchall()) \
+            if "STRING_IDS" in present else {}
     finally:
         src.close()
     stamp = stamp or time.strftime("%Y%m%d%H%M%S")
     out = os.path.join(collection_path, f"msprof_{stamp}.db")
-    write_tables(out, tables)
+    with TableWriter(out) as dest:
+        dest.attach(store_path(collection_path))
+        for name, cols in schema.UNIFIED.items():
+            if name in present:
+                dest.copy(name, cols)
+        if not wide.empty:
+            _put_long_pmu(dest, wide, metric_ids)
     return out
 
 
-def _long_pmu(wide: pd.DataFrame, string_ids: pd.DataFrame) -> pd.DataFrame:
-    metric_cols = [c for c in wide.columns if c not in ("taskRow", "globalTaskId")]
-    ids = dict(zip(string_ids["value"], string_ids["id"]))
-    first = ~wide["globalTaskId"].duplicated()
-    w = wide[first.to_numpy()]
-    long = w.melt(id_vars=["globalTaskId"], value_vars=metric_cols, var_name="metric", value_name="value")
-    long["name"] = long["metric"].map(ids)
-    return long[["globalTaskId", "name", "value"]]
+def _put_long_pmu(dest: "TableWriter", wide: pd.DataFrame, metric_ids: Dict[str, int]) -> None:
+    """TASK_PMU_INFO rows (globalTaskId, name id, value), metric by metric, from the first PMU row of
+    each task. The wide rows go into a temporary table once; each metric is then one INSERT..SELECT."""
+    metrics = [c for c in wide.columns if c not in ("taskRow", "globalTaskId")]
+    first = ~wide["globalTaskId"].duplicated().to_numpy()
+    w = wide[first]
+    cols = [("globalTaskId", "INTEGER")] + [(f"m{i}", "") for i in range(len(metrics))]
+    frame = pd.DataFrame({"globalTaskId": w["globalTaskId"].to_numpy(),
+                          **{f"m{i}": w[m].to_numpy() for i, m in enumerate(metrics)}})
+    dest.conn.execute("CREATE TEMP TABLE wide_pmu (" + ", ".join(f"{n} {t}" for n, t in cols) + ")")
+    _insert_frame(dest.conn, "temp.wide_pmu", cols, frame)
+    del frame, w
+    target = schema.UNIFIED["TASK_PMU_INFO"]
+    dest.create("TASK_PMU_INFO", target)
+    for i, metric in enumerate(metrics):
+        dest.conn.execute(f"INSERT INTO TASK_PMU_INFO SELECT globalTaskId, ?, m{i} FROM temp.wide_pmu "
+                          "ORDER BY rowid", (metric_ids.get(metric),))
+    dest.conn.execute("DROP TABLE temp.wide_pmu")

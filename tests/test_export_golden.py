@@ -133,3 +133,22 @@ def test_an_incomplete_unified_db_is_replaced(tmp_path, capsys):
     assert "incomplete" in capsys.readouterr()[1]
     dbs = [n for n in os.listdir(prof) if n.startswith("msprof_") and n.endswith(".db")]
     assert len(dbs) == 1 and dbs[0] != "msprof_20200101000000.db"
+
+
+def test_a_store_without_column_mirrors_exports_the_same(tmp_path, capsys):
+    """Stores written before the unified tables were mirrored column-wise are read from sqlite."""
+    import sqlite3
+
+    from msprof_kit import schema, store
+
+    prof = copy_input("910b_mixed", str(tmp_path))
+    assert cli.main(["import", "-dir", prof]) == 0
+    conn = sqlite3.connect(store.store_path(prof))
+    marks = ",".join("?" * len(schema.MIRRORED))
+    assert conn.execute(f"DELETE FROM KIT_COLUMNS WHERE tableName IN ({marks})", schema.MIRRORED).rowcount > 0
+    conn.commit()
+    conn.close()
+    export_all(prof)
+    capsys.readouterr()
+    res = compare(prof, os.path.join(GOLDEN, "910b_mixed"))
+    assert res.returncode == 0, res.stdout

@@ -5,8 +5,9 @@ import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+import numpy as np
 import pandas as pd
 
 from .. import store
@@ -97,6 +98,24 @@ class ExportContext:
 
     def read_columns(self, table: str) -> pd.DataFrame:
         return store.read_columns(self.conn, table)
+
+    def ints(self, table: str, names: Sequence[str]) -> Dict[str, np.ndarray]:
+        """Columns of an all-integer unified table as int64 arrays in row order (empty arrays when
+        the table is absent): from its column-wise mirror (schema.MIRRORED), or from sqlite for a
+        store written before the mirrors were kept."""
+        if not self.has(table):
+            return {n: np.zeros(0, np.int64) for n in names}
+        if self.has("KIT_COLUMNS"):
+            marks = ",".join("?" * len(names))
+            found = {name: np.frombuffer(blob, dtype=np.dtype(dtype)).astype(np.int64, copy=False)
+                     for name, dtype, blob in self.conn.execute(
+                         f"SELECT name, dtype, data FROM KIT_COLUMNS WHERE tableName = ? AND name IN ({marks})",
+                         (table, *names))}
+            if len(found) == len(set(names)):
+                return {n: found[n] for n in names}
+        rows = self.conn.execute(f"SELECT {', '.join(names)} FROM {table} ORDER BY rowid").fetchall()
+        arr = np.array(rows, dtype=np.int64).reshape(len(rows), len(names))
+        return {n: arr[:, j] for j, n in enumerate(names)}
 
     def path_for(self, kind: str, ext: str, part: Optional[int] = None) -> str:
         """`<kind>[_slice_<part>]_<stamp>.<ext>` in the output folder; the path is recorded as written."""

@@ -34,7 +34,6 @@ from .context import ExportContext
 NA = "N/A"
 CSV_LIMIT = 1_000_000          # data rows per CSV file (outputs.md §2.1)
 CHUNK_ROWS = 50_000            # rows rendered and written at a time
-FETCH_ROWS = 100_000           # sqlite rows fetched at a time
 INVALID_CONTEXT = 4294967295   # context id of a task that is not a subtask
 HOST_DEVICE = 64               # result-directory id of host/
 NS_PER_US = 1000
@@ -372,20 +371,6 @@ def write_json(ctx: ExportContext, kind: str, table: Table) -> None:
 # What the summaries read from the store
 
 
-def read_ints(ctx: ExportContext, sql: str, names: Sequence[str]) -> Dict[str, np.ndarray]:
-    """An all-integer query as int64 column arrays, fetched in batches."""
-    cur = ctx.conn.execute(sql)
-    parts = []
-    while True:
-        batch = cur.fetchmany(FETCH_ROWS)
-        if not batch:
-            break
-        parts.append(np.array(batch, dtype=np.int64).reshape(len(batch), len(names)))
-    if not parts:
-        return {name: np.zeros(0, dtype=np.int64) for name in names}
-    return {name: np.concatenate([p[:, j] for p in parts]) for j, name in enumerate(names)}
-
-
 def stored_columns(ctx: ExportContext, table: str) -> Iterator[Tuple[str, np.ndarray, Optional[np.ndarray]]]:
     """(name, values, labels) of each column of a column-wise KIT table, one column at a time, so
     that a wide table is never held twice (docs/store.md: KIT_COLUMNS holds each column's
@@ -470,8 +455,7 @@ def load_tasks(ctx: ExportContext, strings: np.ndarray) -> Optional[Tasks]:
     """The device tasks in scope with their KIT_TASK facts and host descriptions, or None."""
     if not ctx.has("TASK"):
         return None
-    frame = pd.DataFrame(read_ints(ctx, "SELECT " + ", ".join(TASK_COLUMNS) + " FROM TASK ORDER BY rowid",
-                                   TASK_COLUMNS))
+    frame = pd.DataFrame(ctx.ints("TASK", TASK_COLUMNS))
     if frame.empty:
         return None
     frame["row"] = np.arange(len(frame), dtype=np.int64)
@@ -500,8 +484,9 @@ def _task_info(ctx: ExportContext, gtid: np.ndarray) -> Tuple[Optional[pd.DataFr
     """COMPUTE_TASK_INFO columns per task (ids; -1 where the task has no row), and which tasks have one."""
     if not ctx.has("COMPUTE_TASK_INFO"):
         return None, np.zeros(len(gtid), dtype=bool)
-    cti = read_ints(ctx, "SELECT globalTaskId, " + ", ".join(INFO_COLUMNS) + " FROM COMPUTE_TASK_INFO "
-                    "ORDER BY globalTaskId", ("globalTaskId",) + INFO_COLUMNS)
+    cti = ctx.ints("COMPUTE_TASK_INFO", ("globalTaskId",) + INFO_COLUMNS)
+    order = np.argsort(cti["globalTaskId"], kind="stable")
+    cti = {k: v[order] for k, v in cti.items()}
     keys = cti["globalTaskId"]
     if not len(keys):
         return None, np.zeros(len(gtid), dtype=bool)
@@ -955,12 +940,13 @@ def load_apis(ctx: ExportContext, strings: np.ndarray) -> Optional[pd.DataFrame]
     (docs/research/iteration_export.md §3.6). The Python path never counts Event pairs."""
     if not ctx.has("CANN_API"):
         return None
-    sql = "SELECT type, name, endNs - startNs FROM CANN_API"
+    cols = ctx.ints("CANN_API", ("startNs", "endNs", "type", "name"))
+    start, end = cols["startNs"], cols["endNs"]
+    api = pd.DataFrame({"type": cols["type"], "name": cols["name"], "dur": end - start})
     window = None if ctx.scope.all_export else ctx.scope.api_window()
     if window is not None:
         lo, hi = (int(x) for x in window)
-        sql += f" WHERE (startNs >= {lo} AND startNs <= {hi}) OR (startNs <= {lo} AND endNs >= {lo})"
-    api = pd.DataFrame(read_ints(ctx, sql + " ORDER BY rowid", ("type", "name", "dur")))
+        api = api[((start >= lo) & (start <= hi)) | ((start <= lo) & (end >= lo))]
     if ctx.flavour == "python":
         events = [i for i, v in enumerate(strings) if v in EVENT_PAIR_APIS]
         api = api[~((api["type"] == MODEL_LEVEL) & api["name"].isin(events))]

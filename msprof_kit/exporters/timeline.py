@@ -137,20 +137,10 @@ class TraceWriter:
         os.remove(self.path)
 
 
-def _int_chunks(conn: sqlite3.Connection, sql: str, params: tuple = (), size: int = CHUNK) -> Iterator[np.ndarray]:
-    """The rows of an all-integer query as 2-D int64 arrays of at most `size` rows."""
-    cur = conn.execute(sql, params)
-    while True:
-        rows = cur.fetchmany(size)
-        if not rows:
-            return
-        yield np.array(rows, dtype=np.int64)
-
-
-def _ints(conn: sqlite3.Connection, sql: str, params: tuple = (), width: int = 1) -> np.ndarray:
-    """All rows of an all-integer query as one (n, width) int64 array."""
-    parts = list(_int_chunks(conn, sql, params, size=1_000_000))
-    return np.concatenate(parts) if parts else np.zeros((0, width), dtype=np.int64)
+def _ints(conn: sqlite3.Connection, sql: str, width: int) -> np.ndarray:
+    """All rows of a small all-integer query as one (n, width) int64 array."""
+    rows = conn.execute(sql).fetchall()
+    return np.array(rows, dtype=np.int64).reshape(len(rows), width)
 
 
 def _json_texts(values: np.ndarray) -> np.ndarray:
@@ -300,8 +290,8 @@ class Tasks:
         return conn + (self.cols["ctx"] & 0xFFFFFFFF) if python_rules else conn
 
 
-TASK_SQL = ("SELECT startNs, endNs, deviceId, streamId, taskId, contextId, modelId, connectionId, globalTaskId, "
-            "taskType FROM TASK ORDER BY rowid")
+TASK_COLUMNS = ("startNs", "endNs", "deviceId", "streamId", "taskId", "contextId", "modelId", "connectionId",
+                "globalTaskId", "taskType")
 TASK_COLS = ("start", "end", "device", "stream", "task", "ctx", "model", "conn")
 
 
@@ -344,17 +334,17 @@ def _load_tasks(ctx: ExportContext, facts: Facts) -> Tasks:
 def _read_tasks(ctx: ExportContext, facts: Facts
                 ) -> Tuple[Dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
     """Every TASK row: (int64 columns, globalTaskId, host task type, device task type)."""
-    t = _ints(ctx.conn, TASK_SQL, width=10) if ctx.has("TASK") else np.zeros((0, 10), np.int64)
-    n = len(t)
-    cols = {name: t[:, i] for i, name in enumerate(TASK_COLS)}
-    host_type = facts.text(t[:, 9])
+    t = ctx.ints("TASK", TASK_COLUMNS)
+    n = len(t["startNs"])
+    cols = {name: t[column] for name, column in zip(TASK_COLS, TASK_COLUMNS)}
+    host_type = facts.text(t["taskType"])
     kit = ctx.read_columns("KIT_TASK")
     if kit.empty or len(kit) != n:  # no tasks, or a store without the extension: no batches, no host records
         kit = pd.DataFrame({"batchId": np.zeros(n, np.int64), "deviceTaskType": host_type})
     cols["batch"] = kit["batchId"].to_numpy(np.int64)
     for key, col in (("thread", "threadId"), ("track_ns", "trackNs")):
         cols[key] = kit[col].to_numpy(np.int64) if col in kit else np.full(n, -1, np.int64)
-    return cols, t[:, 8], host_type, kit["deviceTaskType"].to_numpy(dtype=object)
+    return cols, t["globalTaskId"], host_type, kit["deviceTaskType"].to_numpy(dtype=object)
 
 
 def _op_info(ctx: ExportContext, facts: Facts, gid: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -364,11 +354,11 @@ def _op_info(ctx: ExportContext, facts: Facts, gid: np.ndarray) -> Tuple[np.ndar
     ge_type = np.full(n, "", dtype=object)
     found = np.zeros(n, dtype=bool)
     if ctx.has("COMPUTE_TASK_INFO") and n:
-        info = _ints(ctx.conn, "SELECT globalTaskId, name, taskType FROM COMPUTE_TASK_INFO", width=3)
-        pos = pd.Index(info[:, 0]).get_indexer(gid)
+        info = ctx.ints("COMPUTE_TASK_INFO", ("globalTaskId", "name", "taskType"))
+        pos = pd.Index(info["globalTaskId"]).get_indexer(gid)
         found = pos >= 0
-        op_name[found] = facts.text(info[pos[found], 1])
-        ge_type[found] = facts.text(info[pos[found], 2])
+        op_name[found] = facts.text(info["name"][pos[found]])
+        ge_type[found] = facts.text(info["taskType"][pos[found]])
     return op_name, ge_type, found
 
 
@@ -406,16 +396,25 @@ def _acl_event_conns(ctx: ExportContext, facts: Facts) -> np.ndarray:
     ids = facts.ids_of(ACL_EVENT_APIS)
     if not ctx.has("CANN_API") or not ids:
         return np.zeros(0, np.int64)
-    marks = ",".join("?" * len(ids))
-    rows = _ints(ctx.conn, f"SELECT connectionId FROM CANN_API WHERE type = ? AND name IN ({marks})",
-                 (LEVEL_ACL, *ids))
-    return np.unique(rows[:, 0])
+    api = ctx.ints("CANN_API", ("type", "name", "connectionId"))
+    return np.unique(api["connectionId"][(api["type"] == LEVEL_ACL) & np.isin(api["name"], ids)])
 
 
 # ------------------------------------------------------------------------------------------------
 # CANN layer
 
-API_SQL = "SELECT startNs, endNs, type, globalTid, connectionId, name FROM CANN_API"
+API_COLUMNS = ("startNs", "endNs", "type", "globalTid", "connectionId", "name")
+
+
+def _api_rows(ctx: ExportContext, window: Optional[Tuple[int, int]]) -> np.ndarray:
+    """CANN_API rows (API_COLUMNS) by connection id; in an iteration export only those that end at
+    or after the window's start and start at or before its end."""
+    api = ctx.ints("CANN_API", API_COLUMNS)
+    rows = np.column_stack([api[c] for c in API_COLUMNS]) if len(api["startNs"]) else np.zeros((0, 6), np.int64)
+    del api
+    if window is not None:
+        rows = rows[(rows[:, 0] <= window[1]) & (rows[:, 1] >= window[0])]
+    return rows[np.argsort(rows[:, 4], kind="stable")]
 
 
 @dataclass
@@ -450,12 +449,9 @@ def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks
     pid = facts.pid(SORT_CANN)
     # an iteration export: the APIs that start in the API window or span its start
     window = facts.scope.api_window() if facts.scoped else None
-    where, params = (" WHERE startNs <= ? AND endNs >= ?", (window[1], window[0])) if window else ("", ())
     has_api = ctx.has("CANN_API")
-    tids: Set[int] = set()
-    if has_api:
-        tids = {int(r[0]) & 0xFFFFFFFF
-                for r in ctx.conn.execute(f"SELECT DISTINCT globalTid FROM CANN_API{where}", params)}
+    api = _api_rows(ctx, window) if has_api else np.zeros((0, 6), np.int64)
+    tids: Set[int] = set((np.unique(api[:, 3]) & 0xFFFFFFFF).tolist())
     tids |= set(np.unique(tasks.cols["thread"][tasks.via_track]).tolist())
     if not tids:
         return np.zeros(0, np.int64)
@@ -473,7 +469,8 @@ def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks
     wanted_conns = wanted["conn"].to_numpy()
     special = np.union1d(tasks.memcpy_conns, tasks.acl_event_conns)
     started: List[np.ndarray] = []
-    for rows in _int_chunks(ctx.conn, f"{API_SQL}{where} ORDER BY connectionId", params):
+    for lo in range(0, len(api), CHUNK):
+        rows = api[lo:lo + CHUNK]
         out.add(_api_events(rows, pid, facts, texts))
         conn, level = rows[:, 4], rows[:, 2]
         starts = np.isin(conn, wanted_conns) & ((level == LEVEL_NODE) | np.isin(conn, special))
@@ -710,9 +707,12 @@ def _write_overlap(ctx: ExportContext, out: TraceWriter, facts: Facts, graph_row
         devices = np.unique(graph_rows[:, 0]).tolist()
         chunks: Iterator[np.ndarray] = iter([graph_rows] if len(graph_rows) else [])
     elif ctx.has("OVERLAP_ANALYSIS"):
-        devices = [int(r[0]) for r in ctx.conn.execute("SELECT DISTINCT deviceId FROM OVERLAP_ANALYSIS ORDER BY 1")]
-        chunks = _int_chunks(ctx.conn, "SELECT deviceId, startNs, endNs, type FROM OVERLAP_ANALYSIS "
-                                       "ORDER BY id")
+        ov = ctx.ints("OVERLAP_ANALYSIS", ("id", "deviceId", "startNs", "endNs", "type"))
+        order = np.argsort(ov["id"], kind="stable")
+        table = np.column_stack([ov[c][order] for c in ("deviceId", "startNs", "endNs", "type")])
+        del ov, order
+        devices = np.unique(table[:, 0]).tolist()
+        chunks = (table[lo:lo + CHUNK] for lo in range(0, len(table), CHUNK))
     else:
         return
     sort_index = SORT_OVERLAP[facts.flavour]
