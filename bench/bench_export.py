@@ -8,6 +8,7 @@ benchmark, not a test.
 """
 from __future__ import annotations
 
+import glob
 import os
 import subprocess
 import sys
@@ -20,13 +21,17 @@ from bench_import import bench_args, collection  # noqa: E402
 
 
 def child(argv) -> tuple:
-    """Wall seconds and peak RSS (MiB) of one msprof-kit command in a fresh process."""
+    """Wall seconds and peak memory (MiB) of one msprof-kit command in a fresh process. The export
+    forks a worker (the unified DB, or the timeline's device layers), so the memory is the sum of
+    the two processes' peaks: an upper bound of what they held at once."""
     t0 = time.perf_counter()
     code = ("import resource, sys; from msprof_kit import cli; rc = cli.main(sys.argv[1:]); "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
+            "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(rc)")
     res = subprocess.run([sys.executable, "-c", code, *argv], check=True, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True)
-    return time.perf_counter() - t0, int(res.stderr.strip().splitlines()[-1]) / 1024
+    own, children = (int(x) for x in res.stderr.strip().splitlines()[-1].split())
+    return time.perf_counter() - t0, (own + children) / 1024
 
 
 def main() -> None:
@@ -36,6 +41,8 @@ def main() -> None:
         prof = collection(args.work, n)
         subprocess.run([sys.executable, "-m", "msprof_kit", "import", "-dir", prof], check=True,
                        stdout=subprocess.DEVNULL)
+        for old in glob.glob(os.path.join(prof, "msprof_*.db")):  # each run writes the unified DB anew
+            os.remove(old)
         s, s_rss = child(["export", "summary", "-dir", prof])
         t, t_rss = child(["export", "timeline", "-dir", prof])
         print(f"{n:>10} {s:>10.2f} {s_rss:>6.0f} {t:>11.2f} {t_rss:>6.0f} {s + t:>7.2f}", flush=True)

@@ -25,6 +25,8 @@ STORE_DIR = "sqlite"
 STORE_NAME = "msprof_kit.db"
 BATCH_ROWS = 50_000
 ROWS_PER_INSERT = 200
+PMU_CHUNK = 100_000
+TEMP_CACHE_KIB = 64 * 1024  # page cache of the temporary wide PMU table
 Table = Union[pd.DataFrame, Dict[str, np.ndarray]]
 
 
@@ -114,6 +116,16 @@ def _is_empty(frame: Optional[Table]) -> bool:
     return frame.empty
 
 
+def partial_path(path: str, pid: int) -> str:
+    """Where process `pid` writes the database `path` before putting it in place."""
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{pid}")
+
+
+def db_path(collection_path: str, stamp: str) -> str:
+    """The unified DB export `msprof_{stamp}.db` at the collection root."""
+    return os.path.join(collection_path, f"msprof_{stamp}.db")
+
+
 class TableWriter:
     """A new database written table by table, then put in place atomically.
 
@@ -125,13 +137,12 @@ class TableWriter:
         self.path = path
         folder = os.path.dirname(path) or "."
         os.makedirs(folder, exist_ok=True)
-        self.tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp-{os.getpid()}")
+        self.tmp = partial_path(path, os.getpid())
         if os.path.exists(self.tmp):
             os.remove(self.tmp)
         self.conn = sqlite3.connect(_uri(self.tmp), uri=True)
         self.conn.execute("PRAGMA journal_mode=OFF")
         self.conn.execute("PRAGMA synchronous=OFF")
-        self.conn.execute("PRAGMA temp_store=MEMORY")
         self.conn.execute("BEGIN")
         self.tables: List[str] = []
 
@@ -250,37 +261,53 @@ def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
         present = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         info = dict(src.execute("SELECT name, value FROM KIT_INFO WHERE deviceId = -1").fetchall()) \
             if "KIT_INFO" in present else {}
-        wide = read_columns(src, "KIT_TASK_PMU") if info.get("pmu_prefixed") == "1" else pd.DataFrame()
-        metric_ids = dict(src.execute("SELECT value, id FROM STRING_IDS").fetchall()) \
-            if "STRING_IDS" in present else {}
+        out = db_path(collection_path, stamp or time.strftime("%Y%m%d%H%M%S"))
+        with TableWriter(out) as dest:
+            dest.attach(store_path(collection_path))
+            for name, cols in schema.UNIFIED.items():
+                if name in present:
+                    dest.copy(name, cols)
+            if info.get("pmu_prefixed") == "1" and "KIT_COLUMNS" in present and "STRING_IDS" in present:
+                _put_long_pmu(dest, src)
     finally:
         src.close()
-    stamp = stamp or time.strftime("%Y%m%d%H%M%S")
-    out = os.path.join(collection_path, f"msprof_{stamp}.db")
-    with TableWriter(out) as dest:
-        dest.attach(store_path(collection_path))
-        for name, cols in schema.UNIFIED.items():
-            if name in present:
-                dest.copy(name, cols)
-        if not wide.empty:
-            _put_long_pmu(dest, wide, metric_ids)
     return out
 
 
-def _put_long_pmu(dest: "TableWriter", wide: pd.DataFrame, metric_ids: Dict[str, int]) -> None:
+def _put_long_pmu(dest: "TableWriter", src: sqlite3.Connection) -> None:
     """TASK_PMU_INFO rows (globalTaskId, name id, value), metric by metric, from the first PMU row of
-    each task. The wide rows go into a temporary table once; each metric is then one INSERT..SELECT."""
-    metrics = [c for c in wide.columns if c not in ("taskRow", "globalTaskId")]
-    first = ~wide["globalTaskId"].duplicated().to_numpy()
-    w = wide[first]
+    each task. The wide rows go into a temporary table PMU_CHUNK rows at a time (each column's
+    slice read from its BLOB), then each metric is one INSERT..SELECT."""
+    stored = {name: (rowid, np.dtype(dtype)) for rowid, name, dtype in src.execute(
+        "SELECT rowid, name, dtype FROM KIT_COLUMNS WHERE tableName = 'KIT_TASK_PMU' ORDER BY rowid")}
+    if "globalTaskId" not in stored:
+        return
+    metric_ids = dict(src.execute("SELECT value, id FROM STRING_IDS").fetchall())
+    metrics = [m for m in stored if m not in ("taskRow", "globalTaskId")]
+
+    def column(name: str, lo: int, hi: int) -> np.ndarray:
+        rowid, dtype = stored[name]
+        with src.blobopen("KIT_COLUMNS", "data", rowid, readonly=True) as blob:
+            blob.seek(lo * dtype.itemsize)
+            return np.frombuffer(blob.read((hi - lo) * dtype.itemsize), dtype=dtype)
+
+    rowid, dtype = stored["globalTaskId"]
+    with src.blobopen("KIT_COLUMNS", "data", rowid, readonly=True) as blob:
+        n = len(blob) // dtype.itemsize
+    gid = column("globalTaskId", 0, n)
+    first = ~pd.Series(gid).duplicated().to_numpy()
     cols = [("globalTaskId", "INTEGER")] + [(f"m{i}", "") for i in range(len(metrics))]
-    frame = pd.DataFrame({"globalTaskId": w["globalTaskId"].to_numpy(),
-                          **{f"m{i}": w[m].to_numpy() for i, m in enumerate(metrics)}})
-    dest.conn.execute("CREATE TEMP TABLE wide_pmu (" + ", ".join(f"{n} {t}" for n, t in cols) + ")")
-    _insert_frame(dest.conn, "temp.wide_pmu", cols, frame)
-    del frame, w
-    target = schema.UNIFIED["TASK_PMU_INFO"]
-    dest.create("TASK_PMU_INFO", target)
+    dest.conn.execute(f"PRAGMA temp.cache_size = -{TEMP_CACHE_KIB}")  # small runs never touch the disk
+    dest.conn.execute("CREATE TEMP TABLE wide_pmu (" + ", ".join(f"{c} {t}" for c, t in cols) + ")")
+    for lo in range(0, n, PMU_CHUNK):
+        hi = min(n, lo + PMU_CHUNK)
+        keep = first[lo:hi]
+        part = {"globalTaskId": gid[lo:hi][keep]}
+        for i, metric in enumerate(metrics):
+            part[f"m{i}"] = column(metric, lo, hi)[keep]
+        _insert_frame(dest.conn, "temp.wide_pmu", cols, pd.DataFrame(part))
+    del gid, first
+    dest.create("TASK_PMU_INFO", schema.UNIFIED["TASK_PMU_INFO"])
     for i, metric in enumerate(metrics):
         dest.conn.execute(f"INSERT INTO TASK_PMU_INFO SELECT globalTaskId, ?, m{i} FROM temp.wide_pmu "
                           "ORDER BY rowid", (metric_ids.get(metric),))

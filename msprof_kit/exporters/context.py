@@ -1,11 +1,13 @@
 """What every exporter needs: the open store, its facts, the export scope and the output folder."""
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import pandas as pd
@@ -90,6 +92,10 @@ class ExportContext:
         """STARS chips (910B family): context ids, MIX block numbers and aic_/aiv_ PMU prefixes."""
         return self.info.get("pmu_prefixed") == "1" or self.info.get("platform_version") in ("5", "7", "8", "11")
 
+    def reopened(self) -> "ExportContext":
+        """This context over a new connection to the store (for a forked child process)."""
+        return dataclasses.replace(self, conn=store.open_store(self.collection_path), written=[])
+
     def has(self, table: str) -> bool:
         return table in self.tables
 
@@ -98,6 +104,18 @@ class ExportContext:
 
     def read_columns(self, table: str) -> pd.DataFrame:
         return store.read_columns(self.conn, table)
+
+    def stored_columns(self, table: str) -> Iterator[Tuple[str, np.ndarray, Optional[np.ndarray]]]:
+        """(name, values, labels) of each column of a column-wise KIT table, one column at a time,
+        so that a wide table is never held twice (docs/store.md: KIT_COLUMNS holds each column's
+        little-endian array bytes; a text column as int32 codes into its JSON list of labels, else
+        labels is None)."""
+        if not self.has("KIT_COLUMNS"):
+            return
+        for name, dtype, blob, labels in self.conn.execute(
+                "SELECT name, dtype, data, labels FROM KIT_COLUMNS WHERE tableName = ? ORDER BY rowid", (table,)):
+            values = np.frombuffer(blob, dtype=np.dtype(dtype))
+            yield name, values, (np.array(json.loads(labels), dtype=object) if labels is not None else None)
 
     def ints(self, table: str, names: Sequence[str]) -> Dict[str, np.ndarray]:
         """Columns of an all-integer unified table as int64 arrays in row order (empty arrays when

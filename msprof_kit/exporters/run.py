@@ -1,6 +1,7 @@
 """`export timeline` and `export summary` over every collection at a path."""
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -9,11 +10,16 @@ from typing import List, Optional, Set
 
 from .. import store
 from ..errors import Diagnostics, PathNotFound
+from ..forked import Forked
 from ..importer import ensure_imported
 from .context import open_context
 from .readme import write_readme
 from .scope import check_options, resolve
 from .step_trace import write_step_trace_csv
+
+
+# tables whose presence makes a 910B export write the unified DB
+DB_TABLES = ("TASK", "CANN_API", "COMPUTE_TASK_INFO")
 
 
 def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = None,
@@ -29,9 +35,15 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
     try:
         for coll in collections:
             ctx = open_context(coll.path, stamp=stamp)
+            db: Optional[Forked] = None
             try:
                 ctx.scope = resolve(ctx, model_id, iteration_id, iteration_count)
                 ctx.layers = layers
+                if ctx.flavour == "cpp" and ctx.scope.all_export and any(ctx.has(t) for t in DB_TABLES) \
+                        and unified_db_wanted(coll.path, diag):
+                    # the C++ exporters write the unified DB alongside: a second process, forked
+                    # before this one starts any thread, writes it while this one writes the exports
+                    db = Forked(functools.partial(store.export_db, coll.path, ctx.stamp), "unified DB")
                 if what == "timeline":
                     from .timeline import write_timeline
                     write_timeline(ctx)
@@ -39,12 +51,18 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
                     from .summary import write_summary
                     write_summary(ctx, fmt)
                     write_step_trace_csv(ctx)
+            except BaseException:
+                if db is not None:  # stop the DB writer and remove its unfinished file
+                    pid = db.cancel()
+                    partial = store.partial_path(store.db_path(coll.path, ctx.stamp), pid) if pid else None
+                    if partial and os.path.exists(partial):
+                        os.remove(partial)
+                raise
             finally:
                 ctx.conn.close()
-            if ctx.flavour == "cpp" and ctx.scope.all_export and ctx.written:
-                db = unified_db(coll.path, diag)  # the C++ exporters write the unified DB alongside
-                if db:
-                    written.append(db)
+            db_path = db.result() if db is not None else None
+            if db_path:
+                written.append(db_path)
             written += ctx.written
             if ctx.written:
                 written.append(write_readme(coll.path))
@@ -91,25 +109,26 @@ def read_reports(path: str, diag: Diagnostics) -> Optional[Set[str]]:
     return {k for k, v in layers.items() if v}
 
 
-def unified_db(collection_path: str, diag: Diagnostics) -> Optional[str]:
-    """Write msprof_{ts}.db unless a complete one (with STRING_IDS) is already there; an incomplete
-    newest one is replaced, as the reference does. Returns the path written, if any."""
+def unified_db_wanted(collection_path: str, diag: Diagnostics) -> bool:
+    """Whether msprof_{ts}.db is to be written: not when a complete one (with STRING_IDS) is
+    already there; an incomplete newest one is removed and replaced, as the reference does."""
     found = sorted(glob.glob(os.path.join(collection_path, "msprof_" + "[0-9]" * 14 + ".db")))
-    if found:
-        newest = found[-1]
+    if not found:
+        return True
+    newest = found[-1]
+    try:
+        conn = sqlite3.connect(f"file:{newest}?mode=ro", uri=True)
         try:
-            conn = sqlite3.connect(f"file:{newest}?mode=ro", uri=True)
-            try:
-                complete = conn.execute("SELECT 1 FROM sqlite_master WHERE name='STRING_IDS'").fetchone()
-            finally:
-                conn.close()
-        except sqlite3.Error:
-            complete = None
-        if complete:
-            return None
-        diag.warn(f"{newest}: the database is incomplete; it is replaced")
-        os.remove(newest)
-    return store.export_db(collection_path)
+            complete = conn.execute("SELECT 1 FROM sqlite_master WHERE name='STRING_IDS'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        complete = None
+    if complete:
+        return False
+    diag.warn(f"{newest}: the database is incomplete; it is replaced")
+    os.remove(newest)
+    return True
 
 
 def clear_store(collection_path: str) -> None:

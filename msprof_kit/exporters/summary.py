@@ -88,13 +88,12 @@ SMALL = 100_000  # counts below this are printed from precomputed tables (ratios
 def _small_texts(style: str) -> np.ndarray:
     """Texts of the counts 0 .. SMALL-1: 'int' (str), 'fixed3' (k/1000 with 3 decimals), 'repr3'
     (Python's repr of k/1000)."""
+    k = np.arange(SMALL)
     if style == "int":
-        texts = [str(i) for i in range(SMALL)]
-    elif style == "fixed3":
-        texts = [f"{i // 1000}.{i % 1000:03d}" for i in range(SMALL)]
+        texts = k.astype(SD)
     else:
-        texts = [repr(i / 1000) for i in range(SMALL)]
-    return np.array(texts, dtype=object)
+        texts = np.strings.add(np.strings.add((k // 1000).astype(SD), "."), (_PAD3 if style == "fixed3" else _FRAC3)[k % 1000])
+    return texts.astype(object)
 
 
 def _by_table(k: np.ndarray, style: str, general: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -235,9 +234,17 @@ def cpp_round3(value: float) -> float:
 
 def csv_field(text: str) -> str:
     """One CSV field, quoted only when it must be (as csv.QUOTE_MINIMAL)."""
-    if any(c in text for c in ',"\r\n'):
+    if "," in text or '"' in text or "\n" in text or "\r" in text:
         return '"' + text.replace('"', '""') + '"'
     return text
+
+
+def csv_fields(texts: List[str]) -> List[str]:
+    """csv_field of each text; one scan of their concatenation when none needs quoting (the usual case)."""
+    whole = "\0".join(texts)
+    if "," in whole or '"' in whole or "\n" in whole or "\r" in whole:
+        return [csv_field(t) for t in texts]
+    return texts
 
 
 # ------------------------------------------------------------------------------------------------
@@ -263,7 +270,7 @@ class Coded:
 
     def csv(self, rows: slice) -> list:
         if self._csv is None:
-            self._csv = np.array([csv_field(str(v)) for v in self.labels], dtype=object)
+            self._csv = np.array(csv_fields([str(v) for v in self.labels.tolist()]), dtype=object)
         return self._csv[self.codes[rows]].tolist()
 
     def json(self, rows: slice) -> list:
@@ -371,19 +378,6 @@ def write_json(ctx: ExportContext, kind: str, table: Table) -> None:
 # What the summaries read from the store
 
 
-def stored_columns(ctx: ExportContext, table: str) -> Iterator[Tuple[str, np.ndarray, Optional[np.ndarray]]]:
-    """(name, values, labels) of each column of a column-wise KIT table, one column at a time, so
-    that a wide table is never held twice (docs/store.md: KIT_COLUMNS holds each column's
-    little-endian array bytes; a text column as int32 codes into its JSON list of labels, else
-    labels is None)."""
-    if not ctx.has("KIT_COLUMNS"):
-        return
-    for name, dtype, blob, labels in ctx.conn.execute(
-            "SELECT name, dtype, data, labels FROM KIT_COLUMNS WHERE tableName = ? ORDER BY rowid", (table,)):
-        values = np.frombuffer(blob, dtype=np.dtype(dtype))
-        yield name, values, (np.array(json.loads(labels), dtype=object) if labels is not None else None)
-
-
 def load_strings(ctx: ExportContext) -> np.ndarray:
     """STRING_IDS values as an object array indexed by id."""
     if not ctx.has("STRING_IDS"):
@@ -462,7 +456,7 @@ def load_tasks(ctx: ExportContext, strings: np.ndarray) -> Optional[Tasks]:
     frame["batchId"] = 0
     frame["kernel"] = -1  # code into `kernels`
     kernels = np.array([""], dtype=object)
-    for name, values, labels in stored_columns(ctx, "KIT_TASK"):
+    for name, values, labels in ctx.stored_columns("KIT_TASK"):
         if len(values) != len(frame):
             continue
         if name == "batchId":
@@ -499,7 +493,7 @@ def _task_info(ctx: ExportContext, gtid: np.ndarray) -> Tuple[Optional[pd.DataFr
 def load_pmu(ctx: ExportContext, rows: np.ndarray) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
     """KIT_TASK_PMU metrics aligned with the given TASK row positions (float64, NaN where a task has
     no PMU record), and which tasks have one."""
-    columns = stored_columns(ctx, "KIT_TASK_PMU")
+    columns = ctx.stored_columns("KIT_TASK_PMU")
     first = next(columns, None)
     if first is None or first[0] != "taskRow":
         return {}, np.zeros(len(rows), dtype=bool)

@@ -31,15 +31,17 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import sqlite3
 import threading
 from dataclasses import dataclass, field
-from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 import pandas as pd
 
 from ..build import interval_gaps, union_intervals
+from ..forked import Forked
 from .context import ExportContext, Scope
 from .scope import step_iterations
 
@@ -52,6 +54,7 @@ INVALID_CTX = 4294967295
 NO_MODEL = 4294967295     # model id of eager (single-operator) tasks
 CHUNK = 100_000           # rows rendered and written at a time
 WRITE_AHEAD = 4           # rendered chunks that may wait for the disk
+PART_COPY = 1 << 20       # bytes copied at a time when a part file is appended
 
 LEVEL_ACL, LEVEL_MODEL, LEVEL_NODE = 20000, 15000, 10000
 # API level -> (event name prefix, args "level")
@@ -72,21 +75,25 @@ FREQ_CHIPS = ("4", "5", "7")  # platform versions whose reference timeline shows
 
 class TraceWriter:
     """A JSON array written as it is made: each `add` appends a chunk of serialized events.
+    `part=True` writes the events without the enclosing brackets, for `append_part` of another
+    writer.
 
     The chunks are encoded here and written to disk by a background thread (the write releases
     the GIL, so the disk works while the next chunk is rendered); at most WRITE_AHEAD chunks wait,
     which bounds the memory. A failed write is raised by the next `add` or by `close`; a file left
     unfinished by an error is removed."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, part: bool = False) -> None:
         self.path = path
+        self.part = part
         self.count = 0
         self._f: BinaryIO = open(path, "wb")
-        self._queue: "queue.Queue[Optional[bytes]]" = queue.Queue(maxsize=WRITE_AHEAD)
+        self._queue: "queue.Queue[Union[bytes, str, None]]" = queue.Queue(maxsize=WRITE_AHEAD)
         self._error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._drain, name="timeline-writer", daemon=True)
         self._thread.start()
-        self._put(b"[")
+        if not part:
+            self._put(b"[")
 
     def _drain(self) -> None:
         """The writing thread: writes blocks until the None mark; after a failure it keeps taking
@@ -97,11 +104,28 @@ class TraceWriter:
                 return
             if self._error is None:
                 try:
-                    self._f.write(block)
+                    if isinstance(block, str):  # a part file to copy in
+                        self._copy_part(block)
+                    else:
+                        self._f.write(block)
                 except BaseException as exc:  # handed to the rendering thread, which raises it
                     self._error = exc
 
-    def _put(self, block: bytes) -> None:
+    def _copy_part(self, path: str) -> None:
+        with open(path, "rb") as part:
+            shutil.copyfileobj(part, self._f, PART_COPY)
+
+    def append_part(self, path: str) -> None:
+        """Append the events of a finished part file another TraceWriter wrote (copied by the
+        writing thread)."""
+        if not os.path.getsize(path):
+            return
+        if self.count:
+            self._put(b",")
+        self._put(path)
+        self.count += 1
+
+    def _put(self, block: Union[bytes, str]) -> None:
         if self._error is not None:
             raise self._error
         self._queue.put(block)
@@ -120,7 +144,8 @@ class TraceWriter:
 
     def close(self) -> None:
         try:
-            self._put(b"]")
+            if not self.part:
+                self._put(b"]")
         finally:
             self._stop()
         if self._error is not None:
@@ -419,103 +444,116 @@ def _api_rows(ctx: ExportContext, window: Optional[Tuple[int, int]]) -> np.ndarr
 
 @dataclass
 class ApiTexts:
-    """KIT_API by connection id (sorted): the mode and item id text of each API."""
+    """KIT_API by connection id (sorted): the mode and item id of each API, as codes into their
+    distinct texts. Item code len(items) - 1 is "0", the item of an API KIT_API does not know."""
 
     conn: np.ndarray
     mode: np.ndarray
     item: np.ndarray
+    mode_json: np.ndarray   # JSON literal of each distinct mode
+    items: np.ndarray       # distinct item texts, "0" last
 
     @classmethod
     def load(cls, ctx: ExportContext) -> "ApiTexts":
-        kit = ctx.read_columns("KIT_API")
-        if kit.empty:
-            return cls(np.zeros(0, np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=object))
-        order = np.argsort(kit["connectionId"].to_numpy(np.int64), kind="stable")
-        return cls(kit["connectionId"].to_numpy(np.int64)[order], kit["mode"].to_numpy(dtype=object)[order],
-                   kit["itemId"].to_numpy(dtype=object)[order])
+        cols = {name: (values, labels) for name, values, labels in ctx.stored_columns("KIT_API")}
+        if not {"connectionId", "mode", "itemId"} <= set(cols) or len(cols["connectionId"][0]) == 0:
+            return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                       np.zeros(0, dtype=object), np.array(["0"], dtype=object))
+        conn = cols["connectionId"][0].astype(np.int64)
+        order = np.argsort(conn, kind="stable")
+        (mode, modes), (item, items) = cols["mode"], cols["itemId"]
+        return cls(conn[order], mode[order], item[order], _json_literals(modes), np.append(items, "0"))
 
-    def lookup(self, conn: np.ndarray, names: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """(mode, item id) of these APIs; without KIT_API the mode is the name and the item "0"."""
+    def lookup(self, conn: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Positions in this table of these connection ids, and which were found."""
         if len(self.conn) == 0:
-            return names, np.full(len(conn), "0", dtype=object)
+            return np.zeros(len(conn), np.int64), np.zeros(len(conn), dtype=bool)
         pos = np.clip(np.searchsorted(self.conn, conn), 0, len(self.conn) - 1)
-        hit = self.conn[pos] == conn
-        return np.where(hit, self.mode[pos], names), np.where(hit, self.item[pos], "0")
+        return pos, self.conn[pos] == conn
 
 
-def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks, arrows: bool = True) -> np.ndarray:
-    """The CANN process: metadata, one X event per API, and the arrow starts placed on APIs.
-    Returns the connection ids that got an arrow start."""
+def _json_literals(texts: np.ndarray) -> np.ndarray:
+    """Each (distinct) text as a JSON string literal."""
+    return np.array([json.dumps(str(t), ensure_ascii=False) for t in texts.tolist()], dtype=object)
+
+
+def _json_by_key(keys: np.ndarray, text_of: Callable[[int], str]) -> np.ndarray:
+    """JSON string literals of texts named by integer keys, encoded once per distinct key."""
+    codes, uniq = pd.factorize(keys)
+    return np.array([json.dumps(text_of(k), ensure_ascii=False) for k in uniq.tolist()], dtype=object)[codes]
+
+
+def _arrow_starts(api: np.ndarray, tasks: Tasks) -> np.ndarray:
+    """Which API rows start an arrow: node-level APIs (and the calls behind memory copies and ACL
+    events) whose connection id a shown task has."""
+    conn, level = api[:, 4], api[:, 2]
+    special = np.union1d(tasks.memcpy_conns, tasks.acl_event_conns)
+    return np.isin(conn, tasks.cols["conn"][tasks.via_api]) & ((level == LEVEL_NODE) | np.isin(conn, special))
+
+
+def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks, api: np.ndarray,
+                starts: Optional[np.ndarray]) -> None:
+    """The CANN process: metadata, one X event per API row, and the arrow starts on the rows
+    marked in `starts` (None: no arrows)."""
     pid = facts.pid(SORT_CANN)
-    # an iteration export: the APIs that start in the API window or span its start
-    window = facts.scope.api_window() if facts.scoped else None
-    has_api = ctx.has("CANN_API")
-    api = _api_rows(ctx, window) if has_api else np.zeros((0, 6), np.int64)
     tids: Set[int] = set((np.unique(api[:, 3]) & 0xFFFFFFFF).tolist())
     tids |= set(np.unique(tasks.cols["thread"][tasks.via_track]).tolist())
     if not tids:
-        return np.zeros(0, np.int64)
+        return
     meta = _process_meta(pid, "CANN", "CPU", SORT_CANN)
     for tid in sorted(tids):
         meta += _thread_meta(pid, tid, f"Thread {tid}", tid)
     out.add(meta)
-    if not has_api:
-        return np.zeros(0, np.int64)
-
+    if not len(api):
+        return
     texts = ApiTexts.load(ctx)
     # arrows that start on an API: (connection id, flow id) of the tasks they end at
     wanted = pd.DataFrame({"conn": tasks.cols["conn"][tasks.via_api],
                            "id": tasks.flow_ids(facts.python_rules)[tasks.via_api]}).drop_duplicates()
-    wanted_conns = wanted["conn"].to_numpy()
-    special = np.union1d(tasks.memcpy_conns, tasks.acl_event_conns)
-    started: List[np.ndarray] = []
     for lo in range(0, len(api), CHUNK):
         rows = api[lo:lo + CHUNK]
         out.add(_api_events(rows, pid, facts, texts))
-        conn, level = rows[:, 4], rows[:, 2]
-        starts = np.isin(conn, wanted_conns) & ((level == LEVEL_NODE) | np.isin(conn, special))
-        if starts.any() and arrows:
-            s = pd.DataFrame({"conn": conn[starts], "start": rows[starts, 0],
-                              "tid": rows[starts, 3] & 0xFFFFFFFF}).merge(wanted, on="conn")
+        here = starts[lo:lo + CHUNK] if starts is not None else None
+        if here is not None and here.any():
+            s = pd.DataFrame({"conn": rows[here, 4], "start": rows[here, 0],
+                              "tid": rows[here, 3] & 0xFFFFFFFF}).merge(wanted, on="conn")
             out.add(_flow_events("s", [pid] * len(s), s["tid"].tolist(), s["start"].to_numpy(), s["id"].tolist()))
-            started.append(conn[starts])
-    return np.unique(np.concatenate(started)) if started else np.zeros(0, np.int64)
 
 
 def _api_events(rows: np.ndarray, pid: int, facts: Facts, texts: ApiTexts) -> List[str]:
-    """X events of CANN_API rows (startNs, endNs, type, globalTid, connectionId, name)."""
-    level, conn = rows[:, 2], rows[:, 4]
-    api = facts.text(rows[:, 5])
-    prefix = np.empty(len(rows), dtype=object)
-    level_json = np.empty(len(rows), dtype=object)
-    for lv in np.unique(level).tolist():
-        m = level == lv
-        head, text = LEVELS.get(lv, ("Api", str(lv)))
-        prefix[m] = head + "@"
-        level_json[m] = json.dumps(text)
-    mode, item = texts.lookup(conn, api)
-    name_json = _json_texts(prefix + api)
-    id_json = np.where(level == LEVEL_ACL, _json_texts(api), '"0"')
-    item_json = _json_texts(item)
+    """X events of CANN_API rows (startNs, endNs, type, globalTid, connectionId, name). The texts
+    are made per distinct (level, name), mode and item, from their codes."""
+    level, conn, name = rows[:, 2], rows[:, 4], rows[:, 5]
+    levels, level_idx = np.unique(level, return_inverse=True)
+    heads = [LEVELS.get(lv, ("Api", str(lv))) for lv in levels.tolist()]
+    level_json = np.array([json.dumps(text) for _, text in heads], dtype=object)[level_idx]
+    strings = facts.strings
+    width = len(strings)
+    name_json = _json_by_key(level_idx * width + name, lambda k: heads[k // width][0] + "@" + strings[k % width])
+    acl = level == LEVEL_ACL
+    id_json = np.full(len(rows), '"0"', dtype=object)
+    if acl.any():
+        id_json[acl] = _json_by_key(name[acl], lambda k: strings[k])
+    pos, hit = texts.lookup(conn)
+    mode_json = np.empty(len(rows), dtype=object)
+    mode_json[hit] = texts.mode_json[texts.mode[pos[hit]]]
+    if not hit.all():  # an API KIT_API does not know: its mode is its name
+        mode_json[~hit] = _json_by_key(name[~hit], lambda k: strings[k])
+    item = np.where(hit, texts.item[pos] if len(texts.conn) else 0, len(texts.items) - 1)
+    item_json = _json_literals(texts.items)[item]
     if facts.python_host:  # the Python host parser keeps a model-level API's ids as numbers
         model = level == LEVEL_MODEL
-        id_json = np.where(model, "0", id_json)
-        item_json = np.where(model & _numeric(item), item, item_json)
+        id_json[model] = "0"
+        numeric = np.array([str(t).isdigit() for t in texts.items.tolist()], dtype=bool)[item]
+        bare = model & numeric
+        item_json[bare] = texts.items[item[bare]]
     tid = (rows[:, 3] & 0xFFFFFFFF).tolist()
     q, r = _us_parts(rows[:, 0])
     dur = _dur_us(rows[:, 0], rows[:, 1])
     return [f'{{"name":{nm},"pid":{pid},"tid":{t},"ts":"{a}.{b:03d}","dur":{d!r},"ph":"X","args":{{'
             f'"Thread Id":{t},"Mode":{md},"level":{lv},"id":{i},"item_id":{it},"connection_id":{c}}}}}'
-            for nm, t, a, b, d, md, lv, i, it, c in zip(name_json, tid, q, r, dur, _json_texts(mode), level_json,
+            for nm, t, a, b, d, md, lv, i, it, c in zip(name_json, tid, q, r, dur, mode_json, level_json,
                                                          id_json, item_json, conn.tolist())]
-
-
-def _numeric(texts: np.ndarray) -> np.ndarray:
-    """Which texts are decimal numbers, evaluated once per distinct text."""
-    if len(texts) == 0:
-        return np.zeros(0, dtype=bool)
-    codes, uniq = pd.factorize(np.asarray(texts, dtype=object), use_na_sentinel=False)
-    return np.array([str(u).isdigit() for u in uniq], dtype=bool)[codes]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -737,30 +775,65 @@ def _write_overlap(ctx: ExportContext, out: TraceWriter, facts: Facts, graph_row
 
 def write_timeline(ctx: ExportContext) -> None:
     """Write mindstudio_profiler_output/msprof_{ts}.json and, when the collection has step-trace
-    iterations, step_trace_{ts}.json. Nothing is written for a store with nothing to show."""
+    iterations, step_trace_{ts}.json. Nothing is written for a store with nothing to show.
+
+    Two processes share the work: a forked child writes the device layers (Ascend Hardware, AI
+    Core Freq, Overlap Analysis) to a part file while this one writes the CANN layer into the
+    trace; the part is then appended."""
     facts = _facts(ctx)
     tasks = _load_tasks(ctx, facts)
     steps = _timeline_steps(ctx)
     if not len(tasks) and not steps and not any(ctx.has(t) for t in ("CANN_API", "OVERLAP_ANALYSIS",
                                                                        "AICORE_FREQ")):
         return
-    graph_overlap = _graph_overlap(tasks, facts) if facts.scoped else None
-    with TraceWriter(ctx.path_for("msprof", "json")) as out:
-        # -reports layers: cann, ascend (tasks), step_trace, freq, overlap_analyse; arrows need both ends
-        cann, ascend = ctx.layer_on("cann"), ctx.layer_on("ascend")
-        started = _write_cann(ctx, out, facts, tasks, arrows=ascend) if cann else np.zeros(0, np.int64)
-        if ascend or ctx.layer_on("step_trace"):
-            step_texts = _write_hardware(out, facts, tasks, started, steps if ctx.layer_on("step_trace") else {},
-                                         show_tasks=ascend, arrows=cann and ascend)
-        else:
-            step_texts = []
-        del tasks
-        if ctx.layer_on("freq"):
-            _write_freq(ctx, out, facts)
-        if ctx.layer_on("overlap_analyse"):
-            _write_overlap(ctx, out, facts, graph_overlap)
+    # -reports layers: cann, ascend (tasks), step_trace, freq, overlap_analyse; arrows need both ends
+    cann, ascend = ctx.layer_on("cann"), ctx.layer_on("ascend")
+    api = np.zeros((0, 6), np.int64)
+    if cann and ctx.has("CANN_API"):
+        # an iteration export: the APIs that start in the API window or span its start
+        api = _api_rows(ctx, facts.scope.api_window() if facts.scoped else None)
+    starts = _arrow_starts(api, tasks) if cann and ascend else None
+    started = np.unique(api[starts, 4]) if starts is not None else np.zeros(0, np.int64)
+    path = ctx.path_for("msprof", "json")
+    part_path = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.devices")
+    device_part = Forked(lambda: _write_device_layers(ctx, part_path, facts, tasks, started, steps, arrows=cann),
+                         "timeline")
+    try:
+        with TraceWriter(path) as out:
+            if cann:
+                _write_cann(ctx, out, facts, tasks, api, starts)
+            del api
+            step_texts = device_part.result()
+            out.append_part(part_path)
+    finally:
+        device_part.cancel()
+        if os.path.exists(part_path):
+            os.remove(part_path)
     if facts.scoped:
         step_texts = _graph_step_texts(ctx, facts)
     if step_texts:
         with TraceWriter(ctx.path_for("step_trace", "json")) as st:
             st.add(step_texts)
+
+
+def _write_device_layers(ctx: ExportContext, path: str, facts: Facts, tasks: Tasks, started: np.ndarray,
+                         steps: Dict[int, List[Iteration]], arrows: bool) -> List[str]:
+    """The Ascend Hardware (tasks and iterations), AI Core Freq and Overlap Analysis layers, as a
+    part file (events without the enclosing brackets). Returns the step-trace events."""
+    ascend = ctx.layer_on("ascend")
+    graph_overlap = _graph_overlap(tasks, facts) if facts.scoped else None
+    ctx = ctx.reopened()  # a forked child never uses its parent's sqlite connection
+    try:
+        with TraceWriter(path, part=True) as out:
+            step_texts: List[str] = []
+            if ascend or ctx.layer_on("step_trace"):
+                step_texts = _write_hardware(out, facts, tasks, started,
+                                             steps if ctx.layer_on("step_trace") else {},
+                                             show_tasks=ascend, arrows=arrows and ascend)
+            if ctx.layer_on("freq"):
+                _write_freq(ctx, out, facts)
+            if ctx.layer_on("overlap_analyse"):
+                _write_overlap(ctx, out, facts, graph_overlap)
+    finally:
+        ctx.conn.close()
+    return step_texts
