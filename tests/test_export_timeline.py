@@ -163,17 +163,22 @@ def test_chunked_writing_changes_nothing(exported, tmp_path, monkeypatch):
     assert event_set(load(prof)) == event_set(whole)
 
 
-def test_a_failed_export_leaves_no_partial_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize("layer", ["_write_overlap", "_write_cann"])  # in the forked worker, in the parent
+def test_a_failed_export_leaves_no_partial_file(tmp_path, monkeypatch, layer):
     prof = copy_input("min_910b", str(tmp_path))
     assert cli.main(["import", "-dir", prof]) == 0
+    before = sorted(os.listdir(prof))
 
     def broken(*args, **kwargs):
-        raise RuntimeError("overlap layer failed")
+        raise RuntimeError(f"{layer} failed")
 
-    monkeypatch.setattr(timeline, "_write_overlap", broken)
-    with pytest.raises(RuntimeError):
+    monkeypatch.setattr(timeline, layer, broken)
+    with pytest.raises(RuntimeError, match=layer):
         cli.main(["export", "timeline", "-dir", prof])
-    assert trace_files(prof) == []
+    out_dir = os.path.join(prof, "mindstudio_profiler_output")
+    assert trace_files(prof) == [] and os.listdir(out_dir) == []  # no part file either
+    # the unified DB being written alongside was stopped and its unfinished file removed
+    assert sorted(os.listdir(prof)) == sorted(before + ["mindstudio_profiler_output"])
 
 
 # ------------------------------------------------------------------------------------------------

@@ -52,11 +52,12 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
                     write_summary(ctx, fmt)
                     write_step_trace_csv(ctx)
             except BaseException:
-                if db is not None:  # stop the DB writer and remove its unfinished file
+                if db is not None:  # stop the DB writer and remove what it wrote
+                    target = store.db_path(coll.path, ctx.stamp)
                     pid = db.cancel()
-                    partial = store.partial_path(store.db_path(coll.path, ctx.stamp), pid) if pid else None
-                    if partial and os.path.exists(partial):
-                        os.remove(partial)
+                    for leftover in (target, store.partial_path(target, pid) if pid else None):
+                        if leftover and os.path.exists(leftover):
+                            os.remove(leftover)
                 raise
             finally:
                 ctx.conn.close()
