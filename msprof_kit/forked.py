@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import sys
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Optional
 
@@ -32,6 +33,9 @@ class Forked:
         if not can_fork():
             self._value = fn()
             return
+        for stream in (sys.stdout, sys.stderr):  # else the child would print the buffered text again
+            if stream is not None:
+                stream.flush()
         ctx = multiprocessing.get_context("fork")
         self._recv, send = ctx.Pipe(duplex=False)
         self._proc = ctx.Process(target=_run, args=(fn, send), name=name, daemon=True)

@@ -49,18 +49,18 @@ def encode_columns(table: str, frame: Table) -> Iterator[Tuple[object, ...]]:
         values = np.asarray(frame[name])
         if values.dtype == object:
             codes, labels = pd.factorize(values, use_na_sentinel=False)
-            yield (table, name, "<i4", codes.astype("<i4").tobytes(),
+            yield (table, name, "<i4", memoryview(codes.astype("<i4")),
                    json.dumps([str(x) for x in labels], ensure_ascii=False))
         else:
-            arr = np.ascontiguousarray(values.astype(values.dtype.newbyteorder("<")))
-            yield (table, name, arr.dtype.str, arr.tobytes(), None)
+            arr = np.ascontiguousarray(values.astype(values.dtype.newbyteorder("<"), copy=False))
+            yield (table, name, arr.dtype.str, memoryview(arr), None)
 
 
 def encode_ints(table: str, cols: Sequence[schema.Column], frame: pd.DataFrame) -> Iterator[Tuple[object, ...]]:
     """KIT_COLUMNS rows mirroring an all-integer unified table (schema.MIRRORED), in schema order."""
     for name, _ in cols:
-        arr = np.ascontiguousarray(frame[name].to_numpy().astype("<i8"))
-        yield (table, name, arr.dtype.str, arr.tobytes(), None)
+        arr = np.ascontiguousarray(frame[name].to_numpy().astype("<i8", copy=False))
+        yield (table, name, arr.dtype.str, memoryview(arr), None)
 
 
 def read_columns(conn: sqlite3.Connection, table: str) -> pd.DataFrame:
