@@ -13,6 +13,7 @@ from ..errors import Diagnostics, PathNotFound
 from ..forked import Forked
 from ..importer import ensure_imported
 from .context import open_context
+from . import soc
 from .readme import write_readme
 from .scope import check_options, resolve
 from .step_trace import write_step_trace_csv
@@ -39,12 +40,17 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
             try:
                 ctx.scope = resolve(ctx, model_id, iteration_id, iteration_count)
                 ctx.layers = layers
-                if ctx.flavour == "cpp" and ctx.scope.all_export and any(ctx.has(t) for t in DB_TABLES) \
+                if ctx.flavour == "cpp" and ctx.scope.all_export and not soc.is_job(ctx) \
+                        and any(ctx.has(t) for t in DB_TABLES) \
                         and unified_db_wanted(coll.path, diag):
                     # the C++ exporters write the unified DB alongside: a second process, forked
                     # before this one starts any thread, writes it while this one writes the exports
                     db = Forked(functools.partial(store.export_db, coll.path, ctx.stamp), "unified DB")
-                if what == "timeline":
+                if soc.is_job(ctx) and what == "timeline":  # legacy JOB collections: the SoC tool's files
+                    soc.write_timeline(ctx)
+                elif soc.is_job(ctx):
+                    soc.write_summary(ctx, fmt)
+                elif what == "timeline":
                     from .timeline import write_timeline
                     write_timeline(ctx)
                 else:
@@ -65,7 +71,7 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
             if db_path:
                 written.append(db_path)
             written += ctx.written
-            if ctx.written:
+            if ctx.written and not soc.is_job(ctx):
                 written.append(write_readme(coll.path))
             else:
                 diag.warn(f"{coll.path}: there is no {what} data to export")
