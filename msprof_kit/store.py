@@ -274,6 +274,17 @@ def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
     return out
 
 
+def blob_slice(conn: sqlite3.Connection, rowid: int, start: int, length: int) -> bytes:
+    """`length` bytes from `start` of a KIT_COLUMNS BLOB: read in place where sqlite3 can (Python
+    3.11+), else through substr (which loads the whole BLOB)."""
+    if hasattr(conn, "blobopen"):
+        with conn.blobopen("KIT_COLUMNS", "data", rowid, readonly=True) as blob:
+            blob.seek(start)
+            return blob.read(length)
+    row = conn.execute("SELECT substr(data, ?, ?) FROM KIT_COLUMNS WHERE rowid = ?", (start + 1, length, rowid))
+    return bytes(row.fetchone()[0])
+
+
 def _put_long_pmu(dest: "TableWriter", src: sqlite3.Connection) -> None:
     """TASK_PMU_INFO rows (globalTaskId, name id, value), metric by metric, from the first PMU row of
     each task. The wide rows go into a temporary table PMU_CHUNK rows at a time (each column's
@@ -287,13 +298,10 @@ def _put_long_pmu(dest: "TableWriter", src: sqlite3.Connection) -> None:
 
     def column(name: str, lo: int, hi: int) -> np.ndarray:
         rowid, dtype = stored[name]
-        with src.blobopen("KIT_COLUMNS", "data", rowid, readonly=True) as blob:
-            blob.seek(lo * dtype.itemsize)
-            return np.frombuffer(blob.read((hi - lo) * dtype.itemsize), dtype=dtype)
+        return np.frombuffer(blob_slice(src, rowid, lo * dtype.itemsize, (hi - lo) * dtype.itemsize), dtype=dtype)
 
     rowid, dtype = stored["globalTaskId"]
-    with src.blobopen("KIT_COLUMNS", "data", rowid, readonly=True) as blob:
-        n = len(blob) // dtype.itemsize
+    n = src.execute("SELECT length(data) FROM KIT_COLUMNS WHERE rowid = ?", (rowid,)).fetchone()[0] // dtype.itemsize
     gid = column("globalTaskId", 0, n)
     first = ~pd.Series(gid).duplicated().to_numpy()
     cols = [("globalTaskId", "INTEGER")] + [(f"m{i}", "") for i in range(len(metrics))]

@@ -56,3 +56,26 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path):
     with pytest.raises(StoreError):
         store.write_tables(path, {"TASK": pd.DataFrame({"startNs": [1]})})  # lacks columns
     assert os.listdir(tmp_path) == []
+
+
+def test_blob_slices_read_the_same_with_and_without_blobopen(tmp_path):
+    """Python < 3.11 has no Connection.blobopen; the substr path must give the same bytes."""
+    import sqlite3
+
+    import numpy as np
+
+    path = str(tmp_path / "s.db")
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE KIT_COLUMNS (tableName, name, dtype, data BLOB, labels)")
+    values = np.arange(1000, dtype="<i8")
+    conn.execute("INSERT INTO KIT_COLUMNS VALUES ('T', 'c', '<i8', ?, NULL)", (values.tobytes(),))
+    conn.commit()
+
+    class NoBlobOpen:  # the sqlite3 connection of an older Python
+        def execute(self, *args):
+            return conn.execute(*args)
+
+    for reader in (conn, NoBlobOpen()):
+        got = np.frombuffer(store.blob_slice(reader, 1, 8 * 10, 8 * 5), dtype="<i8")
+        assert got.tolist() == [10, 11, 12, 13, 14]
+    conn.close()

@@ -122,7 +122,7 @@ def _decimal_general(k: np.ndarray, decimals: int, strip: bool) -> np.ndarray:
     elif decimals == 3:
         tail = _PAD3[frac]
     else:
-        tail = np.strings.zfill(frac.astype(SD), decimals)
+        tail = np.strings.zfill(frac.astype(str), decimals).astype(SD)  # numpy 2.0 cannot zfill StringDType
     text = np.strings.add(np.strings.add((mag // scale).astype(SD), "."), tail)
     neg = k < 0
     return np.where(neg, np.strings.add("-", text), text) if neg.any() else text
