@@ -6,9 +6,12 @@ import os
 import sys
 from typing import List, Optional
 
-from . import __version__, importer, memory
+from . import __version__, importer, memory, show
 from .errors import Diagnostics, MsprofKitError
 from .exporters.run import export as run_export
+
+
+WRITE_CHUNK = 1 << 16  # characters of show's output written at a time
 
 
 def _dir_arg(p: argparse.ArgumentParser) -> None:
@@ -63,6 +66,22 @@ def _parser() -> argparse.ArgumentParser:
                        description="Print the msprof query table: device, model ids, iteration counts.")
     _dir_arg(p)
     p.set_defaults(run=cmd_query)
+
+    p = sub.add_parser("show", help="print the op summary, op statistic, API statistic and AI Core frequency",
+                       description="Print the key tables of a collection: raw (imported first), or only "
+                                   "exported files (mindstudio_profiler_output/, ASCEND_PROFILER_OUTPUT/, summary "
+                                   "CSVs, msprof_*.db, timelines). Numbers sort largest first.")
+    p.add_argument("-dir", "--collection-dir", dest="dir", metavar="DIR",
+                   help="a collection, or a folder holding several (default: the newest collection under the "
+                        "current directory)")
+    p.add_argument("-r", "--report", action="append", metavar="REPORT",
+                   help="op_summary, op_statistic, api_statistic or freq; repeat or comma-separate "
+                        "(default: every one that has data)")
+    p.add_argument("--top", type=int, default=show.DEFAULT_TOP, metavar="N",
+                   help=f"rows per table (default {show.DEFAULT_TOP}; 0 for all)")
+    p.add_argument("--sort", metavar="COLUMN", help="order by this column (any case, or the start of its name)")
+    p.add_argument("--format", choices=show.FORMATS, default="table", help="table (default), csv or json")
+    p.set_defaults(run=cmd_show)
     return top
 
 
@@ -104,17 +123,32 @@ def cmd_query(args: argparse.Namespace, diag: Diagnostics) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace, diag: Diagnostics) -> int:
+    path = args.dir
+    if path is None:
+        path = show.newest_collection(os.getcwd())
+        print(f"Showing {path} (the newest collection under {os.getcwd()})", file=sys.stderr)
+    text = show.render(path, diag, reports=args.report, top=args.top, sort=args.sort, fmt=args.format)
+    _report(diag)
+    for start in range(0, len(text), WRITE_CHUNK):  # written piecewise: a closed pipe is noticed early
+        sys.stdout.write(text[start:start + WRITE_CHUNK])
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help()
         return 1
-    args.dir = os.path.expanduser(args.dir.lstrip("="))
+    if getattr(args, "dir", None) is not None:
+        args.dir = os.path.expanduser(args.dir.lstrip("="))
     memory.tune_allocator()
     diag = Diagnostics()
     try:
-        return int(args.run(args, diag))
+        code = int(args.run(args, diag))
+        sys.stdout.flush()  # a closed pipe (show | head) shows up here, inside the boundary
+        return code
     except MsprofKitError as exc:
         if args.traceback:
             raise
@@ -122,6 +156,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"Error: {exc}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:
+        # the reader went away (show | head): stop quietly, and keep Python's final flush of
+        # stdout from failing again at exit
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0

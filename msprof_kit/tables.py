@@ -1,0 +1,803 @@
+"""The key tables of a collection as normalized DataFrames, whatever its directory holds.
+
+A directory may hold a raw collection (PROF_xxx, or a legacy JOB once its import exists), the store
+msprof-kit made of one (`sqlite/msprof_kit.db`), or only what a profiler exported:
+`mindstudio_profiler_output/` CSVs (msprof), `ASCEND_PROFILER_OUTPUT/` CSVs (the PyTorch profiler),
+loose summary CSVs in a per-run folder, unified databases (`msprof_*.db`,
+`ascend_pytorch_profiler*.db`) or timelines (`msprof_*.json`, `task_time_*.json`,
+`trace_view.json`). `discover` finds the collections below a directory without changing anything;
+`load` reads one of them (importing a raw collection first, as `export` does).
+
+Every table comes back with the column names of the modern msprof export (outputs.md §4-§6), so
+the many header generations found in the wild (`Block Dim` / `Block Num`, `Name` / `Op Name`,
+`Duration(us)` / `Task Duration(us)`, `Accelerator Core` / `Task Type`, with or without
+`Device_id`, ...) read alike; docs/show.md lists them. Times are µs (float64), `Device_id` is text
+(`0`, `host`, or `N/A` when the source does not say), missing numbers are NaN.
+
+Nothing here prints or renders: `show.py` does the terminal side, and plot/compare reuse this.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import sqlite3
+import urllib.parse
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+
+from . import importer, store
+from .errors import Diagnostics, MsprofKitError, NoData, NotACollection, PathNotFound, UnreadableFile
+from .layout import find_collections
+
+REPORTS = ("op_summary", "op_statistic", "api_statistic", "freq")
+
+DEVICE = "Device_id"
+OP_NAME = "Op Name"
+OP_TYPE = "OP Type"
+TASK_TYPE = "Task Type"
+START = "Task Start Time(us)"
+DURATION = "Task Duration(us)"
+WAIT = "Task Wait Time(us)"
+CORE_TYPE = "Core Type"
+LEVEL = "Level"
+API_NAME = "API Name"
+FREQ_TIME = "Timestamp(us)"
+FREQ_MHZ = "Frequency(MHz)"
+FREQ_SOURCE = "Source"
+NA = "N/A"
+NA_TEXTS = ("N/A", "NA", "", "-", "nan", "NaN", "None", "null")
+
+OP_STATISTIC_COLUMNS = (DEVICE, OP_TYPE, CORE_TYPE, "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)",
+                        "Max Time(us)", "Ratio(%)")
+API_STATISTIC_COLUMNS = (DEVICE, LEVEL, API_NAME, "Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)", "Variance")
+FREQ_COLUMNS = (DEVICE, FREQ_TIME, FREQ_MHZ, FREQ_SOURCE)
+
+# Header variants → the modern msprof name, per kind of table. The left sides are the names seen in
+# exports (docs/show.md lists where each was found).
+OP_VARIANTS: Dict[str, str] = {
+    "Name": OP_NAME, "OP Name": OP_NAME, "kernel_name": OP_NAME,
+    "Type": OP_TYPE, "Op Type": OP_TYPE, "kernel_type": TASK_TYPE,
+    "Accelerator Core": TASK_TYPE,
+    "Start Time(us)": START, "task_start(us)": START,
+    "Duration(us)": DURATION, "task_time(us)": DURATION,
+    "Wait Time(us)": WAIT,
+    "Block Dim": "Block Num", "Mix Block Dim": "Mix Block Num",
+    "Device ID": DEVICE, "Device Id": DEVICE, "device_id": DEVICE,
+    "task_id": "Task ID", "stream_id": "Stream ID", "task_stop(us)": "Task End Time(us)",
+}
+STATISTIC_VARIANTS: Dict[str, str] = {"Op Type": OP_TYPE, "Device ID": DEVICE, "Device Id": DEVICE}
+API_VARIANTS: Dict[str, str] = {"Device ID": DEVICE, "Device Id": DEVICE}
+VARIANTS = {"op_summary": OP_VARIANTS, "task_time": OP_VARIANTS, "op_statistic": STATISTIC_VARIANTS,
+            "api_statistic": API_VARIANTS}
+# columns that hold text whatever their values look like (all others are numbers where they parse)
+TEXT_COLUMNS = frozenset({DEVICE, OP_NAME, OP_TYPE, TASK_TYPE, "OP State", "HF32 Eligible", "Input Shapes",
+                          "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
+                          "Output Formats", "Model Name", CORE_TYPE, LEVEL, API_NAME, FREQ_SOURCE})
+
+# op_statistic, as msprof aggregates it (outputs.md §5): task types it leaves out
+STATISTIC_EXCLUDED = ("COMMUNICATION", "HCCL_AI_CPU", "HCCL", "WRITE_BACK", "INVALID")
+# unified DB API levels when the DB has no ENUM_API_TYPE (outputs.md §8.4)
+API_LEVELS = {20000: "acl", 15000: "model", 10000: "node", 5500: "communication", 5000: "runtime"}
+
+CSV_CHUNK_ROWS = 200_000
+TIMELINE_MAX_BYTES = 512 * 1024 * 1024   # a timeline is loaded whole: not when larger than this,
+FREQ_TIMELINE_MAX_BYTES = 64 * 1024 * 1024  # nor larger than this when only the frequency is wanted
+WALK_DEPTH = 6                           # how deep below -dir collections are looked for
+STAMPED = re.compile(r"^(?P<stem>.+?)(?:_slice_(?P<part>\d+))?_(?P<stamp>\d{14})\.csv$")
+RESULT_DIR = re.compile(r"^(host|device_\d+)$")
+SKIPPED_DIRS = {"sqlite", "log", "mindstudio_profiler_log", ".profiler", "__pycache__", ".git"}
+
+LOOKED_FOR = ("a raw PROF_xxx collection or its store (sqlite/msprof_kit.db); mindstudio_profiler_output/ "
+              "CSVs (op_summary, op_statistic, api_statistic, task_time); ASCEND_PROFILER_OUTPUT/ CSVs "
+              "(kernel_details, op_statistic, api_statistic); loose summary CSVs with those headers; "
+              "msprof_*.db or ascend_pytorch_profiler*.db; or a timeline (msprof_*.json, task_time_*.json, "
+              "trace_view.json)")
+LOOKED_FOR_REPORT = {
+    "op_summary": "a store or unified DB with TASK and COMPUTE_TASK_INFO, op_summary / kernel_details / task_time "
+                  "CSVs, or a timeline with 'Ascend Hardware' events",
+    "op_statistic": "a store, op_statistic CSVs, or operator rows with an OP Type to aggregate",
+    "api_statistic": "a store or unified DB with CANN_API, or api_statistic CSVs",
+    "freq": "a store or unified DB with AICORE_FREQ (or the AI Core frequency in info.json), or a timeline with "
+            "'AI Core Freq' counters",
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# What a directory holds
+
+
+@dataclass
+class Found:
+    """One collection found below a directory, and where each kind of data lies in it.
+
+    `raw`: a raw collection, imported into its store when loaded. `csv`: kind ('op_summary',
+    'task_time', 'op_statistic', 'api_statistic') → the files holding it, best first as a list of
+    file groups (a group is the parts of one export). `dbs`: unified databases. `timelines`: the
+    chrome-trace files of one family (task_time_*, msprof_*, or trace_view)."""
+    path: str
+    raw: bool = False
+    has_store: bool = False
+    csv: Dict[str, List[List[str]]] = field(default_factory=dict)
+    dbs: List[str] = field(default_factory=list)
+    timelines: List[str] = field(default_factory=list)
+
+    @property
+    def mtime(self) -> float:
+        """When the collection's folder last changed (what 'newest' compares)."""
+        return os.stat(self.path).st_mtime
+
+    def empty(self) -> bool:
+        return not (self.raw or self.has_store or self.csv or self.dbs or self.timelines)
+
+
+def _listdir(path: str) -> List[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _is_dir(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def csv_kind(path: str) -> Optional[str]:
+    """Which summary a CSV holds, from its header: 'op_summary' (one row per task: op_summary,
+    kernel_details), 'task_time', 'op_statistic', 'api_statistic', or None."""
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            header = next(csv.reader([f.readline()]), [])
+    except OSError:
+        return None
+    cols = {h.strip().lstrip("\ufeff") for h in header}
+    if {"kernel_name", "task_time(us)"} <= cols:
+        return "task_time"
+    named = {OP_VARIANTS.get(c, c) for c in cols}
+    if {OP_NAME, DURATION} <= named and named & {OP_TYPE, TASK_TYPE}:
+        return "op_summary"
+    if {CORE_TYPE, "Count", "Total Time(us)"} <= cols and named & {OP_TYPE}:
+        return "op_statistic"
+    if {API_NAME, "Time(us)", "Count"} <= cols:
+        return "api_statistic"
+    return None
+
+
+def _uri(path: str, extra: str = "mode=ro") -> str:
+    return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?" + extra
+
+
+def open_db(path: str) -> sqlite3.Connection:
+    """A unified database, read-only and leaving no file behind. Without a `-wal` file beside it the
+    database is opened as immutable, so that sqlite creates no `-wal`/`-shm` files for a database in
+    WAL mode; with one, read-only (the WAL holds data), or immutable when even that fails (a
+    read-only folder)."""
+    modes = ["mode=ro", "mode=ro&immutable=1"] if os.path.exists(path + "-wal") else ["mode=ro&immutable=1"]
+    error: Optional[sqlite3.Error] = None
+    for mode in modes:
+        try:
+            conn = sqlite3.connect(_uri(path, mode), uri=True)
+            conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+            return conn
+        except sqlite3.Error as exc:
+            error = exc
+    raise UnreadableFile(f"cannot open the database: {error}", path=path)
+
+
+def _db_tables(conn: sqlite3.Connection) -> Dict[str, List[str]]:
+    """Table name → column names."""
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    return {n: [r[1] for r in conn.execute(f'PRAGMA table_info("{n}")')] for n in names}
+
+
+def _is_unified_db(path: str) -> bool:
+    try:
+        conn = open_db(path)
+    except MsprofKitError:
+        return False
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+    return "STRING_IDS" in names and bool(names & {"TASK", "CANN_API", "AICORE_FREQ"})
+
+
+def _group_csvs(paths: List[str]) -> List[List[str]]:
+    """The exports among same-kind CSVs of one folder, best first. Files named
+    `<kind>[_slice_<n>]_<14-digit stamp>.csv` group by stamp, newest first, slices in order. Other
+    files group by their name without trailing `_<number>` parts (`op_summary_0_1_1.csv` is a part
+    of `op_summary`), the known summary names first."""
+    stamped: Dict[str, List[Tuple[int, str]]] = {}
+    loose: Dict[str, List[str]] = {}
+    for p in paths:
+        name = os.path.basename(p)
+        m = STAMPED.match(name)
+        if m:
+            stamped.setdefault(m["stamp"], []).append((int(m["part"] or 0), p))
+        else:
+            loose.setdefault(re.sub(r"(_\d+)+$", "", name[:-4]), []).append(p)
+    groups = [[p for _, p in sorted(stamped[s])] for s in sorted(stamped, reverse=True)]
+    known = ("op_summary", "kernel_details", "task_time", "op_statistic", "api_statistic")
+    for stem in sorted(loose, key=lambda s: (known.index(s) if s in known else len(known), s)):
+        groups.append(sorted(loose[stem]))
+    return groups
+
+
+def _timeline_family(paths: List[str]) -> List[str]:
+    """One family of timeline files (they repeat each other's device events): task_time_*, else
+    msprof_*, else trace_view*."""
+    for prefix in ("task_time", "msprof", "trace_view"):
+        family = [p for p in paths if os.path.basename(p).startswith(prefix)]
+        if family:
+            return sorted(family)
+    return []
+
+
+def _examine(path: str) -> Found:
+    """What exported data `path` holds, in its known sub-folders, best source first."""
+    found = Found(path)
+    found.has_store = os.path.isfile(store.store_path(path))
+    names = _listdir(path)
+    folders = [os.path.join(path, "mindstudio_profiler_output")]
+    # PROF_xxx folders of a PyTorch-profiler run (exported only: a raw one is a collection of its own)
+    profs = [os.path.join(path, n) for n in names if n.startswith("PROF_") and not _looks_raw(os.path.join(path, n))]
+    folders += [os.path.join(p, "mindstudio_profiler_output") for p in profs]
+    folders += [os.path.join(path, "ASCEND_PROFILER_OUTPUT"), path, os.path.join(path, "summary")] + profs
+    timeline_dirs = [os.path.join(path, "timeline")]
+    timeline_dirs += [os.path.join(path, n, "timeline") for n in names if RESULT_DIR.match(n)]
+    timelines: List[str] = []
+    for folder in folders + timeline_dirs:
+        if not _is_dir(folder):
+            continue
+        by_kind: Dict[str, List[str]] = {}
+        for name in _listdir(folder):
+            p = os.path.join(folder, name)
+            if not os.path.isfile(p):
+                continue
+            low = name.lower()
+            if low.endswith(".csv"):
+                kind = csv_kind(p)
+                if kind:
+                    by_kind.setdefault(kind, []).append(p)
+            elif low.endswith(".db") and (low.startswith("msprof") or low.startswith("ascend_pytorch_profiler")
+                                          or folder != path) and _is_unified_db(p):
+                found.dbs.append(p)
+            elif low.endswith(".json") and low.startswith(("msprof", "task_time", "trace_view")):
+                timelines.append(p)
+        for kind, paths in by_kind.items():
+            found.csv.setdefault(kind, []).extend(_group_csvs(paths))
+    found.timelines = _timeline_family(timelines)
+    return found
+
+
+def _looks_raw(path: str) -> bool:
+    """Whether `path` has host/ or device_N/ result dirs holding data/ (a raw PROF_xxx)."""
+    return any(RESULT_DIR.match(n) and _is_dir(os.path.join(path, n, "data")) for n in _listdir(path))
+
+
+def _is_raw(path: str) -> bool:
+    """Whether `path` itself is a raw collection the importer recognises (PROF_xxx, legacy JOB).
+    A damaged one counts too: loading it then reports what is wrong."""
+    try:
+        colls = find_collections(path, Diagnostics())
+    except NotACollection:
+        return False
+    except MsprofKitError:
+        return True
+    here = os.path.normpath(path)
+    return any(os.path.normpath(c.path) == here for c in colls)
+
+
+def discover(path: str, depth: int = WALK_DEPTH) -> List[Found]:
+    """The collections at or below `path`, each with what it holds (nothing is imported or written).
+
+    A folder that is a raw collection, or that holds exported data (in itself or its known
+    sub-folders), is one collection and is not looked into further; other folders are searched
+    down to `depth` levels."""
+    if not os.path.exists(path):
+        raise PathNotFound("no such file or directory", path=path)
+    if not os.path.isdir(path):
+        raise NotACollection(f"not a directory; expected a folder holding {LOOKED_FOR}", path=path)
+    out: List[Found] = []
+    base = os.path.normpath(path).count(os.sep)
+    for folder, dirs, _ in os.walk(path):
+        if _is_raw(folder):
+            out.append(Found(folder, raw=True, has_store=os.path.isfile(store.store_path(folder))))
+            dirs[:] = []
+            continue
+        found = _examine(folder)
+        if not found.empty():
+            out.append(found)
+            dirs[:] = []
+            continue
+        if os.path.normpath(folder).count(os.sep) - base >= depth:
+            dirs[:] = []
+        else:
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not os.path.islink(os.path.join(folder, d)))
+    return out
+
+
+def newest(path: str) -> Found:
+    """The most recently modified collection at or below `path`."""
+    found = discover(path)
+    if not found:
+        raise NotACollection(f"no profiling collection here or below; looked for {LOOKED_FOR}", path=path)
+    return max(found, key=lambda f: (f.mtime, f.path))
+
+
+# ------------------------------------------------------------------------------------------------
+# Normalizing frames
+
+
+def _numeric(values: pd.Series) -> Optional[pd.Series]:
+    """The column as float64 when every cell is a number or a missing-value text, else None."""
+    if values.dtype.kind in "iufb":
+        return values.astype(np.float64)
+    text = values.astype(str).str.strip()
+    numbers = pd.to_numeric(text, errors="coerce")
+    if (numbers.isna() & ~text.isin(NA_TEXTS)).any():
+        return None
+    return numbers.astype(np.float64)
+
+
+def normalize(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """A summary frame (all cells text, as read from a CSV) with the modern header names, a text
+    Device_id (N/A when absent), and number columns as float64 (N/A → NaN)."""
+    variants = VARIANTS.get(kind, {})
+    names: List[str] = []
+    keep: List[int] = []
+    for i, raw in enumerate(frame.columns):
+        name = variants.get(str(raw).strip().lstrip("\ufeff"), str(raw).strip().lstrip("\ufeff"))
+        if name in names or name.startswith("Unnamed:"):
+            continue  # a second variant of a column already taken, or a trailing empty field
+        names.append(name)
+        keep.append(i)
+    out = frame.iloc[:, keep].copy()
+    out.columns = names
+    if DEVICE not in out.columns:
+        out.insert(0, DEVICE, NA)
+    for name in out.columns:
+        if name in TEXT_COLUMNS:
+            out[name] = out[name].astype(str).str.strip() if name == DEVICE else out[name].astype(str)
+            continue
+        numbers = _numeric(out[name])
+        if numbers is not None:
+            out[name] = numbers
+    return out.reset_index(drop=True)
+
+
+def read_csvs(paths: Sequence[str], kind: str) -> pd.DataFrame:
+    """The rows of one export's CSV parts, normalized, read CSV_CHUNK_ROWS rows at a time."""
+    parts: List[pd.DataFrame] = []
+    for p in paths:
+        try:
+            try:
+                with warnings.catch_warnings():
+                    # pandas only warns when a row has more fields than the header, and drops them
+                    warnings.simplefilter("error", pd.errors.ParserWarning)
+                    chunks = pd.read_csv(p, dtype=str, keep_default_na=False, chunksize=CSV_CHUNK_ROWS,
+                                         encoding="utf-8", encoding_errors="replace", index_col=False)
+                    done = [normalize(chunk, kind) for chunk in chunks]
+            except (pd.errors.ParserError, pd.errors.ParserWarning):
+                done = [normalize(chunk, kind) for chunk in _repaired_chunks(p)]
+            parts += done
+        except (OSError, ValueError, csv.Error) as exc:
+            raise UnreadableFile(f"cannot read as a {kind} CSV: {exc}", path=p) from exc
+    if not parts:
+        return pd.DataFrame()
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
+def _repaired_chunks(path: str) -> Iterable[pd.DataFrame]:
+    """The rows of a CSV some of whose rows have more fields than its header, as the reference's
+    C++ writer makes them: it quotes nothing, so an op name holding a comma spans several fields.
+    Extra fields that are empty at the end of a row are dropped; others are joined back into the
+    name column (Op Name / Name / kernel_name, else the first column)."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, [])
+        width = len(header)
+        stripped = [h.strip().lstrip("\ufeff") for h in header]
+        at = next((i for i, h in enumerate(stripped) if OP_VARIANTS.get(h, h) == OP_NAME), 0)
+        rows: List[List[str]] = []
+        for row in reader:
+            extra = len(row) - width
+            while extra > 0 and row[-1] == "":
+                row.pop()
+                extra -= 1
+            if extra > 0:
+                row[at:at + extra + 1] = [",".join(row[at:at + extra + 1])]
+            elif extra < 0:
+                row += [""] * -extra
+            rows.append(row)
+            if len(rows) == CSV_CHUNK_ROWS:
+                yield pd.DataFrame(rows, columns=header, dtype=object)
+                rows = []
+        if rows or not header:
+            yield pd.DataFrame(rows, columns=header, dtype=object)
+
+
+# ------------------------------------------------------------------------------------------------
+# Derived tables
+
+
+def statistic_from_ops(ops: Optional[pd.DataFrame]) -> Optional[pd.DataFrame]:
+    """op_statistic from op rows, as msprof aggregates it (outputs.md §5): per device and (OP Type,
+    Task Type), leaving out communication, WRITE_BACK and INVALID tasks and ops of unknown type.
+    Ratio(%) is the group's share of its device's total."""
+    if ops is None or ops.empty or OP_TYPE not in ops.columns or DURATION not in ops.columns:
+        return None
+    task_type = ops[TASK_TYPE] if TASK_TYPE in ops.columns else pd.Series(NA, index=ops.index)
+    keep = ~ops[OP_TYPE].isin(NA_TEXTS) & ~task_type.isin(STATISTIC_EXCLUDED) & ops[DURATION].notna()
+    g = pd.DataFrame({DEVICE: ops[DEVICE][keep], OP_TYPE: ops[OP_TYPE][keep], CORE_TYPE: task_type[keep],
+                      "d": ops[DURATION][keep]})
+    if g.empty:
+        return None
+    stats = g.groupby([DEVICE, OP_TYPE, CORE_TYPE], sort=False)["d"].agg(["count", "sum", "min", "mean", "max"])
+    stats = stats.reset_index()
+    totals = stats.groupby(DEVICE)["sum"].transform("sum")
+    out = pd.DataFrame({
+        DEVICE: stats[DEVICE], OP_TYPE: stats[OP_TYPE], CORE_TYPE: stats[CORE_TYPE],
+        "Count": stats["count"].astype(np.float64), "Total Time(us)": stats["sum"], "Min Time(us)": stats["min"],
+        "Avg Time(us)": stats["mean"], "Max Time(us)": stats["max"],
+        "Ratio(%)": np.where(totals > 0, stats["sum"] / totals.where(totals > 0, 1) * 100, 0.0)})
+    return out.sort_values([DEVICE, "Total Time(us)"], ascending=[True, False], kind="stable").reset_index(drop=True)
+
+
+def api_statistic_from_calls(calls: pd.DataFrame) -> Optional[pd.DataFrame]:
+    """api_statistic from API calls (`level`, `name`, `dur` µs), as msprof computes it (outputs.md
+    §6): per (API name, level) the sum, count, mean, min, max and population variance."""
+    if calls is None or calls.empty:
+        return None
+    g = calls.groupby(["name", "level"], sort=True)["dur"]
+    stats = g.agg(["sum", "count", "mean", "min", "max"]).reset_index()
+    stats["var"] = g.var(ddof=0).to_numpy()
+    return pd.DataFrame({
+        DEVICE: "host", LEVEL: stats["level"].astype(str), API_NAME: stats["name"].astype(str),
+        "Time(us)": stats["sum"], "Count": stats["count"].astype(np.float64), "Avg(us)": stats["mean"],
+        "Min(us)": stats["min"], "Max(us)": stats["max"], "Variance": stats["var"]})
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading each kind of source
+
+
+@dataclass
+class Tables:
+    """The normalized tables of one collection (None: the collection has no such data).
+
+    `op_rows`: one row per operator task (op_summary / kernel_details columns, PMU metrics
+    included). `op_statistic`, `api_statistic`: as exported. `freq`: AI Core frequency, one row
+    per record (`Source` 'recorded', or 'info.json' for the nominal frequency when none was
+    recorded). `sources`: report → the file or store each table came from."""
+    path: str
+    op_rows: Optional[pd.DataFrame] = None
+    op_statistic: Optional[pd.DataFrame] = None
+    api_statistic: Optional[pd.DataFrame] = None
+    freq: Optional[pd.DataFrame] = None
+    sources: Dict[str, str] = field(default_factory=dict)
+
+    def table(self, report: str) -> Optional[pd.DataFrame]:
+        """The table behind a report name (REPORTS); op_summary is op_rows."""
+        frame = {"op_summary": self.op_rows, "op_statistic": self.op_statistic,
+                 "api_statistic": self.api_statistic, "freq": self.freq}[report]
+        return frame if frame is not None and not frame.empty else None
+
+    def set(self, report: str, frame: Optional[pd.DataFrame], source: str) -> None:
+        if frame is None or frame.empty or self.table(report) is not None:
+            return
+        attr = "op_rows" if report == "op_summary" else report
+        setattr(self, attr, frame.reset_index(drop=True))
+        self.sources[report] = source
+
+    def missing(self, reports: Iterable[str]) -> List[str]:
+        return [r for r in reports if self.table(r) is None]
+
+
+def _freq_frame(device: Sequence[object], ts_us: Sequence[float], mhz: Sequence[float], source: str) -> pd.DataFrame:
+    frame = pd.DataFrame({DEVICE: [str(d) for d in device], FREQ_TIME: np.asarray(ts_us, dtype=np.float64),
+                          FREQ_MHZ: np.asarray(mhz, dtype=np.float64), FREQ_SOURCE: source})
+    frame = frame.drop_duplicates()
+    return frame.sort_values([DEVICE, FREQ_TIME], kind="stable").reset_index(drop=True)
+
+
+def _table_frame(table: object, kind: str) -> pd.DataFrame:
+    """A summary Table built by the exporter (exporters/summary.py), as a normalized frame: its
+    cells rendered as the CSV would hold them, a chunk of rows at a time."""
+    from .exporters.summary import CHUNK_ROWS
+    n = table.n_rows  # type: ignore[attr-defined]
+    parts = []
+    for lo in range(0, n, CHUNK_ROWS):
+        rows = slice(lo, min(n, lo + CHUNK_ROWS))
+        cells = {c.name: c.csv(rows) for c in table.columns}  # type: ignore[attr-defined]
+        text = pd.DataFrame(cells, dtype=object)
+        # the CSV quoting of a text field (shapes) is undone as a CSV reader would
+        for name in text.columns:
+            if name in TEXT_COLUMNS:
+                text[name] = [_unquote(v) for v in text[name]]
+        parts.append(normalize(text, kind))
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
+def _unquote(cell: str) -> str:
+    if len(cell) >= 2 and cell[0] == '"' and cell[-1] == '"':
+        return cell[1:-1].replace('""', '"')
+    return cell
+
+
+def read_store(tables: Tables, collection_path: str, reports: Sequence[str]) -> None:
+    """The tables of an imported collection, built by the summary exporter's own table builders
+    (so they equal what `export summary` writes), and its AI Core frequency."""
+    from .exporters.context import open_context
+    from .exporters.summary import summary_flavour, summary_tables
+    where = store.store_path(collection_path)
+    ctx = open_context(collection_path)
+    try:
+        if set(reports) & {"op_summary", "op_statistic", "api_statistic"}:
+            built = dict(summary_tables(ctx, summary_flavour(ctx)))
+            if "op_summary" in built:
+                tables.set("op_summary", _table_frame(built["op_summary"], "op_summary"), where)
+            elif "task_time" in built:
+                tables.set("op_summary", _table_frame(built["task_time"], "task_time"), where + " (task_time)")
+            for kind in ("op_statistic", "api_statistic"):
+                if kind in built:
+                    tables.set(kind, _table_frame(built[kind], kind), where)
+        if "freq" in reports:
+            if ctx.has("AICORE_FREQ"):
+                rows = ctx.conn.execute("SELECT deviceId, timestampNs, freq FROM AICORE_FREQ").fetchall()
+                if rows:
+                    dev, ts, mhz = zip(*rows)
+                    tables.set("freq", _freq_frame(dev, [t / 1000 for t in ts], mhz, "recorded"), where)
+            if tables.table("freq") is None:
+                nominal = [(d, float(i["aic_frequency"])) for d, i in sorted(ctx.device_info.items())
+                           if str(i.get("aic_frequency", "")).replace(".", "", 1).isdigit()]
+                if nominal:
+                    tables.set("freq", _freq_frame([d for d, _ in nominal], [np.nan] * len(nominal),
+                                                   [f for _, f in nominal], "info.json"), where)
+    finally:
+        ctx.conn.close()
+
+
+def _pmu_header(name: str) -> str:
+    """A PMU metric's op_summary header (outputs.md §4.3)."""
+    name = name.replace("_extra", "")
+    if name in ("total_time", "aic_total_time"):
+        return "aicore_time(us)"
+    if name == "aiv_total_time":
+        return "aiv_time(us)"
+    if "time" in name:
+        return name + "(us)"
+    if "bw" in name and "(GB/s)" not in name:
+        return name + "(GB/s)"
+    return name
+
+
+def read_db(tables: Tables, path: str, reports: Sequence[str]) -> None:
+    """The tables of a unified database (msprof_*.db, ascend_pytorch_profiler*.db): op rows are
+    TASK joined with COMPUTE_TASK_INFO (and COMMUNICATION_OP as COMMUNICATION rows), with the
+    TASK_PMU_INFO metrics; op_statistic is aggregated from them; api_statistic from CANN_API."""
+    conn = open_db(path)
+    try:
+        schema = _db_tables(conn)
+        strings = dict(conn.execute("SELECT id, value FROM STRING_IDS").fetchall()) if "STRING_IDS" in schema else {}
+
+        def text(ids: pd.Series) -> pd.Series:
+            return ids.map(lambda i: strings.get(i, NA) if i is not None and i == i else NA).astype(str)
+
+        if set(reports) & {"op_summary", "op_statistic"}:
+            ops = _db_ops(conn, schema, text)
+            tables.set("op_summary", ops, path)
+            tables.set("op_statistic", statistic_from_ops(ops), path + " (aggregated)")
+        if "api_statistic" in reports and "CANN_API" in schema:
+            api = pd.read_sql_query("SELECT type, name, endNs - startNs AS dur FROM CANN_API", conn)
+            levels = dict(API_LEVELS)
+            if "ENUM_API_TYPE" in schema:
+                levels.update(dict(conn.execute("SELECT id, name FROM ENUM_API_TYPE").fetchall()))
+            calls = pd.DataFrame({"level": api["type"].map(lambda t: levels.get(t, str(t))),
+                                  "name": text(api["name"]), "dur": api["dur"].astype(np.float64) / 1000})
+            tables.set("api_statistic", api_statistic_from_calls(calls), path + " (CANN_API)")
+        if "freq" in reports and "AICORE_FREQ" in schema:
+            rows = conn.execute("SELECT deviceId, timestampNs, freq FROM AICORE_FREQ").fetchall()
+            if rows:
+                dev, ts, mhz = zip(*rows)
+                tables.set("freq", _freq_frame(dev, [float(t) / 1000 for t in ts], mhz, "recorded"), path)
+    except sqlite3.Error as exc:
+        raise UnreadableFile(f"cannot read the database: {exc}", path=path) from exc
+    finally:
+        conn.close()
+
+
+def _db_ops(conn: sqlite3.Connection, schema: Dict[str, List[str]],
+            text: Callable[[pd.Series], pd.Series]) -> Optional[pd.DataFrame]:
+    """Op rows of a unified DB (see read_db); `text` maps STRING_IDS ids to their strings."""
+    if "TASK" not in schema or "COMPUTE_TASK_INFO" not in schema:
+        return None
+    info = schema["COMPUTE_TASK_INFO"]
+    block = next((c for c in ("blockNum", "blockDim", "block_dim") if c in info), None)
+    mix = next((c for c in ("mixBlockNum", "mixBlockDim") if c in info), None)
+    extra = "".join(f", c.{c} AS {alias}" for c, alias in ((block, "block"), (mix, "mix")) if c)
+    frame = pd.read_sql_query(
+        "SELECT t.deviceId, t.modelId, t.taskId, t.streamId, t.startNs, t.endNs, t.contextId, t.globalTaskId, "
+        f"c.name, c.opType, c.taskType{extra} FROM TASK t JOIN COMPUTE_TASK_INFO c "
+        "ON c.globalTaskId = t.globalTaskId ORDER BY t.startNs", conn)
+    ops = pd.DataFrame({
+        DEVICE: frame["deviceId"].astype(str), "Model ID": frame["modelId"].astype(np.float64),
+        "Task ID": frame["taskId"].astype(np.float64), "Stream ID": frame["streamId"].astype(np.float64),
+        OP_NAME: text(frame["name"]), OP_TYPE: text(frame["opType"]), TASK_TYPE: text(frame["taskType"]),
+        START: frame["startNs"].astype(np.float64) / 1000,
+        DURATION: (frame["endNs"] - frame["startNs"]).astype(np.float64) / 1000,
+        "Block Num": frame["block"].astype(np.float64) if block else np.nan,
+        "Mix Block Num": frame["mix"].astype(np.float64) if mix else np.nan,
+        "Context ID": frame["contextId"].where(frame["contextId"] != 4294967295).astype(np.float64),
+    })
+    if "TASK_PMU_INFO" in schema:
+        pmu = pd.read_sql_query("SELECT globalTaskId, name, value FROM TASK_PMU_INFO", conn)
+        if not pmu.empty:
+            pmu["metric"] = text(pmu["name"])
+            wide = pmu.pivot_table(index="globalTaskId", columns="metric", values="value", aggfunc="first")
+            from .exporters.summary import UNSUPPORTED_PMU
+            for metric in wide.columns:
+                if metric in UNSUPPORTED_PMU:
+                    continue
+                values = frame["globalTaskId"].map(wide[metric]).astype(np.float64)
+                # the DB keeps times in ns; the op_summary shows µs
+                ops[_pmu_header(metric)] = values / 1000 if "time" in metric else values
+    if "COMMUNICATION_OP" in schema:
+        cols = schema["COMMUNICATION_OP"]
+        comm = pd.read_sql_query(
+            "SELECT opName, opType, startNs, endNs" + (", deviceId" if "deviceId" in cols else "") +
+            " FROM COMMUNICATION_OP", conn)
+        if not comm.empty:
+            devices = ops[DEVICE].unique()
+            device = comm["deviceId"].astype(str) if "deviceId" in comm else (devices[0] if len(devices) == 1 else NA)
+            rows = pd.DataFrame({DEVICE: device, OP_NAME: text(comm["opName"]), OP_TYPE: text(comm["opType"]),
+                                 TASK_TYPE: "COMMUNICATION", START: comm["startNs"].astype(np.float64) / 1000,
+                                 DURATION: (comm["endNs"] - comm["startNs"]).astype(np.float64) / 1000})
+            ops = pd.concat([ops, rows], ignore_index=True).sort_values(START, kind="stable")
+    return ops.reset_index(drop=True)
+
+
+def read_timelines(tables: Tables, paths: Sequence[str], reports: Sequence[str], diag: Diagnostics) -> None:
+    """Op rows and AI Core frequency from chrome-trace timelines: the complete events of the
+    'Ascend Hardware' processes (device tasks; no OP Type there) except those named after their
+    task type (MEMCPY_ASYNC, NOTIFY_WAIT, ...: not operators, and not in op_summary either), and
+    the counter events of the 'AI Core Freq' processes. Each file is loaded whole, so files above
+    TIMELINE_MAX_BYTES (with a warning), or above FREQ_TIMELINE_MAX_BYTES when only the frequency
+    is wanted, are skipped."""
+    ops: List[dict] = []
+    freq: List[Tuple[str, float, float]] = []
+    need_ops = "op_summary" in reports
+    limit = TIMELINE_MAX_BYTES if need_ops else FREQ_TIMELINE_MAX_BYTES
+    for path in paths:
+        if os.path.getsize(path) > limit:
+            if need_ops:
+                diag.warn(f"{path}: larger than {limit >> 20} MiB; not read")
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                events = json.load(f)
+        except (OSError, ValueError) as exc:
+            diag.warn(f"{path}: not a readable JSON timeline ({exc}); skipped")
+            continue
+        if isinstance(events, dict):
+            events = events.get("traceEvents", [])
+        if not isinstance(events, list):
+            continue
+        names: Dict[object, str] = {}
+        labels: Dict[object, str] = {}
+        for e in events:
+            if isinstance(e, dict) and e.get("ph") == "M" and isinstance(e.get("args"), dict):
+                if e.get("name") == "process_name":
+                    names[e.get("pid")] = str(e["args"].get("name", ""))
+                elif e.get("name") == "process_labels":
+                    labels[e.get("pid")] = str(e["args"].get("labels", ""))
+        fallback = _device_in_path(path)
+        for e in events:
+            if not isinstance(e, dict):
+                continue
+            proc = names.get(e.get("pid"), "")
+            device = _device_of(labels.get(e.get("pid"), ""), fallback)
+            args: Dict[str, object] = e["args"] if isinstance(e.get("args"), dict) else {}
+            if e.get("ph") == "X" and proc.startswith("Ascend Hardware") and e.get("name") != args.get("Task Type"):
+                # (a task named after its task type, such as MEMCPY_ASYNC or NOTIFY_WAIT, is no operator)
+                ops.append({DEVICE: device, OP_NAME: str(e.get("name", NA)), OP_TYPE: NA,
+                            TASK_TYPE: str(args.get("Task Type", NA)), "Stream ID": args.get("Stream Id",
+                            args.get("Physic Stream Id")), "Task ID": args.get("Task Id"),
+                            START: _float(e.get("ts")), DURATION: _float(e.get("dur"))})
+            elif e.get("ph") == "C" and proc == "AI Core Freq":
+                mhz = next((v for k, v in args.items() if "MHz" in str(k)), None)
+                if mhz is not None:
+                    freq.append((device, _float(e.get("ts")), _float(mhz)))
+    if ops and "op_summary" in reports:
+        frame = pd.DataFrame(ops).drop_duplicates()
+        for c in ("Stream ID", "Task ID"):
+            frame[c] = pd.to_numeric(frame[c], errors="coerce")
+        tables.set("op_summary", frame.sort_values(START, kind="stable"), ", ".join(paths[:1]) +
+                   (f" (+{len(paths) - 1} more)" if len(paths) > 1 else ""))
+    if freq and "freq" in reports:
+        dev, ts, mhz = zip(*freq)
+        tables.set("freq", _freq_frame(dev, ts, mhz, "recorded"), paths[0])
+
+
+def _float(value: object) -> float:
+    try:
+        return float(str(value).strip())
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _device_in_path(path: str) -> str:
+    m = re.search(r"(?:^|[\\/])device_(\d+)(?:[\\/]|$)", path)
+    return m.group(1) if m else NA
+
+
+def _device_of(label: str, fallback: str) -> str:
+    m = re.fullmatch(r"NPU\s*(\d+)", label.strip())
+    return m.group(1) if m else fallback
+
+
+# ------------------------------------------------------------------------------------------------
+# Entry points
+
+
+def load(found: Found, diag: Diagnostics, reports: Sequence[str] = REPORTS) -> Tables:
+    """The tables of one collection. A raw collection is imported first when it has no store (as
+    `export` does); exported data is read where it lies, each report from its best source: the
+    store, then CSVs (op_summary before task_time), then unified databases, then timelines."""
+    tables = Tables(found.path)
+    if found.raw:
+        for coll in importer.ensure_imported(found.path, diag):
+            read_store(tables, coll.path, reports)
+        return tables
+    if found.has_store:
+        read_store(tables, found.path, reports)
+    for report, kinds in (("op_summary", ("op_summary",)), ("op_statistic", ("op_statistic",)),
+                          ("api_statistic", ("api_statistic",))):
+        if report in reports:
+            for kind in kinds:
+                for group in found.csv.get(kind, []):
+                    if tables.table(report) is None:
+                        frame = read_csvs(group, kind)
+                        if report == "op_summary" and DURATION not in frame.columns:
+                            continue
+                        tables.set(report, frame, _describe(group))
+    for db in found.dbs:
+        if tables.missing(reports):
+            read_db(tables, db, tables.missing(reports))
+    if "op_summary" in reports and tables.table("op_summary") is None:
+        for group in found.csv.get("task_time", []):
+            tables.set("op_summary", read_csvs(group, "task_time"), _describe(group))
+    if found.timelines and set(tables.missing(reports)) & {"op_summary", "freq"}:
+        read_timelines(tables, found.timelines, tables.missing(reports), diag)
+    if "op_statistic" in reports and tables.table("op_statistic") is None and tables.table("op_summary") is not None:
+        tables.set("op_statistic", statistic_from_ops(tables.op_rows), tables.sources["op_summary"] + " (aggregated)")
+    return tables
+
+
+def _describe(group: Sequence[str]) -> str:
+    return group[0] + (f" (+{len(group) - 1} parts)" if len(group) > 1 else "")
+
+
+def read_tables(path: str, diag: Diagnostics, reports: Sequence[str] = REPORTS) -> List[Tables]:
+    """The tables of every collection at or below `path` (see `discover` and `load`). An error
+    names the directory and what was looked for when nothing there is usable."""
+    found = discover(path)
+    if not found:
+        raise NotACollection(f"no profiling data here or below; looked for {LOOKED_FOR}", path=path)
+    out = [load(f, diag, reports) for f in found]
+    if not any(t.table(r) is not None for t in out for r in reports):
+        what = " / ".join(reports)
+        if all(f.raw for f in found):
+            raise NoData(f"the raw collection{'s' if len(found) > 1 else ''} here hold{'' if len(found) > 1 else 's'} "
+                         f"no {what} data (imported into sqlite/{store.STORE_NAME}: no device tasks, host APIs or "
+                         "AI Core frequency there)", path=path)
+        looked = LOOKED_FOR_REPORT[reports[0]] if len(reports) == 1 else LOOKED_FOR
+        raise NoData(f"no {what} data here or below; looked for {looked}", path=path)
+    return out
