@@ -54,6 +54,11 @@ class NoData(MsprofKitError):
     exit_code = 4
 
 
+class BadRecords(NoData):
+    """A raw stream of a JOB collection that cannot be used (truncated though marked complete,
+    or contradicting itself)."""
+
+
 class BadOption(MsprofKitError):
     exit_code = 1
 
@@ -81,3 +86,226 @@ class Diagnostics:
     def extend(self, messages: Iterable[object]) -> None:
         for m in messages:
             self.warn(str(m))
+
+
+# ---------------------------------------------------------------------------------------------
+# Collectors (collectors/: acl.json, local run, pyACL session, emulator). Exit codes: 6 for a
+# configuration or ACL error, 7 when the profiled application fails, 4 when no collection appeared.
+
+
+class CollectorError(MsprofKitError):
+    """Collecting a profile failed before, during or after the profiled program ran."""
+
+    exit_code = 6
+
+
+class AclJsonError(CollectorError):
+    """A `profiler` section that the runtime would refuse. `key` names the offending key (None for
+    the section itself); `acl_code` is the code aclInit would return (None when the runtime would
+    accept the value but msprof-kit refuses it on purpose, e.g. a misspelt switch)."""
+
+    def __init__(self, message: str, key: Optional[str] = None, acl_code: Optional[int] = None,
+                 path: Optional[str] = None) -> None:
+        self.key = key
+        self.acl_code = acl_code
+        super().__init__(message, path=path)
+
+
+class ApplicationError(CollectorError):
+    """The profiled program could not be started, crashed or exited non-zero."""
+
+    exit_code = 7
+
+
+class ApplicationTimeout(ApplicationError):
+    """The profiled program ran longer than the timeout and was killed."""
+
+
+class NoNewCollection(CollectorError):
+    """The program ran but no new PROF_xxx / JOBxxx directory appeared where one was expected."""
+
+    exit_code = 4
+
+
+class PyAclNotAvailable(CollectorError):
+    """The `acl` module (pyACL, part of CANN) is not importable and the emulator was not asked for."""
+
+
+class AclError(CollectorError):
+    """An `acl.*` call returned a non-zero code. `call` is the Python call ('acl.prof.start'),
+    `code` the returned value; subclasses name the code (collectors/session.py maps them)."""
+
+    def __init__(self, message: str, call: str = "", code: int = 0) -> None:
+        self.call = call
+        self.code = code
+        super().__init__(message)
+
+
+class AclInvalidParam(AclError):
+    """100000 ACL_ERROR_INVALID_PARAM."""
+
+
+class AclUninitialized(AclError):
+    """100001 ACL_ERROR_UNINITIALIZE."""
+
+
+class AclRepeatInitialize(AclError):
+    """100002 ACL_ERROR_REPEAT_INITIALIZE."""
+
+
+class AclInvalidFile(AclError):
+    """100003 ACL_ERROR_INVALID_FILE."""
+
+
+class AclParseFile(AclError):
+    """100006 ACL_ERROR_PARSE_FILE."""
+
+
+class AclInvalidProfilingConfig(AclError):
+    """100010 ACL_ERROR_INVALID_PROFILING_CONFIG."""
+
+
+class AclInvalidModelId(AclError):
+    """100011 ACL_ERROR_INVALID_MODEL_ID."""
+
+
+class AclRepeatFinalize(AclError):
+    """100037 ACL_ERROR_REPEAT_FINALIZE."""
+
+
+class ProfAlreadyRunning(AclError):
+    """100042 ACL_ERROR_PROF_ALREADY_RUN."""
+
+
+class ProfNotRunning(AclError):
+    """100043 ACL_ERROR_PROF_NOT_RUN."""
+
+
+class ProfRepeatSubscribe(AclError):
+    """148046 ACL_ERROR_PROF_REPEAT_SUBSCRIBE."""
+
+
+class ProfApiConflict(AclError):
+    """148047 ACL_ERROR_PROF_API_CONFLICT."""
+
+
+class AclInvalidDevice(AclError):
+    """200002 ACL_ERROR_INVALID_DEVICE."""
+
+
+class AclFeatureUnsupported(AclError):
+    """200006 ACL_ERROR_FEATURE_UNSUPPORTED."""
+
+
+class ProfModulesUnsupported(AclError):
+    """200007 ACL_ERROR_PROF_MODULES_UNSUPPORTED."""
+
+
+class StorageOverLimit(AclError):
+    """300000 ACL_ERROR_STORAGE_OVER_LIMIT."""
+
+
+class AclInternalError(AclError):
+    """500000 ACL_ERROR_INTERNAL_ERROR."""
+
+
+class ProfilingFailure(AclError):
+    """500005 ACL_ERROR_PROFILING_FAILURE."""
+
+
+class MsproftxFailed(AclError):
+    """-1: the collector's PROFILING_FAILED, returned by msproftx calls made outside start/stop or
+    without the msproftx data type."""
+
+
+class AclConfigRejected(AclError):
+    """acl.prof.create_config / create_stamp returned a NULL handle (0)."""
+
+
+class UnknownAclError(AclError):
+    """A non-zero code the mapping table does not know."""
+
+
+# ---------------------------------------------------------------------------------------------
+# SoC boards over SSH (collectors/board.py). Each failure of spec/collectors.md §4.4 has its own
+# class. Exit codes: 6 configuration (ini, options, path characters), 2 a local `main` that is
+# missing, 8 connecting (unreachable, login, host key), 10 transfers (upload, copy back), 7 the
+# program on the board, 4 no or incomplete JOB collection.
+
+
+class BoardError(CollectorError):
+    """Collecting on a SoC board over SSH failed. No message ever holds the ini's password."""
+
+
+class BoardConfigError(BoardError):
+    """board.ini, or an option of the board collect, is missing or wrong (found before connecting)."""
+
+
+class UnsafePath(BoardError):
+    """A local or board path holds a character the profiler does not accept (letters, digits, `_`,
+    and `/` `.` `-` as separators only)."""
+
+
+class BoardProgramMissing(BoardError):
+    """The local `main` to run on the board does not exist, is not a file or is not executable."""
+
+    exit_code = 2
+
+
+class BoardConnectionError(BoardError):
+    """The SSH connection to the board could not be made or broke."""
+
+    exit_code = 8
+
+
+class BoardUnreachable(BoardConnectionError):
+    """Connection refused, no route, name not resolved, or no answer within the connect timeout."""
+
+
+class BoardAuthFailed(BoardConnectionError):
+    """The board refused the login (wrong password or key)."""
+
+
+class UnknownHostKey(BoardConnectionError):
+    """The board's host key is not in known_hosts and accepting a new key was not asked for."""
+
+
+class HostKeyChanged(BoardConnectionError):
+    """The board's host key differs from the one recorded in known_hosts (always an error)."""
+
+
+class BoardTransferError(BoardError):
+    """An SFTP transfer to or from the board failed."""
+
+    exit_code = 10
+
+
+class UploadFailed(BoardTransferError):
+    """The project, or acl.json, could not be written on the board (disk full, permissions)."""
+
+
+class CopyBackFailed(BoardTransferError):
+    """A JOB collection could not be copied back whole (an error, or a file count or size mismatch);
+    the partial local copy has been removed."""
+
+
+class BoardProgramNotRunnable(BoardError, ApplicationError):
+    """The shell on the board could not start `main` (exit status 126 or 127: not executable, wrong
+    architecture, missing interpreter)."""
+
+
+class BoardProgramFailed(BoardError, ApplicationError):
+    """`main` on the board exited non-zero or was killed by a signal."""
+
+
+class BoardProgramTimeout(BoardError, ApplicationTimeout):
+    """`main` on the board ran past the timeout and was killed."""
+
+
+class NoJobProduced(BoardError, NoNewCollection):
+    """`main` ran but no new JOB directory appeared on the board."""
+
+
+class IncompleteJob(BoardError, NoNewCollection):
+    """A new JOB directory lacks `data/` or `info.json.N` (the program did not call
+    svp_acl_finalize); it was copied back all the same."""

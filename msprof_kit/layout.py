@@ -1,8 +1,10 @@
 """Finding collections on disk and reading their control files.
 
 A `PROF_xxx` collection holds `host/` and `device_N/` result directories, each with an
-`info.json[.N]` and a `data/` folder of raw slices (host_formats.md §1). A directory may
-also hold several collections. Nothing here writes to disk.
+`info.json[.N]` and a `data/` folder of raw slices (host_formats.md §1). A legacy `JOBxxx`
+collection (older CANN releases, SoC boards) holds its raw files in `data/` beside
+`info.json.0` and friends, or directly in the JOB folder (docs/store.md, "JOB collections").
+A directory may also hold several collections. Nothing here writes to disk.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Dict, List, Optional, Tuple
+from typing import AbstractSet, Dict, List, Optional, Sequence, Tuple
 
 from .errors import BadControlFile, Diagnostics, MissingControlFile, NotACollection, PathNotFound, \
     UnknownChip, UnreadableFile
@@ -83,13 +85,47 @@ class ResultDir:
         return value if value and value != 1000 else None
 
 
+@dataclass(frozen=True)
+class JobFile:
+    """One raw data slice of a JOB collection."""
+
+    kind: str       # a key of JOB_FILES: 'hwts', 'training_trace', 'aicpu', 'acl', 'task_desc', ...
+    path: str
+    device_id: int
+    slice: int
+    sub: str        # AclModule category ('acl_model', 'acl_op', ...), else ''
+    encoding: str   # 'binary', or 'vm' / 'ge' for the text Framework files (whose enums differ)
+    job: str        # the job id infix of container files ('JOB2' in '...0.JOB2.slice_0'), else ''
+    done: bool      # a `.done` marker sits beside it (the slice was closed)
+
+
+@dataclass
+class JobLayout:
+    """What a JOB collection holds besides its per-device control files."""
+
+    name: str                  # the job's name: the folder's, or the job id infix of its files
+    data_dirs: List[str]       # where the raw files were found (the folder and/or its data/)
+    files: List[JobFile]       # in (kind, device, sub, slice) order
+
+    def group(self, kind: str) -> Dict[Tuple[int, str], List[JobFile]]:
+        """The slices of one kind by (device, sub), each list in slice order."""
+        out: Dict[Tuple[int, str], List[JobFile]] = {}
+        for f in self.files:
+            if f.kind == kind:
+                out.setdefault((f.device_id, f.sub), []).append(f)
+        return out
+
+
 @dataclass
 class Collection:
-    """One PROF_xxx directory."""
+    """One PROF_xxx directory, or one legacy JOBxxx directory (`kind` 'job', described by `job`;
+    its `devices` are per-device views of the JOB folder's control files)."""
 
     path: str
     host: Optional[ResultDir]
     devices: List[ResultDir]
+    kind: str = "prof"
+    job: Optional[JobLayout] = None
 
     @property
     def name(self) -> str:
@@ -241,14 +277,15 @@ def _collection_at(path: str, diag: Diagnostics) -> Optional[Collection]:
 
 
 def find_collections(path: str, diag: Diagnostics) -> List[Collection]:
-    """The PROF collections at `path`: the directory itself, or the ones directly below it."""
+    """The collections at `path`: the directory itself (PROF_xxx or JOBxxx), or the ones
+    directly below it."""
     if not os.path.exists(path):
         raise PathNotFound("no such file or directory", path=path)
     if not os.path.isdir(path):
         raise NotACollection("not a directory; expected a PROF_xxx collection or a folder of them", path=path)
     if not os.access(path, os.R_OK | os.X_OK):
         raise UnreadableFile("directory is not readable", path=path)
-    here = _collection_at(path, diag)
+    here = _collection_at(path, diag) or job_collection_at(path, diag)
     if here is not None:
         return [here]
     found: List[Collection] = []
@@ -256,13 +293,119 @@ def find_collections(path: str, diag: Diagnostics) -> List[Collection]:
         sub = os.path.join(path, name)
         if name in NOT_RESULT_DIRS or not os.path.isdir(sub) or os.path.islink(sub):
             continue
-        coll = _collection_at(sub, diag)
+        coll = _collection_at(sub, diag) or job_collection_at(sub, diag)
         if coll is not None:
             found.append(coll)
     if not found:
+        # (the text is pinned by tests/test_bad_input.py; JOB layouts are in docs/store.md)
         raise NotACollection("not a profiling collection: expected host/ or device_N/ directories holding "
                              "info.json and data/, or folders (PROF_xxx) that hold them", path=path)
     return found
+
+
+# --------------------------------------------------------------------------------------------
+# Legacy JOB collections
+
+_SLICE = r"\.(?P<dev>\d+)(?:\.(?P<job>[A-Za-z][A-Za-z0-9_]*))?\.slice_(?P<n>\d+)$"
+# kind -> file name pattern; group `sub` (when present) refines the kind
+JOB_FILES: Dict[str, "re.Pattern[str]"] = {
+    "hwts": re.compile(r"^hwts\.(?:log\.data\.\d+\.dev\.profiler_default_tag|data)" + _SLICE),
+    "training_trace": re.compile(r"^training_trace\.\d+\.dev\.profiler_default_tag" + _SLICE),
+    "aicpu": re.compile(r"^DATA_PREPROCESS\.(?:dev\.)?AICPU" + _SLICE),
+    "acl": re.compile(r"^AclModule\.(?P<sub>acl_[a-z_]+?)" + _SLICE),
+    # text Framework files: `host.vm.` (MindSpore VM backend) or `host.` (GE backend)
+    "task_desc": re.compile(r"^Framework\.(?P<host>host\.(?:vm[._])?)?task_desc_info" + _SLICE),
+    "graph_desc": re.compile(r"^Framework\.(?P<host>host\.(?:vm[._])?)?graph_desc_info" + _SLICE),
+    "point": re.compile(r"^Framework\.(?P<host>host\.(?:vm[._])?)?point" + _SLICE),
+    "tensor_data": re.compile(r"^Framework\.tensor_data_info" + _SLICE),
+    "step_info": re.compile(r"^Framework\.step_info" + _SLICE),
+    "hash_dic": re.compile(r"^Framework\.hash_dic" + _SLICE),
+}
+JOB_CONTROL = ("info.json", "sample.json", "start_info", "end_info", "host_start.log", "dev_start.log")
+
+
+def _job_file(folder: str, name: str, names: AbstractSet[str]) -> Optional[JobFile]:
+    if name.endswith(SKIPPED_SUFFIXES):
+        return None
+    for kind, pattern in JOB_FILES.items():
+        m = pattern.match(name)
+        if m is None:
+            continue
+        groups = m.groupdict()
+        host = groups.get("host") or ""
+        if kind in ("task_desc", "graph_desc", "point"):
+            # `host.vm.`: MindSpore VM backend text; `host.`: GE backend text; a task_desc_info
+            # without `host.` is the binary GE reporter's (checked against its magic when read)
+            encoding = "vm" if "vm" in host else "binary" if kind == "task_desc" and not host else "ge"
+        else:
+            encoding = "text" if kind == "hash_dic" else "binary"
+        return JobFile(kind=kind, path=os.path.join(folder, name), device_id=int(m["dev"]), slice=int(m["n"]),
+                       sub=groups.get("sub") or "", encoding=encoding, job=groups.get("job") or "",
+                       done=f"{name}.done" in names)
+    return None
+
+
+def _job_files(folder: str) -> List[JobFile]:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    present = set(names)
+    found = (_job_file(folder, n, present) for n in names)
+    return [f for f in found if f is not None and os.path.isfile(f.path)]
+
+
+def _job_control(folder: str, names: Sequence[str], kind: str, device: int) -> Optional[str]:
+    """`<kind>.<device>`, else `<kind>` alone, else `<kind>.<n>` when it is the only one."""
+    for cand in (f"{kind}.{device}", kind):
+        if cand in names:
+            return os.path.join(folder, cand)
+    others = [n for n in names if n.startswith(f"{kind}.") and n[len(kind) + 1:].isdigit()]
+    return os.path.join(folder, others[0]) if len(others) == 1 else None
+
+
+def job_collection_at(path: str, diag: Diagnostics) -> Optional[Collection]:
+    """A legacy JOB collection at `path`: raw legacy files in it or in its `data/` folder, or a
+    `JOB*` folder with `data/` (SoC boards). Result dirs of a PROF collection (host/, device_N/)
+    are not JOB collections."""
+    name = os.path.basename(os.path.normpath(path))
+    parent = os.path.basename(os.path.dirname(os.path.normpath(path)))
+    if _device_id(name) is not None or (name == "data" and _device_id(parent) is not None):
+        return None
+    data = os.path.join(path, "data")
+    dirs = [path] + ([data] if os.path.isdir(data) else [])
+    files = [f for d in dirs for f in _job_files(d)]
+    if not files and not (name.startswith("JOB") and os.path.isdir(data)):
+        return None
+    try:
+        names = os.listdir(path)
+    except OSError as exc:
+        raise UnreadableFile(f"cannot list directory: {exc.strerror}", path=path) from exc
+    control_devices = {int(n.rsplit(".", 1)[1]) for n in names
+                       if n.startswith("info.json.") and n.rsplit(".", 1)[1].isdigit()}
+    devices = sorted({f.device_id for f in files} | control_devices) or [0]
+    result_dirs: List[ResultDir] = []
+    for dev in devices:
+        found = {kind: p for kind in JOB_CONTROL for p in [_job_control(path, names, kind, dev)] if p}
+        rd = ResultDir(path=path, device_id=dev, info=read_json(found["info.json"]) if "info.json" in found else {},
+                       files=found)
+        if "sample.json" in found:
+            rd.sample = read_json(found["sample.json"])
+        if "start_info" in found:
+            rd.start_info = read_json(found["start_info"])
+        if "end_info" in found:
+            rd.end_info = read_json(found["end_info"])
+        if "host_start.log" in found:
+            rd.host_start = read_key_values(found["host_start.log"])
+        if "dev_start.log" in found:
+            rd.dev_start = read_key_values(found["dev_start.log"])
+        result_dirs.append(rd)
+    tags = sorted({f.job for f in files if f.job})
+    if len(tags) > 1:
+        diag.warn(f"{path}: raw files of several jobs ({', '.join(tags)}) are imported together")
+    files.sort(key=lambda f: (f.kind, f.device_id, f.sub, f.slice, f.path))
+    layout = JobLayout(name=tags[0] if len(tags) == 1 else name, data_dirs=dirs, files=files)
+    return Collection(path=path, host=None, devices=result_dirs, kind="job", job=layout)
 
 
 # --------------------------------------------------------------------------------------------

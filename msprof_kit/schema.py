@@ -59,6 +59,18 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
     "KIT_INFO": [("deviceId", "INTEGER"), ("name", "TEXT"), ("value", "TEXT")],
     # what was dropped or guessed during import
     "KIT_WARNINGS": [("message", "TEXT")],
+    # JOB collections: the key of each COMPUTE_TASK_INFO row (an op described by a legacy
+    # Framework file need not have run, so TASK may hold no row with its globalTaskId)
+    "KIT_COMPUTE_TASK": [("globalTaskId", "INTEGER"), ("deviceId", "INTEGER"), ("streamId", "INTEGER"),
+                         ("taskId", "INTEGER"), ("batchId", "INTEGER"), ("modelId", "INTEGER")],
+    # JOB collections: the op that records each step-trace point (tagId in KIT_STEP_TRACE's numbering)
+    "KIT_STEP_POINT": [("deviceId", "INTEGER"), ("modelId", "INTEGER"), ("tagId", "INTEGER"), ("name", "TEXT")],
+    # JOB collections: AI CPU kernel records (DATA_PREPROCESS); startNs/endNs from the records' µs
+    # timestamps, ticks are the records' 10 ns counters (-1 when absent), task ids -1 in the text variant
+    "KIT_AICPU": [("deviceId", "INTEGER"), ("streamId", "INTEGER"), ("taskId", "INTEGER"), ("name", "TEXT"),
+                  ("startNs", "INTEGER"), ("endNs", "INTEGER"), ("runStartUs", "INTEGER"), ("runEndUs", "INTEGER"),
+                  ("runStartTicks", "INTEGER"), ("runEndTicks", "INTEGER"), ("dispatchUs", "NUMERIC"),
+                  ("totalUs", "NUMERIC")],
 }
 
 # Per-task extension tables kept column-wise in KIT_COLUMNS (docs/store.md): millions of rows that

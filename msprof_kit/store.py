@@ -18,6 +18,7 @@ import pandas as pd
 
 from . import schema
 from .build import build
+from .job import build_job
 from .errors import Diagnostics, StoreError
 from .layout import Collection
 
@@ -231,7 +232,7 @@ def write_store(collection_path: str, coll: Collection, diag: Diagnostics) -> st
     """Build a collection and write its store table by table; returns the store's path."""
     path = store_path(collection_path)
     with TableWriter(path) as out:
-        info = build(coll, diag, out.put)
+        info = (build_job if coll.kind == "job" else build)(coll, diag, out.put)
         for name, cols, rows in (
                 ("KIT_INFO", schema.EXTENSIONS["KIT_INFO"], list(info)),
                 ("KIT_WARNINGS", schema.EXTENSIONS["KIT_WARNINGS"], [(w,) for w in diag.warnings]),

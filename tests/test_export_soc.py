@@ -157,3 +157,56 @@ def test_an_iteration_export_keeps_that_batch(tmp_path, model, iteration, expect
     finally:
         ctx.conn.close()
     assert [p for p in sorted(os.path.relpath(p, folder) for p in ctx.written) if "op_statistic" in p] == expected
+
+
+# ------------------------------------------------------------------------------------------------
+# End to end: a synthetic JOB collection (tests/synth_job.py), imported and exported by the CLI
+
+SOC_NAMES = {
+    "timeline": [r"task_time_(\d+)\.(\w+)\.(\d+)\.(\d+)\.json", r"acl_(\d+)\.(\w+)\.(\d+)\.(\d+)\.json"],
+    "summary": [r"op_summary_(\d+)\.(\w+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)\.NA\.(\w+)\.csv",
+                r"op_statistic_(\d+)_(\d+)_(\d+)_(\d+)\.csv", r"acl_statistic_(\d+)_(\d+)_(\d+)\.csv"],
+}
+
+
+def test_a_synthetic_job_exports_every_soc_file_with_its_documented_name_and_header(tmp_path, capsys):
+    import re
+
+    from synth_job import plan_job, write_job
+
+    from msprof_kit import cli
+
+    job = write_job(str(tmp_path), n_tasks=30, iterations=3, model_id=5)
+    plan = plan_job(30, iterations=3, model_id=5)
+    for what in ("summary", "timeline"):
+        assert cli.main(["export", what, "-dir", job]) == 0
+    err = capsys.readouterr().err
+    assert "no summary data" not in err and "no timeline data" not in err
+    assert not os.path.exists(os.path.join(job, "mindstudio_profiler_output"))
+    for folder, patterns in SOC_NAMES.items():
+        names = sorted(os.listdir(os.path.join(job, folder)))
+        for pattern in patterns:  # one file per batch, for each documented kind
+            matched = [n for n in names if re.fullmatch(pattern, n)]
+            assert len(matched) == 3, (pattern, names)
+        assert len(names) == 3 * len(patterns)
+    headers = {"op_summary": soc.OP_SUMMARY_HEADER, "op_statistic": soc.OP_STATISTIC_HEADER,
+               "acl_statistic": soc.ACL_STATISTIC_HEADER}
+    total_us = 0.0
+    for name in os.listdir(os.path.join(job, "summary")):
+        kind = "_".join(name.split("_")[:2])
+        with open(os.path.join(job, "summary", name), encoding="utf-8") as f:
+            assert f.readline().rstrip("\n").split(",") == list(headers[kind]), name
+        if kind == "op_summary":
+            rows = read_csv(os.path.join(job, "summary", name))
+            total_us += sum(float(r["Time(us)"]) for r in rows)
+            assert all(r["Layer Name"] != "N/A" and r["Layer Type"] != "N/A" for r in rows)
+    # every device task lands in exactly one batch, with its exact duration
+    durations = plan.tick_ns(plan.task_end) - plan.tick_ns(plan.task_start)
+    assert round(total_us, 3) == round(durations.sum() / 1000, 3)
+    events = []
+    for name in os.listdir(os.path.join(job, "timeline")):
+        if name.startswith("task_time_"):
+            with open(os.path.join(job, "timeline", name), encoding="utf-8") as f:
+                events += [e for e in json.load(f) if e["ph"] == "X"]
+    assert len(events) == len(plan.task_start)
+    assert {e["args"]["Task Type"] for e in events} <= {"AI_CORE", "AI_CPU"}

@@ -71,10 +71,10 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
             if db_path:
                 written.append(db_path)
             written += ctx.written
-            if ctx.written and not soc.is_job(ctx):
-                written.append(write_readme(coll.path))
-            else:
+            if not ctx.written:
                 diag.warn(f"{coll.path}: there is no {what} data to export")
+            elif not soc.is_job(ctx):
+                written.append(write_readme(coll.path))
     finally:
         if clear:
             for coll in collections:

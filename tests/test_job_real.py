@@ -1,0 +1,273 @@
+"""Legacy JOB collections from real samples (../shared/data/real, each with a SOURCE.md): the
+MindInsight test JOBs and the MindSpore profiler unit-test data, with the outputs those projects
+expect. The samples are read-only; every import works on a copy."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import stat
+from typing import Dict, List, Optional, Sequence
+
+import pandas as pd
+import pytest
+
+from conftest import SHARED, run, tree_hashes
+
+from msprof_kit import store
+from msprof_kit.parsers import job as J
+from msprof_kit.parsers.host import parse_dictionary
+from msprof_kit.parsers.stream import read_stream
+
+REAL = os.path.join(SHARED, "data", "real")
+LEGACY = os.path.join(REAL, "mindinsight-legacy-job")
+MS = os.path.join(REAL, "mindspore-ut-profiler-data")
+needs_real = pytest.mark.skipif(not (os.path.isdir(LEGACY) and os.path.isdir(MS)),
+                                reason="../shared/data/real is not beside the repo")
+pytestmark = needs_real
+
+
+def copy(src: str, dest: str) -> str:
+    """A writable copy of a sample folder."""
+    shutil.copytree(src, dest)
+    for root, dirs, files in os.walk(dest):
+        for name in dirs + files:
+            p = os.path.join(root, name)
+            os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR)
+    return dest
+
+
+def imported(src: str, dest: str, capsys) -> str:
+    job = copy(src, dest)
+    before = tree_hashes(job)
+    code, _, err = run(["import", "-dir", job], capsys)
+    assert code == 0, err
+    after = tree_hashes(job)
+    assert {k: v for k, v in after.items() if k in before} == before  # raw files untouched
+    assert set(after) - set(before) == {os.path.join("sqlite", store.STORE_NAME)}  # nothing else written
+    return job
+
+
+def ops_in_store(job: str) -> pd.DataFrame:
+    """COMPUTE_TASK_INFO with its keys and texts."""
+    with sqlite3.connect(store.store_path(job)) as conn:
+        strings = dict(conn.execute("SELECT id, value FROM STRING_IDS").fetchall())
+        info = pd.read_sql("SELECT * FROM COMPUTE_TASK_INFO JOIN KIT_COMPUTE_TASK USING (globalTaskId)", conn)
+    for col in ("name", "opType", "taskType", "inputFormats", "inputDataTypes", "inputShapes", "outputFormats",
+                "outputDataTypes", "outputShapes"):
+        info[col] = info[col].map(strings)
+    return info
+
+
+def read_table(job: str, table: str) -> pd.DataFrame:
+    with sqlite3.connect(store.store_path(job)) as conn:
+        return pd.read_sql(f"SELECT * FROM {table}", conn)
+
+
+# --- Framework: binary GE reporter records -> MindSpore's task id / op name map ------------------------
+
+FRAMEWORK = os.path.join(MS, "framework")
+
+
+def _framework_file(kind: str) -> str:
+    return os.path.join(FRAMEWORK, "data", f"Framework.{kind}.6.slice_0")
+
+
+def test_binary_framework_gives_the_expected_task_op_names():
+    with open(_framework_file("hash_dic"), encoding="utf-8") as f:
+        hashes, issues = parse_dictionary(f.read(), _framework_file("hash_dic"), False)
+    assert not issues
+    buf, pieces = read_stream([_framework_file("task_desc_info")])
+    cols, issues = J.decode_task_desc(buf, pieces, True, hashes)
+    assert not issues
+    with open(os.path.join(FRAMEWORK, "expected", "task_id_full_op_name.json"), encoding="utf-8") as f:
+        expected = json.load(f)
+    assert J.task_op_names(cols) == expected
+    assert (cols["task_type"] == 0).all() and set(cols["block_dim"].tolist()) >= {1, 32}
+
+
+def test_binary_framework_lands_in_the_store(tmp_path, capsys):
+    job = imported(FRAMEWORK, str(tmp_path / "framework"), capsys)
+    info = ops_in_store(job)
+    with open(os.path.join(job, "expected", "task_id_full_op_name.json"), encoding="utf-8") as f:
+        expected = json.load(f)
+    assert {f"{s}_{t}": n for s, t, n in zip(info["streamId"], info["taskId"], info["name"])} == expected
+    assert set(info["deviceId"]) == {6} and set(info["taskType"]) == {"AI_CORE"}
+    # the first op (stream 1, task 4): the loss scale's Add on two int32 scalars (tensor_data_info)
+    add = info[(info["streamId"] == 1) & (info["taskId"] == 4)].iloc[0]
+    assert (add["opType"], add["inputDataTypes"], add["inputFormats"], add["inputShapes"], add["outputDataTypes"]) == \
+        ("Add", "INT32;INT32", "DEFAULT;DEFAULT", '";"', "INT32")
+    # step_info: the ops recording the FP (tag 2) and BP (tag 3) points
+    points = read_table(job, "KIT_STEP_POINT")
+    assert points["name"].iloc[0] == expected["1_4"] and points["tagId"].tolist() == [2, 3, 4, 3, 4]
+
+
+# --- AI CPU (DATA_PREPROCESS) -> the expected text files ---------------------------------------------
+
+
+def _short(name: str) -> str:
+    return name.split("/")[-1].split("-")[0] if "/" in name else name
+
+
+def mindspore_lines(cols: Dict, names: Optional[Dict[str, str]] = None) -> str:
+    """MindSpore's output_data_preprocess_aicpu_<dev>.txt from decoded records (µs -> ms; 10 ns
+    ticks -> µs); `names` maps '<stream>_<task>' to a full op name for the binary variant."""
+    lines = ["serial_number node_type_name total_time(ms) dispatch_time(ms) execution_time(ms) run_start run_end"]
+    total = 0.0
+    for i in range(len(cols["name"])):
+        name = cols["name"][i] or names[f"{cols['stream_id'][i]}_{cols['task_id'][i]}"].split("/")[-1]
+        row = [i + 1, _short(name) if cols["name"][i] else name, cols["total_us"][i] / 1000,
+               cols["dispatch_us"][i] / 1000,
+               (float(cols["run_end_us"][i]) - float(cols["run_start_us"][i])) / 1000,
+               cols["start_ticks"][i] / 100, cols["end_ticks"][i] / 100]
+        lines.append(" ".join(str(x) for x in row))
+        total += cols["total_us"][i] / 1000
+    lines.append(f"AI CPU Total Time(ms): {total:.6f}")
+    return "\n".join(lines) + "\n"
+
+
+def simple_table(header: Sequence[str], rows: List[List[object]]) -> str:
+    """The 'simple' plain-text table MindInsight wrote (columns of numbers right-aligned on their
+    decimal point, other columns left-aligned, at least two spaces wider than their header)."""
+    cells = [list(r) + [None] * (len(header) - len(r)) for r in rows]
+    columns, aligns = [], []
+    for head, col in zip(header, zip(*cells)):
+        texts = ["" if c is None else str(c) for c in col]
+        numeric = all(_is_number(c) for c in col if c is not None)
+        if numeric:
+            places = [len(t.split(".")[1]) if "." in t else 0 for t in texts]
+            top = max(p for p, c in zip(places, col) if c is not None)
+            texts = [t + " " * (top - p) if c is not None else t for t, p, c in zip(texts, places, col)]
+        columns.append((max([len(head) + 2] + [len(t) for t in texts]), texts))
+        aligns.append(str.rjust if numeric else str.ljust)
+    lines = ["  ".join(a(h, w) for h, (w, _), a in zip(header, columns, aligns)),
+             "  ".join("-" * w for w, _ in columns)]
+    lines += ["  ".join(a(t[i], w) for (w, t), a in zip(columns, aligns)) for i in range(len(rows))]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _is_number(value: object) -> bool:
+    try:
+        float(value)  # type: ignore[arg-type]
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def mindinsight_table(cols: Dict) -> str:
+    rows: List[List[object]] = []
+    total = 0.0
+    for i in range(len(cols["name"])):
+        rows.append([i + 1, _short(cols["name"][i]), cols["total_us"][i] / 1000, cols["dispatch_us"][i] / 1000,
+                     str(cols["run_start_us"][i]), str(cols["run_end_us"][i])])
+        total += cols["total_us"][i] / 1000
+    rows.append(["AI CPU Total Time(ms):", f"{total:.6f}"])
+    return simple_table(["serial_number", "node_type_name", "total_time(ms)", "dispatch_time(ms)", "run_start",
+                         "run_end"], rows)
+
+
+# The op names MindSpore's unit test hands its AI CPU parser for the binary sample
+# (tests/ut/python/profiler/parser/test_aicpu_parser.py: op_task_dict).
+DROPOUT = "Default/network-_VirtualDatasetCell/_backbone-WithLossCell/_backbone-AlexNet/dropout-Dropout/"
+MS_OP_TASK = {"22_2": DROPOUT + "DropoutGenMask-op281", "22_4": DROPOUT + "DropoutGenMask-op280"}
+
+
+@pytest.mark.parametrize("data, expect, render", [
+    ("mindspore-ut-profiler-data/JOB_AICPU/data/DATA_PREPROCESS.AICPU.0.slice_0",
+     "mindspore-ut-profiler-data/JOB_AICPU/expect/output_data_preprocess_aicpu_0.txt", "mindspore"),
+    ("mindspore-ut-profiler-data/JOB_AICPU/data_txt/DATA_PREPROCESS.dev.AICPU.0.slice_0",
+     "mindspore-ut-profiler-data/JOB_AICPU/expect_txt/output_data_preprocess_aicpu_0.txt", "mindspore"),
+    ("mindinsight-legacy-job/JOB_AICPU/data/DATA_PREPROCESS.dev.AICPU.0.slice_0",
+     "mindinsight-legacy-job/JOB_AICPU/expect/output_data_preprocess_aicpu_0.txt", "mindinsight"),
+])
+def test_aicpu_records_reproduce_the_expected_files(data, expect, render):
+    buf, pieces = read_stream([os.path.join(REAL, data)])
+    cols, issues = J.decode_aicpu(buf, pieces, True)
+    assert not issues
+    text = mindspore_lines(cols, MS_OP_TASK) if render == "mindspore" else mindinsight_table(cols)
+    with open(os.path.join(REAL, expect), encoding="utf-8") as f:
+        assert text == f.read()
+
+
+def test_aicpu_records_land_in_the_store(tmp_path, capsys):
+    job = imported(os.path.join(LEGACY, "JOB_AICPU"), str(tmp_path / "JOB_AICPU"), capsys)
+    rows = read_table(job, "KIT_AICPU")
+    assert rows["name"].tolist() == ["InitData", "GetNext", "Default/TruncatedNormal-op0"]
+    assert rows["totalUs"].tolist() == [1567, 989, 1566] and rows["dispatchUs"].tolist() == [100, 87, 105]
+    assert rows["startNs"].tolist() == [2298200409000, 2302769932000, 4098200409000]
+    assert set(rows["runStartTicks"]) == {-1}  # this variant has no tick counts
+
+
+# --- text Framework files: op names, block dims, task and stream ids ----------------------------------
+
+
+def task_desc_lines(path: str) -> List[tuple]:
+    """(op name, block dim, task id, stream id) of each line, read independently of the parser."""
+    with open(path, encoding="utf-8") as f:
+        return sorted((p[0], int(p[1]), int(p[2]), int(p[3])) for p in (line.split() for line in f) if p)
+
+
+@pytest.mark.parametrize("folder, task_file", [
+    ("JOB1", "Framework.host.vm.task_desc_info.0.slice_0"),
+    ("JOB4", "data/Framework.host.vm.task_desc_info.0.slice_0"),
+    ("container/0", "data/Framework.host.vm.task_desc_info.0.JOB2.slice_0"),
+])
+def test_text_framework_ops_land_in_the_store(folder, task_file, tmp_path, capsys):
+    job = imported(os.path.join(LEGACY, folder), str(tmp_path / folder.replace("/", "_")), capsys)
+    info = ops_in_store(job)
+    stored = sorted(zip(info["name"], info["blockNum"], info["taskId"], info["streamId"]))
+    assert stored == task_desc_lines(os.path.join(LEGACY, folder, task_file))
+    assert len(stored) == 4
+    # graph_desc_info describes the ops (MindSpore's 2020 number types: 40 FLOAT32, 39 FLOAT16)
+    cast = info[info["name"] == "Default/Cast-op6"].iloc[0]
+    assert (cast["opType"], cast["inputFormats"], cast["inputDataTypes"], cast["inputShapes"],
+            cast["outputFormats"], cast["outputDataTypes"], cast["outputShapes"]) == \
+        ("Cast", "DefaultFormat", "FLOAT32", '"32,3,224,224"', "DefaultFormat", "FLOAT16", '"32,3,224,224"')
+    trans = info[info["name"] == "Default/TransData-op7"].iloc[0]
+    assert (trans["outputFormats"], trans["outputShapes"]) == ("NC1HWC0", '"32,1,224,224,16"')
+    # no HWTS log: ops without device tasks
+    with sqlite3.connect(store.store_path(job)) as conn:
+        assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name='TASK'").fetchone()
+        rows = dict(conn.execute("SELECT name, value FROM KIT_INFO WHERE deviceId = -1").fetchall())
+    assert rows["layout"] == "job" and rows["job_name"] == ("JOB2" if folder == "container/0" else folder)
+    assert "chip" not in rows and "platform_version" not in rows
+
+
+def test_job4_points_name_the_fp_and_bp_ops(tmp_path, capsys):
+    job = imported(os.path.join(LEGACY, "JOB4"), str(tmp_path / "JOB4"), capsys)
+    points = read_table(job, "KIT_STEP_POINT")
+    assert dict(zip(points["tagId"], points["name"])) == {2: "Default/Cast-op6", 3: "Default/TransData-op7"}
+
+
+def test_job1_training_trace_gives_twenty_iterations(tmp_path, capsys):
+    job = copy(os.path.join(LEGACY, "JOB1"), str(tmp_path / "JOB1"))
+    code, _, err = run(["import", "-dir", job], capsys)
+    assert code == 0, err
+    # one warning for the slices without .done, one for what was assumed
+    assert [line.split(": ", 2)[2][:20] for line in err.splitlines()] == \
+        ["2 raw slices have no", "assumed a 100 MHz HW"]
+    steps = read_table(job, "KIT_STEP_TRACE")
+    assert len(steps) == 240 and steps["indexId"].max() == 20
+    assert steps["timestampNs"].iloc[0] == 45_000_000_000 * 10  # 100 MHz counter, as assumed
+    code, out, err = run(["query", "-dir", job], capsys)
+    assert code == 0, err
+    assert out.splitlines()[2].split()[4:6] == ["4294967295", "20"]  # no model id in a legacy trace
+
+
+# --- the corrupted sample ------------------------------------------------------------------------------
+
+
+def test_error_job_is_one_located_error(tmp_path, capsys):
+    job = copy(os.path.join(LEGACY, "ERROR_JOB"), str(tmp_path / "ERROR_JOB"))
+    before = tree_hashes(job)
+    code, out, err = run(["import", "-dir", job], capsys)
+    assert code != 0 and out == ""
+    lines = err.strip().splitlines()
+    trace = os.path.join(job, "training_trace.46.dev.profiler_default_tag.10.slice_0")
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {trace}: offset 4800: iteration 21 ")
+    assert "expected {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 255}" in lines[0] and "Traceback" not in err
+    assert tree_hashes(job) == before and not os.path.exists(store.store_path(job))
+    # export imports first: the same error
+    code, _, err = run(["export", "summary", "-dir", job], capsys)
+    assert code != 0 and err.strip().splitlines() == lines
