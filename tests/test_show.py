@@ -469,3 +469,21 @@ def test_sliced_and_stamped_exports(tmp_path):
     [found] = tables.discover(str(tmp_path))
     t = tables.load(found, Diagnostics(), ["op_statistic"])
     assert t.op_statistic["OP Type"].tolist() == ["A", "B"]
+
+
+def test_show_on_a_raw_job_collection_prints_its_top_operator(tmp_path, capsys):
+    """A legacy JOB collection is imported first; the top operator is the one with the largest
+    total of its executions in the synthetic writer's plan."""
+    from synth_job import plan_job, write_job
+
+    job = write_job(str(tmp_path), n_tasks=40, iterations=2)
+    plan = plan_job(40, iterations=2)
+    dur = plan.tick_ns(plan.task_end) - plan.tick_ns(plan.task_start)
+    totals = pd.Series(dur).groupby([plan.op_name[k] for k in plan.task_op]).sum()
+    code = cli.main(["show", "-dir", job, "-r", "op_summary", "--format", "json"])
+    out = capsys.readouterr().out
+    assert code == 0
+    rows = json.loads(out)
+    rows = rows["op_summary"] if isinstance(rows, dict) else rows[0]["op_summary"]
+    assert rows[0]["Op Name"] == totals.idxmax()
+    assert abs(float(rows[0]["Total Time(us)"]) - totals.max() / 1000) < 1e-6
