@@ -7,7 +7,7 @@ import sys
 from typing import List, Optional
 
 from . import __version__, importer, memory, show
-from .errors import Diagnostics, MsprofKitError
+from .errors import BadOption, Diagnostics, MsprofKitError
 from .exporters.run import export as run_export
 
 
@@ -82,7 +82,46 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sort", metavar="COLUMN", help="order by this column (any case, or the start of its name)")
     p.add_argument("--format", choices=show.FORMATS, default="table", help="table (default), csv or json")
     p.set_defaults(run=cmd_show)
+    _collect_parser(sub)
     return top
+
+
+def _collect_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    from .collectors import acljson
+    p = sub.add_parser(
+        "collect", help="profile a program: locally through acl.json, or on a SoC board over SSH",
+        description="Profile one run of a program. --application runs it here with an acl.json written "
+                    "where it reads it; -m runs a SoC board's `main` over SSH (board.ini [ssh_config]) and "
+                    "brings the JOB data back. --all then imports and exports what was collected. "
+                    "docs/collectors.md has the details.")
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--application", metavar="CMD", help="the program and its arguments, as one string")
+    how.add_argument("-m", "--main", metavar="MAIN", help="the board program (its folder is uploaded)")
+    p.add_argument("--config", metavar="INI", help="with -m: board.ini holding [ssh_config] ip, username, pwd, port")
+    p.add_argument("--flavour", choices=("cann", "soc"), default="cann",
+                   help="with --application: the acl.json keys to write (default cann)")
+    p.add_argument("--output", metavar="DIR", help="where the collection goes (default: the current directory)")
+    p.add_argument("--acl-json-path", metavar="FILE", help="with --application: where the program reads "
+                                                          "acl.json (default ./acl.json)")
+    p.add_argument("--timeout", type=float, metavar="S", help="stop the program after S seconds")
+    p.add_argument("--all", dest="run_all", action="store_true", help="import and export what was collected")
+    p.add_argument("--switch", choices=("on", "off"), default="on", help="the acl.json master switch (default on)")
+    soc = p.add_argument_group("SoC keys (-m, or --flavour soc)")
+    for key in acljson.SOC_KEYS:
+        if key.name not in ("switch", "output"):
+            soc.add_argument(f"--{key.name}", dest=f"soc_{key.name}", metavar="V",
+                             help=f"{key.meaning} (default {key.default})")
+    cann = p.add_argument_group("CANN keys (--application)")
+    for key in acljson.CANN_KEYS:
+        if key.name not in ("switch", "output"):
+            cann.add_argument(f"--{key.name}", dest=f"cann_{key.name}", metavar="V",
+                              help=f"{key.meaning} (default {key.default})")
+    board = p.add_argument_group("board (-m)")
+    board.add_argument("--nfs", metavar="SERVER:/abs/path", help="mount the board's profiling folder there "
+                                                                "instead of copying over SFTP")
+    board.add_argument("--accept-new-host-key", action="store_true", help="trust and record an unknown host key")
+    board.add_argument("--known-hosts", metavar="FILE", help="trusted host keys (default ~/.ssh/known_hosts)")
+    p.set_defaults(run=cmd_collect)
 
 
 def _report(diag: Diagnostics) -> None:
@@ -132,6 +171,35 @@ def cmd_show(args: argparse.Namespace, diag: Diagnostics) -> int:
     _report(diag)
     for start in range(0, len(text), WRITE_CHUNK):  # written piecewise: a closed pipe is noticed early
         sys.stdout.write(text[start:start + WRITE_CHUNK])
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace, diag: Diagnostics) -> int:
+    from .collectors import acljson
+    soc = {k.name: getattr(args, f"soc_{k.name}") for k in acljson.SOC_KEYS if hasattr(args, f"soc_{k.name}")}
+    soc = {k: v for k, v in soc.items() if v is not None}
+    output = args.output or os.getcwd()
+    if args.main:
+        from .collectors.board import collect_board
+        if not args.config:
+            raise BadOption("collect -m needs --config board.ini ([ssh_config] ip, username, pwd, port)")
+        written = collect_board(args.main, args.config, output, switch=args.switch, nfs=args.nfs,
+                                accept_new_host_key=args.accept_new_host_key, known_hosts=args.known_hosts,
+                                run_all=args.run_all, diag=diag,
+                                **({"timeout": args.timeout} if args.timeout else {}), **soc)
+    else:
+        from .collectors.local import collect_local
+        if args.flavour == "soc":
+            profiler = acljson.soc_profiler_config(switch=args.switch, output=output, **soc)
+        else:
+            cann = {k.name: getattr(args, f"cann_{k.name}") for k in acljson.CANN_KEYS
+                    if getattr(args, f"cann_{k.name}", None) is not None}
+            profiler = acljson.cann_profiler_config(switch=args.switch, output=output, **cann)
+        written = collect_local(args.application, profiler, output=output, acl_json_path=args.acl_json_path,
+                                timeout=args.timeout, run_all=args.run_all, diag=diag)
+    _report(diag)
+    for path in written:
+        print(f"Collected {path}" if os.path.isdir(path) else f"Wrote {path}")
     return 0
 
 

@@ -1,0 +1,795 @@
+"""EMULATION: a stand-in for pyACL's `acl` module, for machines without CANN (spec/collectors.md §7.1).
+
+Nothing here profiles anything. It exists so that the pyACL collector (collectors/session.py), and
+later an inference runner, can be run and tested where no Ascend runtime exists, and so that the
+documented call-order rules are checked the way the runtime checks them. It is handed out only
+when asked for (collectors/acl_runtime.get_acl), it says so (`__emulated__ = True`, an
+EmulatedAclWarning, and an EMULATED marker file in every directory it writes), and it is never
+installed or importable as `acl`.
+
+What it models, with the source of each rule:
+* `acl.init` / `acl.finalize` (§1.4, §2.2): repeat codes 100002 / 100037; acl.json read per §2.1 and
+  §2.2 (100003 missing file, 100006 bad JSON, 100000 an invalid profiler section, checked with
+  collectors/acljson.py); a switch "on" puts profiling in CMD mode.
+* `acl.prof.*` (§1.1, §1.4): the process-wide mode OFF / API_CTRL / CMD / SUBSCRIBE, the config
+  handle registry, the data-type bit checks, the per-device start/stop bookkeeping and the codes of
+  the table in §1.4. Two profiles:
+    - "strict" (the default) is version A of the collector (2022), which matches the documentation;
+    - "current" is version C (2026) where it differs: start without init initialises itself (path
+      $ACL_PROF_PATH or ./), stop and finalize without init return 0, start(0) uses a default
+      config (device 0, ACL_API|TASK_TIME), prof.init only checks the path (the directory is made
+      at start), and prof.init before acl.init is allowed. C's consistency check of a second start
+      against the first config is not modelled (overlaps get 100042 as in strict).
+* msproftx (§1.1, §1.4 rule 9): stamps work only between start and stop of a config with the
+  MSPROFTX bit; otherwise create_stamp gives 0 and the other calls -1; push/pop pair per thread,
+  range_start returns (range_id, ret).
+* `acl.rt` and `acl.mdl`: the few calls an inference runner needs, as EMULATION ONLY (set_device,
+  reset_device, get_device_count, create_context, destroy_context; load_from_file, execute, which
+  sleeps `exec_seconds`, unload). Their codes beyond "not initialised" and "unknown model id" are
+  this module's choice.
+
+Choices where no source says what happens, labelled [INFER] in docs/collectors.md:
+* strict prof.init before acl.init returns 100001 (ACL_ERROR_UNINITIALIZE); acl.finalize without
+  acl.init returns 100001 too;
+* an unknown or destroyed config handle counts as an invalid parameter (100000) in every call;
+* an AI Core metrics value outside the enum is refused at start with 100000;
+* prof.finalize (or acl.finalize) with configs still started closes their collections, as the
+  runtime flushes every module at finalize;
+* set_stamp_trace_message needs 0 < msg_len <= the message's UTF-8 length (100000 otherwise);
+  pop on an empty stack and range_stop of an unknown id return -1;
+* the host pseudo-device is not tracked, so two starts on disjoint devices may run together.
+
+What it writes, per successful start, under the prof.init path (§1.5): a directory
+`PROF_<6-digit index>_<YYYYmmddHHMMSSfff>_<8-digit pid><8 letters A-R>` holding `host/` and
+`device_<id>/` for each started device, each with an empty `data/`, `info.json[.id]`,
+`sample.json` (the effective switches), `start_info[.id]` and, at stop, `end_info[.id]`; at its
+root `EMULATED_BY_MSPROF_KIT.txt`. Events (msproftx marks, pushes, ranges, model executions) go
+to the emulator's own `host/data/emulated_events.jsonl`, one JSON object per line with
+`kind`, `ts_ns` (CLOCK_MONOTONIC_RAW), `tid` and the call's fields. No binary raw data is
+written: nothing in these trees pretends to be real device data.
+
+Test knobs: `calls` records every call as (name, args, result); `inject(name, result)` makes the
+next call of that name return `result` without touching any state.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+from msprof_kit.errors import AclJsonError, BadOption
+
+from . import acljson
+from .acl_runtime import (ACL_AICORE_NONE, ACL_ERROR_INVALID_FILE, ACL_ERROR_INVALID_MODEL_ID,
+                          ACL_ERROR_INVALID_PARAM, ACL_ERROR_INVALID_DEVICE, ACL_ERROR_INVALID_PROFILING_CONFIG,
+                          ACL_ERROR_PARSE_FILE, ACL_ERROR_PROF_ALREADY_RUN, ACL_ERROR_PROF_API_CONFLICT,
+                          ACL_ERROR_PROF_MODULES_UNSUPPORTED, ACL_ERROR_PROF_NOT_RUN,
+                          ACL_ERROR_PROF_REPEAT_SUBSCRIBE, ACL_ERROR_PROFILING_FAILURE, ACL_ERROR_REPEAT_FINALIZE,
+                          ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, ACL_PROF_ACL_API, ACL_PROF_MSPROFTX,
+                          ACL_PROF_TASK_TIME, ACL_SUCCESS, AICORE_METRICS, DATA_TYPE_BITS, KNOWN_DATA_TYPE_MASK,
+                          MAX_DEVICES, PROFILING_FAILED)
+
+ANNOUNCEMENT = ("EMULATED pyACL: CANN's `acl` module is not installed, so msprof-kit's emulator stands in "
+                "for it; nothing is profiled, and the PROF_xxx directories it writes are synthetic")
+MARKER = "EMULATED_BY_MSPROF_KIT.txt"
+EVENTS = "emulated_events.jsonl"
+STRICT = "strict"
+CURRENT = "current"
+PROFILES = (STRICT, CURRENT)
+
+# process-wide profiling modes of the collector (§1.4)
+OFF, API_CTRL, CMD, SUBSCRIBE = "OFF", "API_CTRL", "CMD", "SUBSCRIBE"
+
+# sample.json switch names (as in real collections) and the data-type bit each reflects
+SAMPLE_SWITCHES = (("ascendcl", "acl_api"), ("runtime_api", "runtime_api"), ("task_trace", "task_time"),
+                   ("ai_core_profiling", "aicore_metrics"), ("aicpu", "aicpu"), ("l2", "l2cache"),
+                   ("hccl", "hccl_trace"), ("msproftx", "msproftx"), ("task_memory", "task_memory"))
+HANDLE_BASE = 0x5A5A0000  # handles are non-zero ints, as pointer addresses are in pyACL
+DEFAULT_EXEC_SECONDS = 0.005
+
+Call = Tuple[str, Tuple[Any, ...], Any]
+
+
+def _monotonic_raw_ns() -> int:
+    clock = getattr(time, "CLOCK_MONOTONIC_RAW", time.CLOCK_MONOTONIC)
+    return time.clock_gettime_ns(clock)
+
+
+@dataclass
+class ProfConfig:
+    devices: Tuple[int, ...]
+    metrics: int
+    data_types: int
+
+
+@dataclass
+class Collection:
+    """One emulated PROF_xxx directory, open between start and stop."""
+
+    path: str
+    devices: Tuple[int, ...]
+    data_types: int
+    handle: int
+    closed: bool = False
+
+
+@dataclass
+class Subscription:
+    config: int
+
+
+@dataclass
+class _State:
+    acl: str = "uninit"                 # 'uninit' | 'init' | 'finalized'
+    mode: str = OFF
+    prof_path: Optional[str] = None
+    prof_index: int = 0
+    configs: Dict[int, ProfConfig] = field(default_factory=dict)
+    started: Dict[int, Collection] = field(default_factory=dict)     # device id -> its collection
+    collections: List[Collection] = field(default_factory=list)
+    cmd_collection: Optional[Collection] = None
+    stamps: Dict[int, str] = field(default_factory=dict)
+    pushed: Dict[int, List[int]] = field(default_factory=dict)       # thread id -> stamp stack
+    ranges: Dict[int, int] = field(default_factory=dict)             # range id -> stamp
+    next_range: int = 1
+    subscriptions: Dict[int, Subscription] = field(default_factory=dict)
+    subscribe_configs: Set[int] = field(default_factory=set)
+    devices_set: Dict[int, int] = field(default_factory=dict)        # device -> set_device count
+    current_device: Optional[int] = None
+    contexts: Dict[int, int] = field(default_factory=dict)           # context -> device
+    models: Dict[int, str] = field(default_factory=dict)
+    next_model: int = 1
+    next_handle: int = 0
+
+
+class _Namespace:
+    def __init__(self, owner: "EmulatedAcl") -> None:
+        self._acl = owner
+
+
+class EmulatedProf(_Namespace):
+    """EMULATION of `acl.prof` (see the module docstring for the rules and their sources)."""
+
+    def init(self, profiler_result_path: str) -> int:
+        return self._acl._call("acl.prof.init", (profiler_result_path,), lambda: self._acl._prof_init(profiler_result_path))
+
+    def create_config(self, device_list: Sequence[int], aicore_metrics: int, aicore_events: Any,
+                      data_type_config: int) -> int:
+        args = (list(device_list) if isinstance(device_list, (list, tuple)) else device_list, aicore_metrics,
+                aicore_events, data_type_config)
+        return self._acl._call("acl.prof.create_config", args, lambda: self._acl._create_config(*args))
+
+    def destroy_config(self, prof_config: int) -> int:
+        return self._acl._call("acl.prof.destroy_config", (prof_config,), lambda: self._acl._destroy_config(prof_config))
+
+    def start(self, prof_config: int) -> int:
+        return self._acl._call("acl.prof.start", (prof_config,), lambda: self._acl._start(prof_config))
+
+    def stop(self, prof_config: int) -> int:
+        return self._acl._call("acl.prof.stop", (prof_config,), lambda: self._acl._stop(prof_config))
+
+    def finalize(self) -> int:
+        return self._acl._call("acl.prof.finalize", (), self._acl._prof_finalize)
+
+    def create_stamp(self) -> int:
+        return self._acl._call("acl.prof.create_stamp", (), self._acl._create_stamp)
+
+    def destroy_stamp(self, stamp: int) -> None:
+        self._acl._call("acl.prof.destroy_stamp", (stamp,), lambda: self._acl._destroy_stamp(stamp))
+
+    def set_stamp_trace_message(self, stamp: int, msg: str, msg_len: int) -> int:
+        return self._acl._call("acl.prof.set_stamp_trace_message", (stamp, msg, msg_len),
+                               lambda: self._acl._set_message(stamp, msg, msg_len))
+
+    def mark(self, stamp: int) -> int:
+        return self._acl._call("acl.prof.mark", (stamp,), lambda: self._acl._mark(stamp))
+
+    def push(self, stamp: int) -> int:
+        return self._acl._call("acl.prof.push", (stamp,), lambda: self._acl._push(stamp))
+
+    def pop(self) -> int:
+        return self._acl._call("acl.prof.pop", (), self._acl._pop)
+
+    def range_start(self, stamp: int) -> Tuple[int, int]:
+        return self._acl._call("acl.prof.range_start", (stamp,), lambda: self._acl._range_start(stamp))
+
+    def range_stop(self, range_id: int) -> int:
+        return self._acl._call("acl.prof.range_stop", (range_id,), lambda: self._acl._range_stop(range_id))
+
+    def create_subscribe_config(self, time_info_switch: int, aicore_metrics: int, fd: int) -> int:
+        return self._acl._call("acl.prof.create_subscribe_config", (time_info_switch, aicore_metrics, fd),
+                               self._acl._create_subscribe_config)
+
+    def destroy_subscribe_config(self, config: int) -> int:
+        return self._acl._call("acl.prof.destroy_subscribe_config", (config,),
+                               lambda: self._acl._destroy_subscribe_config(config))
+
+    def model_subscribe(self, model_id: int, subscribe_config: int) -> int:
+        return self._acl._call("acl.prof.model_subscribe", (model_id, subscribe_config),
+                               lambda: self._acl._model_subscribe(model_id, subscribe_config))
+
+    def model_un_subscribe(self, model_id: int) -> int:
+        return self._acl._call("acl.prof.model_un_subscribe", (model_id,),
+                               lambda: self._acl._model_un_subscribe(model_id))
+
+
+class EmulatedRt(_Namespace):
+    """EMULATION of the few `acl.rt` calls an inference runner needs."""
+
+    def set_device(self, device_id: int) -> int:
+        return self._acl._call("acl.rt.set_device", (device_id,), lambda: self._acl._set_device(device_id))
+
+    def reset_device(self, device_id: int) -> int:
+        return self._acl._call("acl.rt.reset_device", (device_id,), lambda: self._acl._reset_device(device_id))
+
+    def get_device_count(self) -> Tuple[int, int]:
+        return self._acl._call("acl.rt.get_device_count", (), lambda: (self._acl.device_count, ACL_SUCCESS))
+
+    def create_context(self, device_id: int) -> Tuple[int, int]:
+        return self._acl._call("acl.rt.create_context", (device_id,), lambda: self._acl._create_context(device_id))
+
+    def destroy_context(self, context: int) -> int:
+        return self._acl._call("acl.rt.destroy_context", (context,), lambda: self._acl._destroy_context(context))
+
+
+class EmulatedMdl(_Namespace):
+    """EMULATION of the few `acl.mdl` calls an inference runner needs; execute only sleeps."""
+
+    def load_from_file(self, model_path: str) -> Tuple[int, int]:
+        return self._acl._call("acl.mdl.load_from_file", (model_path,), lambda: self._acl._load(model_path))
+
+    def execute(self, model_id: int, input_dataset: Any, output_dataset: Any) -> int:
+        return self._acl._call("acl.mdl.execute", (model_id,), lambda: self._acl._execute(model_id))
+
+    def unload(self, model_id: int) -> int:
+        return self._acl._call("acl.mdl.unload", (model_id,), lambda: self._acl._unload(model_id))
+
+
+class EmulatedAcl:
+    """EMULATION of the `acl` module: `init`, `finalize`, and the `prof`, `rt`, `mdl` namespaces.
+
+    `profile` is 'strict' (collector version A, the documented behaviour) or 'current' (version C's
+    leniencies); `device_count` is what acl.rt.get_device_count reports and what device ids are
+    checked against; `offline_devices` are ids that exist but fail start with 200002;
+    `exec_seconds` is how long acl.mdl.execute sleeps."""
+
+    __emulated__ = True
+
+    def __init__(self, profile: str = STRICT, device_count: int = 1, offline_devices: Sequence[int] = (),
+                 exec_seconds: float = DEFAULT_EXEC_SECONDS) -> None:
+        if profile not in PROFILES:
+            raise BadOption(f"unknown emulator profile {profile!r}; expected strict or current")
+        if not 1 <= device_count <= MAX_DEVICES:
+            raise BadOption(f"emulated device count {device_count} is outside 1..{MAX_DEVICES}")
+        self.profile = profile
+        self.device_count = device_count
+        self.offline_devices = frozenset(offline_devices)
+        self.exec_seconds = exec_seconds
+        self.calls: List[Call] = []
+        self._injected: Dict[str, List[Any]] = {}
+        self._lock = threading.RLock()
+        self._s = _State()
+        self._rng = random.Random()
+        self.prof = EmulatedProf(self)
+        self.rt = EmulatedRt(self)
+        self.mdl = EmulatedMdl(self)
+
+    def __repr__(self) -> str:
+        return f"<EMULATED acl (msprof-kit), profile {self.profile}, {self.device_count} device(s)>"
+
+    # -- test knobs -------------------------------------------------------------------------------
+    def inject(self, name: str, result: Any, times: int = 1) -> None:
+        """The next `times` calls of `name` ('acl.prof.stop') return `result` and change nothing."""
+        self._injected.setdefault(name, []).extend([result] * times)
+
+    def call_names(self) -> List[str]:
+        return [name for name, _, _ in self.calls]
+
+    @property
+    def mode(self) -> str:
+        """The collector's process-wide mode: OFF, API_CTRL, CMD or SUBSCRIBE."""
+        return self._s.mode
+
+    @property
+    def collections(self) -> List[str]:
+        """The PROF_xxx directories written so far, in order."""
+        return [c.path for c in self._s.collections]
+
+    def _call(self, name: str, args: Tuple[Any, ...], fn: Callable[[], Any]) -> Any:
+        with self._lock:
+            queue = self._injected.get(name)
+            result = queue.pop(0) if queue else fn()
+            self.calls.append((name, args, result))
+            return result
+
+    # -- acl.init / acl.finalize ------------------------------------------------------------------
+    def init(self, config_path: str = "") -> int:
+        return self._call("acl.init", (config_path,), lambda: self._init(config_path))
+
+    def finalize(self) -> int:
+        return self._call("acl.finalize", (), self._finalize)
+
+    def _init(self, config_path: str) -> int:
+        s = self._s
+        if s.acl == "init":
+            return ACL_ERROR_REPEAT_INITIALIZE
+        profiler: Optional[Dict[str, Any]] = None
+        if config_path:
+            try:
+                with open(config_path, "rb") as f:
+                    text = f.read()
+            except OSError:
+                return ACL_ERROR_INVALID_FILE
+            try:
+                config = json.loads(text.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                return ACL_ERROR_PARSE_FILE
+            if not isinstance(config, dict):
+                return ACL_ERROR_PARSE_FILE
+            section = config.get("profiler")
+            if section:
+                try:
+                    acljson.validate(section, acljson.CANN)
+                except AclJsonError as exc:
+                    if exc.acl_code is not None:
+                        return exc.acl_code
+                profiler = section
+        if profiler is not None and acljson.switch_is_on(profiler):
+            out = str(profiler.get("output") or os.getcwd())  # [INFER] a Python program's "exe dir": the cwd
+            try:
+                os.makedirs(out, exist_ok=True)
+                s.cmd_collection = self._open_collection(out, (0,), ACL_PROF_ACL_API | ACL_PROF_TASK_TIME, 0,
+                                                         ACL_AICORE_NONE, source="acl.json")
+            except OSError:
+                return ACL_ERROR_PROFILING_FAILURE
+            s.mode = CMD
+        s.acl = "init"
+        return ACL_SUCCESS
+
+    def _finalize(self) -> int:
+        s = self._s
+        if s.acl == "finalized":
+            return ACL_ERROR_REPEAT_FINALIZE
+        if s.acl == "uninit":
+            return ACL_ERROR_UNINITIALIZE  # [INFER]
+        self._close_all()
+        if s.cmd_collection is not None:
+            self._close(s.cmd_collection)
+            s.cmd_collection = None
+        s.mode = OFF if s.mode in (CMD, API_CTRL) else s.mode
+        s.prof_path = None
+        s.acl = "finalized"
+        return ACL_SUCCESS
+
+    # -- acl.prof ---------------------------------------------------------------------------------
+    def _path_problem(self, path: Any) -> Optional[int]:
+        if not isinstance(path, str) or not path or len(path.encode("utf-8")) > acljson.MAX_PATH:
+            return ACL_ERROR_INVALID_PARAM
+        if any(c in acljson.CANN_BAD_PATH_CHARS for c in path):
+            return ACL_ERROR_INVALID_FILE
+        return None
+
+    def _prof_init(self, path: Any) -> int:
+        s = self._s
+        problem = self._path_problem(path)
+        if problem == ACL_ERROR_INVALID_PARAM:
+            return problem
+        if s.mode == CMD:
+            return ACL_ERROR_PROF_ALREADY_RUN
+        if s.mode == SUBSCRIBE:
+            return ACL_ERROR_PROF_API_CONFLICT
+        if s.mode == API_CTRL:
+            return ACL_ERROR_REPEAT_INITIALIZE
+        if self.profile == STRICT and s.acl != "init":
+            return ACL_ERROR_UNINITIALIZE  # [INFER] documented order, no implementation check found
+        if problem is not None:
+            return problem
+        absolute = os.path.abspath(path)
+        if self.profile == STRICT:
+            try:
+                os.makedirs(absolute, exist_ok=True)
+            except OSError:
+                return ACL_ERROR_INVALID_FILE
+            if not os.access(absolute, os.R_OK | os.W_OK | os.X_OK):
+                return ACL_ERROR_INVALID_FILE
+        s.prof_path = absolute
+        s.mode = API_CTRL
+        return ACL_SUCCESS
+
+    def _create_config(self, device_list: Any, metrics: Any, events: Any, data_types: Any) -> int:
+        s = self._s
+        if not isinstance(device_list, list) or not all(isinstance(d, int) and not isinstance(d, bool)
+                                                        for d in device_list):
+            return 0
+        if events not in (0, None) or not isinstance(metrics, int) or not isinstance(data_types, int):
+            return 0
+        if len(device_list) > MAX_DEVICES or len(device_list) > self.device_count:
+            return 0
+        if any(d < 0 or d >= self.device_count for d in device_list) or len(set(device_list)) != len(device_list):
+            return 0
+        if not device_list and not data_types & ACL_PROF_MSPROFTX:
+            return 0
+        s.next_handle += 1
+        handle = HANDLE_BASE + 0x40 * s.next_handle
+        s.configs[handle] = ProfConfig(tuple(device_list), metrics, data_types)
+        return handle
+
+    def _destroy_config(self, handle: Any) -> int:
+        if not handle or handle not in self._s.configs:
+            return ACL_ERROR_INVALID_PARAM
+        del self._s.configs[handle]
+        return ACL_SUCCESS
+
+    def _config_problem(self, config: ProfConfig) -> Optional[int]:
+        if config.data_types == 0:
+            return ACL_ERROR_INVALID_PARAM
+        if config.data_types & ~KNOWN_DATA_TYPE_MASK:
+            return ACL_ERROR_PROF_MODULES_UNSUPPORTED
+        if config.metrics != ACL_AICORE_NONE and config.metrics not in AICORE_METRICS:
+            return ACL_ERROR_INVALID_PARAM  # [INFER]
+        return None
+
+    def _start(self, handle: Any) -> int:
+        s = self._s
+        if s.mode == CMD:
+            return ACL_ERROR_PROF_ALREADY_RUN
+        if s.mode == SUBSCRIBE:
+            return ACL_ERROR_PROF_API_CONFLICT
+        if s.mode == OFF:
+            if self.profile == STRICT:
+                return ACL_ERROR_PROF_NOT_RUN
+            s.prof_path = os.path.abspath(os.environ.get("ACL_PROF_PATH") or "./")  # version C: auto-init
+            s.mode = API_CTRL
+        if not handle and self.profile == CURRENT:
+            config = ProfConfig((0,), ACL_AICORE_NONE, ACL_PROF_ACL_API | ACL_PROF_TASK_TIME)
+        elif not handle or handle not in s.configs:
+            return ACL_ERROR_INVALID_PARAM
+        else:
+            config = s.configs[handle]
+        problem = self._config_problem(config)
+        if problem is not None:
+            return problem
+        keys = _started_keys(config)
+        if any(k in s.started for k in keys):
+            return ACL_ERROR_PROF_ALREADY_RUN
+        if any(d in self.offline_devices for d in config.devices):
+            return ACL_ERROR_INVALID_DEVICE
+        assert s.prof_path is not None
+        try:
+            os.makedirs(s.prof_path, exist_ok=True)
+            coll = self._open_collection(s.prof_path, config.devices, config.data_types, handle or 0,
+                                         config.metrics, source="acl.prof.start")
+        except OSError:
+            return ACL_ERROR_PROFILING_FAILURE
+        for k in keys:
+            s.started[k] = coll
+        return ACL_SUCCESS
+
+    def _stop(self, handle: Any) -> int:
+        s = self._s
+        if s.mode == CMD:
+            return ACL_ERROR_PROF_ALREADY_RUN
+        if s.mode == SUBSCRIBE:
+            return ACL_ERROR_PROF_API_CONFLICT
+        if s.mode == OFF:
+            return ACL_ERROR_PROF_NOT_RUN if self.profile == STRICT else ACL_SUCCESS
+        if not handle or handle not in s.configs:
+            return ACL_ERROR_INVALID_PARAM
+        config = s.configs[handle]
+        keys = _started_keys(config)
+        if any(k not in s.started for k in keys):
+            return ACL_ERROR_PROF_NOT_RUN
+        if any(s.started[k].data_types != config.data_types for k in keys):
+            return ACL_ERROR_INVALID_PROFILING_CONFIG
+        closing = {id(s.started[k]): s.started[k] for k in keys}
+        for k in keys:
+            del s.started[k]
+        for coll in closing.values():
+            if not any(c is coll for c in s.started.values()):
+                self._close(coll)
+        return ACL_SUCCESS
+
+    def _prof_finalize(self) -> int:
+        s = self._s
+        if s.mode == CMD:
+            return ACL_ERROR_PROF_ALREADY_RUN
+        if s.mode == SUBSCRIBE:
+            return ACL_ERROR_PROF_API_CONFLICT
+        if s.mode == OFF:
+            return ACL_ERROR_PROF_NOT_RUN if self.profile == STRICT else ACL_SUCCESS
+        self._close_all()
+        s.mode = OFF
+        s.prof_path = None
+        return ACL_SUCCESS
+
+    def _close_all(self) -> None:
+        s = self._s
+        for coll in list({id(c): c for c in s.started.values()}.values()):
+            self._close(coll)
+        s.started.clear()
+        s.pushed.clear()
+        s.ranges.clear()
+
+    # -- msproftx ---------------------------------------------------------------------------------
+    def _tx_collection(self) -> Optional[Collection]:
+        for coll in self._s.started.values():
+            if coll.data_types & ACL_PROF_MSPROFTX:
+                return coll
+        return None
+
+    def _create_stamp(self) -> int:
+        s = self._s
+        if self._tx_collection() is None:
+            return 0
+        s.next_handle += 1
+        stamp = HANDLE_BASE + 0x40 * s.next_handle + 0x8
+        s.stamps[stamp] = ""
+        return stamp
+
+    def _destroy_stamp(self, stamp: Any) -> None:
+        self._s.stamps.pop(stamp, None)
+        return None
+
+    def _set_message(self, stamp: Any, msg: Any, msg_len: Any) -> int:
+        if self._tx_collection() is None:
+            return PROFILING_FAILED
+        if stamp not in self._s.stamps or not isinstance(msg, str) or not isinstance(msg_len, int):
+            return ACL_ERROR_INVALID_PARAM
+        raw = msg.encode("utf-8")
+        if not 0 < msg_len <= len(raw):
+            return ACL_ERROR_INVALID_PARAM  # [INFER]
+        self._s.stamps[stamp] = raw[:msg_len].decode("utf-8", errors="replace")
+        return ACL_SUCCESS
+
+    def _tx_event(self, kind: str, stamp: Optional[int], **extra: Any) -> int:
+        coll = self._tx_collection()
+        if coll is None:
+            return PROFILING_FAILED
+        if stamp is not None and stamp not in self._s.stamps:
+            return PROFILING_FAILED
+        record: Dict[str, Any] = {"kind": kind, "ts_ns": _monotonic_raw_ns(), "tid": threading.get_ident()}
+        if stamp is not None:
+            record["message"] = self._s.stamps[stamp]
+        record.update(extra)
+        self._event(coll, record)
+        return ACL_SUCCESS
+
+    def _mark(self, stamp: Any) -> int:
+        return self._tx_event("mark", stamp)
+
+    def _push(self, stamp: Any) -> int:
+        ret = self._tx_event("push", stamp)
+        if ret == ACL_SUCCESS:
+            self._s.pushed.setdefault(threading.get_ident(), []).append(stamp)
+        return ret
+
+    def _pop(self) -> int:
+        stack = self._s.pushed.get(threading.get_ident())
+        if self._tx_collection() is None or not stack:
+            return PROFILING_FAILED
+        stamp = stack.pop()
+        msg = self._s.stamps.get(stamp, "")
+        coll = self._tx_collection()
+        assert coll is not None
+        self._event(coll, {"kind": "pop", "ts_ns": _monotonic_raw_ns(), "tid": threading.get_ident(),
+                           "message": msg})
+        return ACL_SUCCESS
+
+    def _range_start(self, stamp: Any) -> Tuple[int, int]:
+        s = self._s
+        range_id = s.next_range
+        ret = self._tx_event("range_start", stamp, range_id=range_id)
+        if ret != ACL_SUCCESS:
+            return 0, ret
+        s.next_range += 1
+        s.ranges[range_id] = stamp
+        return range_id, ACL_SUCCESS
+
+    def _range_stop(self, range_id: Any) -> int:
+        s = self._s
+        if range_id not in s.ranges:
+            return PROFILING_FAILED
+        ret = self._tx_event("range_stop", None, range_id=range_id)
+        if ret == ACL_SUCCESS:
+            del s.ranges[range_id]
+        return ret
+
+    # -- subscription (only what the mode rules need) ----------------------------------------------
+    def _create_subscribe_config(self) -> int:
+        s = self._s
+        s.next_handle += 1
+        handle = HANDLE_BASE + 0x40 * s.next_handle + 0x10
+        s.subscribe_configs.add(handle)
+        return handle
+
+    def _destroy_subscribe_config(self, handle: Any) -> int:
+        if handle not in self._s.subscribe_configs:
+            return ACL_ERROR_INVALID_PARAM
+        self._s.subscribe_configs.discard(handle)
+        return ACL_SUCCESS
+
+    def _model_subscribe(self, model_id: Any, config: Any) -> int:
+        s = self._s
+        if s.mode == API_CTRL:
+            return ACL_ERROR_PROF_API_CONFLICT
+        if s.mode == CMD:
+            return ACL_ERROR_PROF_ALREADY_RUN
+        if config not in s.subscribe_configs:
+            return ACL_ERROR_INVALID_PARAM
+        if model_id not in s.models:
+            return ACL_ERROR_INVALID_MODEL_ID
+        if model_id in s.subscriptions:
+            return ACL_ERROR_PROF_REPEAT_SUBSCRIBE
+        s.subscriptions[model_id] = Subscription(config)
+        s.mode = SUBSCRIBE
+        return ACL_SUCCESS
+
+    def _model_un_subscribe(self, model_id: Any) -> int:
+        s = self._s
+        if model_id not in s.subscriptions:
+            return ACL_ERROR_INVALID_PARAM
+        del s.subscriptions[model_id]
+        if not s.subscriptions:
+            s.mode = OFF
+        return ACL_SUCCESS
+
+    # -- acl.rt and acl.mdl (EMULATION for an inference runner) ------------------------------------
+    def _set_device(self, device_id: Any) -> int:
+        s = self._s
+        if s.acl != "init":
+            return ACL_ERROR_UNINITIALIZE
+        if not isinstance(device_id, int) or not 0 <= device_id < self.device_count:
+            return ACL_ERROR_INVALID_PARAM
+        if device_id in self.offline_devices:
+            return ACL_ERROR_INVALID_DEVICE
+        s.devices_set[device_id] = s.devices_set.get(device_id, 0) + 1
+        s.current_device = device_id
+        return ACL_SUCCESS
+
+    def _reset_device(self, device_id: Any) -> int:
+        s = self._s
+        if s.devices_set.get(device_id, 0) == 0:
+            return ACL_ERROR_INVALID_PARAM
+        s.devices_set[device_id] -= 1
+        if s.devices_set[device_id] == 0:
+            del s.devices_set[device_id]
+            if s.current_device == device_id:
+                s.current_device = None
+        return ACL_SUCCESS
+
+    def _create_context(self, device_id: Any) -> Tuple[int, int]:
+        s = self._s
+        if device_id not in s.devices_set:
+            ret = self._set_device(device_id)
+            if ret != ACL_SUCCESS:
+                return 0, ret
+        s.next_handle += 1
+        context = HANDLE_BASE + 0x40 * s.next_handle + 0x20
+        s.contexts[context] = device_id
+        return context, ACL_SUCCESS
+
+    def _destroy_context(self, context: Any) -> int:
+        if context not in self._s.contexts:
+            return ACL_ERROR_INVALID_PARAM
+        del self._s.contexts[context]
+        return ACL_SUCCESS
+
+    def _load(self, model_path: Any) -> Tuple[int, int]:
+        s = self._s
+        if s.acl != "init":
+            return 0, ACL_ERROR_UNINITIALIZE
+        if s.current_device is None:
+            return 0, ACL_ERROR_INVALID_DEVICE
+        if not isinstance(model_path, str) or not os.path.isfile(model_path):
+            return 0, ACL_ERROR_INVALID_FILE
+        model_id = s.next_model
+        s.next_model += 1
+        s.models[model_id] = model_path
+        return model_id, ACL_SUCCESS
+
+    def _execute(self, model_id: Any) -> int:
+        s = self._s
+        if model_id not in s.models:
+            return ACL_ERROR_INVALID_MODEL_ID
+        begin = _monotonic_raw_ns()
+        time.sleep(self.exec_seconds)
+        coll = s.started.get(s.current_device) if s.current_device is not None else None
+        if coll is not None:
+            self._event(coll, {"kind": "model_execute", "ts_ns": begin, "dur_ns": _monotonic_raw_ns() - begin,
+                               "tid": threading.get_ident(), "model_id": model_id, "device": s.current_device})
+        return ACL_SUCCESS
+
+    def _unload(self, model_id: Any) -> int:
+        s = self._s
+        if model_id not in s.models:
+            return ACL_ERROR_INVALID_MODEL_ID
+        del s.models[model_id]
+        s.subscriptions.pop(model_id, None)
+        return ACL_SUCCESS
+
+    # -- the synthetic PROF tree ------------------------------------------------------------------
+    def _prof_name(self) -> str:
+        s = self._s
+        s.prof_index += 1
+        now = datetime.datetime.now()
+        stamp = now.strftime("%Y%m%d%H%M%S") + f"{now.microsecond // 1000:03d}"
+        letters = "".join(self._rng.choice("ABCDEFGHIJKLMNOPQR") for _ in range(8))
+        return f"PROF_{s.prof_index:06d}_{stamp}_{os.getpid() % 10**8:08d}{letters}"
+
+    def _open_collection(self, root: str, devices: Tuple[int, ...], data_types: int, handle: int,
+                         metrics: int, source: str) -> Collection:
+        path = os.path.join(root, self._prof_name())
+        os.makedirs(path)
+        with open(os.path.join(path, MARKER), "w", encoding="utf-8") as f:
+            f.write(f"{ANNOUNCEMENT}.\nWritten by {source} in process {os.getpid()} ({self!r}).\n"
+                    "The control files are real in shape only; data/ holds no device data.\n")
+        sample: Dict[str, object] = {"data_type_config": f"0x{data_types:x}"}
+        sample.update({key: ("on" if data_types & DATA_TYPE_BITS[bit] else "off") for key, bit in SAMPLE_SWITCHES})
+        sample["ai_core_metrics"] = AICORE_METRICS.get(metrics, "")
+        begin = _time_info(begin=True)
+        for sub, suffix, dev in [("host", "", "64")] + [(f"device_{d}", f".{d}", str(d)) for d in devices]:
+            folder = os.path.join(path, sub)
+            os.makedirs(os.path.join(folder, "data"))
+            _write_json(os.path.join(folder, f"info.json{suffix}"),
+                        {"emulated": True, "jobInfo": "NA", "pid": str(os.getpid()), "devices": dev,
+                         "DeviceInfo": []})
+            _write_json(os.path.join(folder, "sample.json"), {"emulated": True, "devices": dev, **sample})
+            _write_json(os.path.join(folder, f"start_info{suffix}"), begin)
+        coll = Collection(path, devices, data_types, handle)
+        self._s.collections.append(coll)
+        return coll
+
+    def _close(self, coll: Collection) -> None:
+        if coll.closed:
+            return
+        end = _time_info(begin=False)
+        for sub, suffix in [("host", "")] + [(f"device_{d}", f".{d}") for d in coll.devices]:
+            _write_json(os.path.join(coll.path, sub, f"end_info{suffix}"), end)
+        coll.closed = True
+
+    def _event(self, coll: Collection, record: Dict[str, Any]) -> None:
+        with open(os.path.join(coll.path, "host", "data", EVENTS), "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def _started_keys(config: ProfConfig) -> Tuple[int, ...]:
+    """The ids a config occupies while started: its devices; a device-less (msproftx-only) config
+    occupies the host pseudo-device (MAX_DEVICES), which the runtime appends to every config. For
+    configs with devices the host is not tracked [INFER], so disjoint device sets may run together."""
+    return config.devices or (MAX_DEVICES,)
+
+
+def _time_info(begin: bool) -> Dict[str, str]:
+    """start_info / end_info fields (§1.5): local date, µs since the epoch, CLOCK_MONOTONIC_RAW ns."""
+    now_us = time.time_ns() // 1000
+    date = datetime.datetime.fromtimestamp(now_us / 1e6).strftime("%Y-%m-%d %H:%M:%S.%f")
+    raw = str(_monotonic_raw_ns())
+    if begin:
+        return {"emulated": "true", "collectionDateBegin": date, "collectionDateEnd": "",
+                "collectionTimeBegin": str(now_us), "collectionTimeEnd": "", "clockMonotonicRaw": raw}
+    return {"emulated": "true", "collectionDateBegin": "", "collectionDateEnd": date,
+            "collectionTimeBegin": "", "collectionTimeEnd": str(now_us), "clockMonotonicRaw": raw}
+
+
+def _write_json(path: str, obj: object) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f)
+
+
+def from_environment() -> EmulatedAcl:
+    """The emulator configured by MSPROF_KIT_EMULATE_PROFILE (strict|current, default strict),
+    MSPROF_KIT_EMULATE_DEVICES (default 1) and MSPROF_KIT_EMULATE_EXEC_MS (default 5)."""
+    profile = os.environ.get("MSPROF_KIT_EMULATE_PROFILE", STRICT).strip().lower() or STRICT
+    try:
+        devices = int(os.environ.get("MSPROF_KIT_EMULATE_DEVICES", "1"))
+        exec_ms = float(os.environ.get("MSPROF_KIT_EMULATE_EXEC_MS", str(DEFAULT_EXEC_SECONDS * 1000)))
+    except ValueError as exc:
+        raise BadOption(f"bad emulator setting: {exc}") from exc
+    if exec_ms < 0:
+        raise BadOption(f"MSPROF_KIT_EMULATE_EXEC_MS is {exec_ms:g}; expected >= 0")
+    return EmulatedAcl(profile=profile, device_count=devices, exec_seconds=exec_ms / 1000)
