@@ -83,6 +83,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=show.FORMATS, default="table", help="table (default), csv or json")
     p.set_defaults(run=cmd_show)
     _collect_parser(sub)
+    from .collectors import infer
+    p = sub.add_parser("infer", help="run an offline model as ais_bench does, optionally profiled",
+                       description="Run an offline model (.om) as ais_bench does: warm-up, loops, latency and "
+                                   "throughput summary, optionally under msprof or with a generated acl.json. "
+                                   "Without CANN it runs only on the emulator, when asked "
+                                   "(MSPROF_KIT_EMULATE_ACL=1). docs/collectors.md has the rules.")
+    infer.add_arguments(p)
+    p.set_defaults(run=cmd_infer)
     return top
 
 
@@ -200,6 +208,19 @@ def cmd_collect(args: argparse.Namespace, diag: Diagnostics) -> int:
     _report(diag)
     for path in written:
         print(f"Collected {path}" if os.path.isdir(path) else f"Wrote {path}")
+    return 0
+
+
+def cmd_infer(args: argparse.Namespace, diag: Diagnostics) -> int:
+    import warnings
+
+    from .collectors import infer
+    from .collectors.acl_runtime import EmulatedAclWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmulatedAclWarning)  # the same line comes through diag
+        result = infer.infer(diag=diag, **infer.infer_kwargs(args))
+    _report(diag)
+    sys.stdout.write(infer.render_summary(result))
     return 0
 
 

@@ -309,3 +309,25 @@ class NoJobProduced(BoardError, NoNewCollection):
 class IncompleteJob(BoardError, NoNewCollection):
     """A new JOB directory lacks `data/` or `info.json.N` (the program did not call
     svp_acl_finalize); it was copied back all the same."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The inference runner (collectors/infer.py), after ais_bench. Exit codes: 6 for options its rules
+# refuse; when msprof runs the inference and fails, msprof's own exit status.
+
+
+class InferOptionError(CollectorError):
+    """Options of the inference runner that ais_bench's rules refuse (spec/collectors.md §5.2):
+    --profiler with --dump, either without --output, --output-dirname without --output, a loop
+    below 1, a bad device list, inputs that do not fit the model."""
+
+
+class MsprofFailed(ApplicationError):
+    """msprof, running the inference under it, exited non-zero. `status` is what the process
+    returned (negative: killed by that signal); `exit_code` passes it on (128 + N for signal N),
+    as ais_bench returns msprof's exit code."""
+
+    def __init__(self, message: str, status: int, path: Optional[str] = None) -> None:
+        self.status = status
+        super().__init__(message, path=path)
+        self.exit_code = status if 0 < status < 256 else (128 - status if status < 0 else 1)
