@@ -82,6 +82,32 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sort", metavar="COLUMN", help="order by this column (any case, or the start of its name)")
     p.add_argument("--format", choices=show.FORMATS, default="table", help="table (default), csv or json")
     p.set_defaults(run=cmd_show)
+    p = sub.add_parser("plot", help="draw PNG charts: top operators, time by type, a per-stream Gantt, PMU "
+                                    "ratios, AI Core frequency",
+                       description="Draw PNG charts of a collection (raw, JOB, or exported files only): the top "
+                                   "operators, total time by op type and core type, a per-stream Gantt of one "
+                                   "iteration with host API lanes, the PMU ratios of the top operators, and the AI "
+                                   "Core frequency. docs/plot_compare.md shows each.")
+    p.add_argument("-dir", "--collection-dir", dest="dir", metavar="DIR",
+                   help="a collection, or a folder holding several (default: the newest collection under the "
+                        "current directory)")
+    p.add_argument("--out", metavar="DIR", help="where the PNG files go (default ./msprof_kit_plots)")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="bars in the operator charts (default 10)")
+    p.add_argument("--iteration", type=int, metavar="I", help="the Gantt's iteration (default: the median one)")
+    p.set_defaults(run=cmd_plot)
+
+    p = sub.add_parser("compare", help="compare the operators of two collections",
+                       description="Match the operators of two collections (by op type, or by name with a fallback "
+                                   "for renamed ops) and print counts, totals, averages, the delta and the ratio per "
+                                   "row, largest change first, and the end-to-end model execution times.")
+    p.add_argument("-dir", "--collection-dir", dest="dirs", action="append", required=True, metavar="DIR",
+                   help="give it twice: collection A, then collection B")
+    p.add_argument("--by", choices=("type", "name"), default="type", help="match by op type (default) or op name")
+    p.add_argument("--top", type=int, default=20, metavar="N", help="rows shown (default 20; 0 for all)")
+    p.add_argument("--plot", action="store_true", help="also draw the delta chart")
+    p.add_argument("--out", metavar="DIR", help="where the chart goes (default ./msprof_kit_plots)")
+    p.set_defaults(run=cmd_compare)
+
     _collect_parser(sub)
     from .collectors import infer
     p = sub.add_parser("infer", help="run an offline model as ais_bench does, optionally profiled",
@@ -208,6 +234,29 @@ def cmd_collect(args: argparse.Namespace, diag: Diagnostics) -> int:
     _report(diag)
     for path in written:
         print(f"Collected {path}" if os.path.isdir(path) else f"Wrote {path}")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace, diag: Diagnostics) -> int:
+    from . import plot
+    path = args.dir
+    if path is None:
+        path = show.newest_collection(os.getcwd())
+        print(f"Plotting {path} (the newest collection under {os.getcwd()})", file=sys.stderr)
+    lines = plot.plot(path, args.out, top=args.top, iteration=args.iteration, diag=diag)
+    _report(diag)
+    print("\n".join(lines))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, diag: Diagnostics) -> int:
+    from . import compare
+    if len(args.dirs) != 2:
+        raise BadOption("compare needs -dir twice: -dir A -dir B")
+    a, b = (os.path.expanduser(d.lstrip("=")) for d in args.dirs)
+    text = compare.compare(a, b, by=args.by, top=args.top, plot=args.plot, out=args.out, diag=diag)
+    _report(diag)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
 

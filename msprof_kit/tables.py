@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from . import importer, store
@@ -240,10 +241,12 @@ def _timeline_family(paths: List[str]) -> List[str]:
     return []
 
 
-def _examine(path: str) -> Found:
-    """What exported data `path` holds, in its known sub-folders, best source first."""
-    found = Found(path)
-    found.has_store = os.path.isfile(store.store_path(path))
+def export_folders(path: str) -> Tuple[List[str], List[str]]:
+    """The folders of `path` that may hold exported files, best first: (summary folders, timeline
+    folders). Summary folders: `mindstudio_profiler_output/`, the `mindstudio_profiler_output/` of
+    exported-only `PROF_*` folders (a PyTorch-profiler run), `ASCEND_PROFILER_OUTPUT/`, the folder
+    itself, `summary/`, those `PROF_*` folders. Timeline folders: `timeline/`, `host|device_N/timeline/`.
+    Folders that do not exist are listed too."""
     names = _listdir(path)
     folders = [os.path.join(path, "mindstudio_profiler_output")]
     # PROF_xxx folders of a PyTorch-profiler run (exported only: a raw one is a collection of its own)
@@ -252,6 +255,14 @@ def _examine(path: str) -> Found:
     folders += [os.path.join(path, "ASCEND_PROFILER_OUTPUT"), path, os.path.join(path, "summary")] + profs
     timeline_dirs = [os.path.join(path, "timeline")]
     timeline_dirs += [os.path.join(path, n, "timeline") for n in names if RESULT_DIR.match(n)]
+    return folders, timeline_dirs
+
+
+def _examine(path: str) -> Found:
+    """What exported data `path` holds, in its known sub-folders, best source first."""
+    found = Found(path)
+    found.has_store = os.path.isfile(store.store_path(path))
+    folders, timeline_dirs = export_folders(path)
     timelines: List[str] = []
     for folder in folders + timeline_dirs:
         if not _is_dir(folder):
@@ -801,3 +812,485 @@ def read_tables(path: str, diag: Diagnostics, reports: Sequence[str] = REPORTS) 
         looked = LOOKED_FOR_REPORT[reports[0]] if len(reports) == 1 else LOOKED_FOR
         raise NoData(f"no {what} data here or below; looked for {looked}", path=path)
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Intervals and aggregates for plot and compare: device tasks, host APIs, iterations, op totals
+
+TRACE_PARTS = ("tasks", "apis", "iterations")
+STREAM = "Stream ID"
+THREAD = "Thread ID"
+MODEL = "Model ID"
+ITERATION = "Iteration ID"
+ITER_START = "Iteration Start(us)"
+ITER_END = "Iteration End(us)"
+ITER_TIME = "Iteration Time(us)"
+TASK_COLUMNS = (DEVICE, STREAM, TASK_TYPE, OP_NAME, OP_TYPE, START, DURATION)
+API_COLUMNS = (DEVICE, THREAD, LEVEL, API_NAME, START, DURATION)
+ITERATION_COLUMNS = (DEVICE, MODEL, ITERATION, ITER_START, ITER_END, ITER_TIME)
+# APIs whose time is one model execution, end to end (ACL level, and the model level inside it)
+MODEL_EXECUTE_APIS = ("aclmdlExecute", "aclmdlExecuteAsync", "aclmdlExecuteV2", "aclmdlExecuteAsyncV2",
+                      "ModelExecute")
+# the level of a timeline's CANN event from its name prefix, when its args carry none
+API_PREFIX_LEVELS = {"AscendCL": "acl", "Model": "model", "Node": "node", "Runtime": "runtime", "Hccl": "communication",
+                     "HCCL": "communication", "GE": "model"}
+LOOKED_FOR_TRACE = {
+    "tasks": "TASK in a store or unified DB, 'Ascend Hardware' events of a timeline, task_time CSVs, or op rows "
+             "with a start time",
+    "apis": "CANN_API in a store or unified DB, or 'CANN' events of a timeline (msprof_*.json, trace_view.json)",
+    "iterations": "a step trace (store KIT_STEP_TRACE, DB STEP_TIME, 'Iteration N' or 'ProfilerStep#N' timeline "
+                  "events, a step_trace CSV) or op rows with a Step Id",
+}
+
+
+@dataclass
+class Trace:
+    """The intervals of one collection (None: the collection has no such data), times in µs on the
+    collection's own clock (Unix time for msprof exports), float64.
+
+    `tasks`: one row per device task, TASK_COLUMNS (communication and memcpy tasks included when
+    the source has them; `OP Type` N/A where it does not say). `apis`: one row per host API call,
+    API_COLUMNS (`Device_id` 'host'). `iterations`: one row per model iteration or profiler step,
+    ITERATION_COLUMNS (`Model ID` NaN for profiler steps). `sources`: part → where it came from."""
+    path: str
+    tasks: Optional[pd.DataFrame] = None
+    apis: Optional[pd.DataFrame] = None
+    iterations: Optional[pd.DataFrame] = None
+    sources: Dict[str, str] = field(default_factory=dict)
+
+    def table(self, part: str) -> Optional[pd.DataFrame]:
+        frame = {"tasks": self.tasks, "apis": self.apis, "iterations": self.iterations}[part]
+        return frame if frame is not None and not frame.empty else None
+
+    def set(self, part: str, frame: Optional[pd.DataFrame], source: str) -> None:
+        if frame is None or frame.empty or self.table(part) is not None:
+            return
+        setattr(self, part, frame.reset_index(drop=True))
+        self.sources[part] = source
+
+    def missing(self, parts: Iterable[str]) -> List[str]:
+        return [p for p in parts if self.table(p) is None]
+
+
+def _lookup(ids: np.ndarray, strings: Dict[int, str]) -> np.ndarray:
+    """STRING_IDS values of an id array, N/A for unknown ids (vectorized)."""
+    if not strings:
+        return np.full(len(ids), NA, dtype=object)
+    table = pd.Series(strings, dtype=object)
+    return table.reindex(pd.Index(np.asarray(ids, dtype=np.int64))).fillna(NA).to_numpy(dtype=object)
+
+
+def _task_frame(device: np.ndarray, stream: np.ndarray, task_type: np.ndarray, name: np.ndarray,
+                op_type: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> pd.DataFrame:
+    start = np.asarray(start_ns, dtype=np.int64)
+    frame = pd.DataFrame({
+        DEVICE: pd.Series(device).astype(str).to_numpy(), STREAM: np.asarray(stream, dtype=np.float64),
+        TASK_TYPE: task_type, OP_NAME: name, OP_TYPE: op_type, START: start.astype(np.float64) / 1000,
+        DURATION: (np.asarray(end_ns, dtype=np.int64) - start).astype(np.float64) / 1000})
+    return frame.sort_values(START, kind="stable")
+
+
+def _api_frame(thread: np.ndarray, level: np.ndarray, name: np.ndarray, start_ns: np.ndarray,
+               end_ns: np.ndarray) -> pd.DataFrame:
+    start = np.asarray(start_ns, dtype=np.int64)
+    frame = pd.DataFrame({
+        DEVICE: "host", THREAD: np.asarray(thread, dtype=np.float64), LEVEL: level, API_NAME: name,
+        START: start.astype(np.float64) / 1000,
+        DURATION: (np.asarray(end_ns, dtype=np.int64) - start).astype(np.float64) / 1000})
+    return frame.sort_values(START, kind="stable")
+
+
+def _iteration_frame(device: "npt.ArrayLike", model: "npt.ArrayLike", index: "npt.ArrayLike",
+                     start_us: "npt.ArrayLike", end_us: "npt.ArrayLike",
+                     time_us: Optional["npt.ArrayLike"] = None) -> pd.DataFrame:
+    """Iterations; `time_us` is their length when the source has it more exactly than end - start
+    (µs since the epoch as float64 are 0.25 µs apart)."""
+    start = np.asarray(start_us, dtype=np.float64)
+    end = np.asarray(end_us, dtype=np.float64)
+    span = end - start if time_us is None else np.asarray(time_us, dtype=np.float64)
+    frame = pd.DataFrame({DEVICE: pd.Series(np.asarray(device, dtype=object)).astype(str).to_numpy(),
+                          MODEL: np.asarray(model, dtype=np.float64),
+                          ITERATION: np.asarray(index, dtype=np.float64), ITER_START: start, ITER_END: end,
+                          ITER_TIME: span})
+    return frame.sort_values([ITER_START, DEVICE], kind="stable")
+
+
+def _api_levels(conn: sqlite3.Connection, names: Iterable[str]) -> Dict[int, str]:
+    levels = dict(API_LEVELS)
+    if "ENUM_API_TYPE" in names:
+        levels.update({int(i): str(n) for i, n in conn.execute("SELECT id, name FROM ENUM_API_TYPE").fetchall()})
+    return levels
+
+
+def _level_names(types: np.ndarray, levels: Dict[int, str]) -> np.ndarray:
+    """API level names of CANN_API type ids (the id itself, as text, when it has no name)."""
+    ids = pd.Series(np.asarray(types, dtype=np.int64))
+    return ids.map(levels).fillna(ids.astype(str)).to_numpy(dtype=object)
+
+
+def trace_from_store(trace: Trace, collection_path: str, parts: Sequence[str]) -> None:
+    """Tasks (TASK, named from COMPUTE_TASK_INFO, else by their task type), host APIs (CANN_API)
+    and iterations (the step trace, as `export` windows them) of an imported collection."""
+    from .exporters.context import open_context
+    from .exporters.scope import step_iterations
+    where = store.store_path(collection_path)
+    ctx = open_context(collection_path)
+    try:
+        strings = {int(i): str(v) for i, v in ctx.conn.execute("SELECT id, value FROM STRING_IDS").fetchall()} \
+            if ctx.has("STRING_IDS") else {}
+        if "tasks" in parts and ctx.has("TASK"):
+            t = ctx.ints("TASK", ("startNs", "endNs", "deviceId", "streamId", "taskType", "globalTaskId"))
+            task_type = _lookup(t["taskType"], strings)
+            name = task_type.copy()
+            op_type = np.full(len(name), NA, dtype=object)
+            if ctx.has("COMPUTE_TASK_INFO"):
+                info = ctx.ints("COMPUTE_TASK_INFO", ("globalTaskId", "name", "opType"))
+                at = pd.Index(info["globalTaskId"]).get_indexer(t["globalTaskId"])
+                known = at >= 0
+                name[known] = _lookup(info["name"][at[known]], strings)
+                op_type[known] = _lookup(info["opType"][at[known]], strings)
+            trace.set("tasks", _task_frame(t["deviceId"], t["streamId"], task_type, name, op_type, t["startNs"],
+                                           t["endNs"]), where + " (TASK)")
+        if "apis" in parts and ctx.has("CANN_API"):
+            a = ctx.ints("CANN_API", ("startNs", "endNs", "type", "globalTid", "name"))
+            levels = _api_levels(ctx.conn, ctx.tables)
+            level = _level_names(a["type"], levels)
+            trace.set("apis", _api_frame(a["globalTid"] & 0xFFFFFFFF, level, _lookup(a["name"], strings),
+                                         a["startNs"], a["endNs"]), where + " (CANN_API)")
+        if "iterations" in parts:
+            rows = [(dev, model, index, start, end)
+                    for dev, per in sorted(step_iterations(ctx).items()) for model, index, start, end in per]
+            if rows:
+                dev, model, index, start, end = zip(*rows)
+                s_ns, e_ns = np.array(start, dtype=np.int64), np.array(end, dtype=np.int64)
+                trace.set("iterations", _iteration_frame(dev, model, index, s_ns / 1000, e_ns / 1000,
+                                                         (e_ns - s_ns) / 1000), where + " (KIT_STEP_TRACE)")
+    finally:
+        ctx.conn.close()
+
+
+def trace_from_db(trace: Trace, path: str, parts: Sequence[str]) -> None:
+    """Tasks (TASK with the names of COMPUTE_TASK_INFO or COMMUNICATION_TASK_INFO), host APIs
+    (CANN_API) and profiler steps (STEP_TIME) of a unified database."""
+    conn = open_db(path)
+    try:
+        schema = _db_tables(conn)
+        strings = {int(i): str(v) for i, v in conn.execute("SELECT id, value FROM STRING_IDS").fetchall()} \
+            if "STRING_IDS" in schema else {}
+        if "tasks" in parts and "TASK" in schema:
+            joins, names, types = "", [], []
+            for table, alias in (("COMPUTE_TASK_INFO", "c"), ("COMMUNICATION_TASK_INFO", "m")):
+                if table in schema and "globalTaskId" in schema[table]:
+                    joins += f" LEFT JOIN {table} {alias} ON {alias}.globalTaskId = t.globalTaskId"
+                    names.append(f"{alias}.name")
+                    if "opType" in schema[table]:
+                        types.append(f"{alias}.opType")
+            name, op_type = (f"COALESCE({', '.join(c)})" if len(c) > 1 else (c[0] if c else "NULL")
+                             for c in (names, types))
+            frame = pd.read_sql_query(
+                "SELECT t.deviceId AS dev, t.streamId AS stream, CAST(t.startNs AS INTEGER) AS s, "
+                f"CAST(t.endNs AS INTEGER) AS e, t.taskType AS tt, {name} AS n, {op_type} AS ot FROM TASK t{joins}",
+                conn)
+            if not frame.empty:
+                task_type = _lookup(frame["tt"].fillna(-1).to_numpy(np.int64), strings)
+                named = frame["n"].notna().to_numpy()
+                name_text = task_type.copy()
+                name_text[named] = _lookup(frame["n"][named].to_numpy(np.int64), strings)
+                op_text = np.full(len(frame), NA, dtype=object)
+                typed = frame["ot"].notna().to_numpy()
+                op_text[typed] = _lookup(frame["ot"][typed].to_numpy(np.int64), strings)
+                trace.set("tasks", _task_frame(frame["dev"].to_numpy(), frame["stream"].to_numpy(), task_type,
+                                               name_text, op_text, frame["s"].to_numpy(), frame["e"].to_numpy()),
+                          path + " (TASK)")
+        if "apis" in parts and "CANN_API" in schema:
+            frame = pd.read_sql_query("SELECT CAST(startNs AS INTEGER) AS s, CAST(endNs AS INTEGER) AS e, type, "
+                                      "globalTid, name FROM CANN_API", conn)
+            if not frame.empty:
+                levels = _api_levels(conn, schema)
+                level = _level_names(frame["type"].to_numpy(np.int64), levels)
+                trace.set("apis", _api_frame(frame["globalTid"].to_numpy(np.int64) & 0xFFFFFFFF, level,
+                                             _lookup(frame["name"].to_numpy(np.int64), strings),
+                                             frame["s"].to_numpy(), frame["e"].to_numpy()), path + " (CANN_API)")
+        if "iterations" in parts and "STEP_TIME" in schema:
+            frame = pd.read_sql_query("SELECT id, CAST(startNs AS INTEGER) AS s, CAST(endNs AS INTEGER) AS e "
+                                      "FROM STEP_TIME", conn)
+            if not frame.empty:
+                devices = conn.execute("SELECT DISTINCT deviceId FROM TASK").fetchall() if "TASK" in schema else []
+                device = str(devices[0][0]) if len(devices) == 1 else NA
+                s_ns, e_ns = frame["s"].to_numpy(np.int64), frame["e"].to_numpy(np.int64)
+                trace.set("iterations", _iteration_frame([device] * len(frame), [np.nan] * len(frame), frame["id"],
+                                                         s_ns / 1000, e_ns / 1000, (e_ns - s_ns) / 1000),
+                          path + " (STEP_TIME)")
+    except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+        raise UnreadableFile(f"cannot read the database: {exc}", path=path) from exc
+    finally:
+        conn.close()
+
+
+def trace_timelines(path: str) -> List[str]:
+    """The timeline family that holds the most of a collection's intervals: msprof_*.json (tasks,
+    CANN APIs and iterations), else trace_view*.json, else task_time_*.json together with
+    step_trace_*.json (the MindInsight-era split)."""
+    folders, timeline_dirs = export_folders(path)
+    files: List[str] = []
+    for folder in folders + timeline_dirs:
+        if _is_dir(folder):
+            files += [os.path.join(folder, n) for n in _listdir(folder) if n.lower().endswith(".json")
+                      and os.path.isfile(os.path.join(folder, n))]
+    family = {prefix: sorted(p for p in files if os.path.basename(p).startswith(prefix))
+              for prefix in ("msprof", "trace_view", "task_time", "step_trace")}
+    if family["msprof"]:
+        return family["msprof"]
+    if family["trace_view"]:
+        return family["trace_view"]
+    return family["task_time"] + family["step_trace"]
+
+
+def timeline_events(paths: Sequence[str], diag: Diagnostics) -> pd.DataFrame:
+    """The complete ('X') events of chrome-trace timelines as one frame: name, ts and dur (µs),
+    cat, args, tid, and from the metadata events `process` (process_name), `thread` (thread_name)
+    and `device` (an `NPU n` process label, else a `device_N` folder in the path, else N/A).
+    Files above TIMELINE_MAX_BYTES, or not readable as JSON, are skipped with a warning."""
+    frames: List[pd.DataFrame] = []
+    columns = ["ph", "name", "pid", "tid", "ts", "dur", "cat", "args"]
+    for path in paths:
+        if os.path.getsize(path) > TIMELINE_MAX_BYTES:
+            diag.warn(f"{path}: larger than {TIMELINE_MAX_BYTES >> 20} MiB; not read")
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                events = json.load(f)
+            if isinstance(events, dict):
+                events = events.get("traceEvents", [])
+            ev = pd.DataFrame.from_records(events, columns=columns) if isinstance(events, list) else None
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            diag.warn(f"{path}: not a readable JSON timeline ({exc}); skipped")
+            continue
+        if ev is None or ev.empty:
+            continue
+        meta = ev[ev["ph"] == "M"]
+        args = meta["args"]
+        procs = dict(zip(meta["pid"][meta["name"] == "process_name"],
+                         args[meta["name"] == "process_name"].str.get("name").astype(str)))
+        labels = dict(zip(meta["pid"][meta["name"] == "process_labels"],
+                          args[meta["name"] == "process_labels"].str.get("labels").astype(str)))
+        is_thread = meta["name"] == "thread_name"
+        threads = dict(zip(zip(meta["pid"][is_thread], meta["tid"][is_thread]),
+                           args[is_thread].str.get("name").astype(str)))
+        x = ev[ev["ph"] == "X"].copy()
+        if x.empty:
+            continue
+        fallback = _device_in_path(path)
+        x["process"] = x["pid"].map(procs).astype(object).fillna("").astype(str)
+        label = x["pid"].map(labels).astype(object).fillna("").astype(str).str.extract(r"^\s*NPU\s*(\d+)\s*$")[0]
+        x["device"] = label.fillna(fallback).astype(str)
+        names = pd.Series(threads, dtype=object)
+        keys = pd.MultiIndex.from_arrays([x["pid"], x["tid"]])
+        x["thread"] = names.reindex(keys).fillna("").astype(str).to_numpy() if len(names) else ""
+        x["ts"] = pd.to_numeric(x["ts"].astype(str).str.strip(), errors="coerce")
+        x["dur"] = pd.to_numeric(x["dur"].astype(str).str.strip(), errors="coerce")
+        frames.append(x.drop(columns=["ph", "pid"]))
+    if not frames:
+        return pd.DataFrame(columns=["name", "tid", "ts", "dur", "cat", "args", "process", "device", "thread"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def trace_from_timelines(trace: Trace, paths: Sequence[str], parts: Sequence[str], diag: Diagnostics) -> None:
+    """Tasks ('Ascend Hardware' events with a Task Type), host APIs ('CANN' events; the level from
+    their args, else from the name's prefix: `AscendCL@` acl, `Node@` node, ...) and iterations
+    ('Iteration Time' events of a step-trace thread, or the `ProfilerStep#N` events of a PyTorch
+    profiler) of timeline files. Events repeated across files are counted once."""
+    if not paths:
+        return
+    ev = timeline_events(paths, diag)
+    if ev.empty:
+        return
+    source = paths[0] + (f" (+{len(paths) - 1} more)" if len(paths) > 1 else "")
+    name = ev["name"].astype(str)
+    if "tasks" in parts:
+        task_type = ev["args"].str.get("Task Type")
+        hw = ev["process"].str.startswith("Ascend Hardware") & task_type.notna()
+        if hw.any():
+            args = ev["args"][hw]
+            stream = pd.to_numeric(args.str.get("Stream Id").fillna(args.str.get("Physic Stream Id")), errors="coerce")
+            stream = stream.fillna(pd.to_numeric(ev["tid"][hw], errors="coerce"))
+            tasks = pd.DataFrame({DEVICE: ev["device"][hw], STREAM: stream.astype(np.float64),
+                                  TASK_TYPE: task_type[hw].astype(str), OP_NAME: name[hw], OP_TYPE: NA,
+                                  START: ev["ts"][hw].astype(np.float64), DURATION: ev["dur"][hw].astype(np.float64)})
+            trace.set("tasks", tasks.drop_duplicates().sort_values(START, kind="stable"), source)
+    if "apis" in parts:
+        cann = ev["process"] == "CANN"
+        if cann.any():
+            args = ev["args"][cann]
+            prefix = name[cann].str.extract(r"^([^@]+)@")[0]
+            level = args.str.get("level").fillna(prefix.map(API_PREFIX_LEVELS)).fillna(prefix).fillna(NA)
+            thread = pd.to_numeric(args.str.get("Thread Id"), errors="coerce")
+            thread = thread.fillna(pd.to_numeric(ev["tid"][cann], errors="coerce"))
+            apis = pd.DataFrame({DEVICE: "host", THREAD: thread.astype(np.float64), LEVEL: level.astype(str),
+                                 API_NAME: name[cann].str.replace(r"^[^@]*@", "", regex=True),
+                                 START: ev["ts"][cann].astype(np.float64),
+                                 DURATION: ev["dur"][cann].astype(np.float64)})
+            trace.set("apis", apis.drop_duplicates().sort_values(START, kind="stable"), source)
+    if "iterations" in parts:
+        steps = ev["cat"].astype(str).eq("Iteration Time") & name.str.match(r"^Iteration \d+$")
+        profiler = name.str.match(r"^ProfilerStep#\d+$")
+        for mask, host in ((steps, False), (profiler, True)):
+            if not mask.any():
+                continue
+            index = pd.to_numeric(name[mask].str.extract(r"(\d+)$")[0], errors="coerce")
+            model = pd.to_numeric(ev["thread"][mask].str.extract(r"Model ID:\s*(\d+)")[0], errors="coerce")
+            start = ev["ts"][mask].to_numpy(np.float64)
+            dur = ev["dur"][mask].to_numpy(np.float64)
+            device = np.where(host, "host", ev["device"][mask].to_numpy(dtype=object))
+            frame = _iteration_frame(device, model.to_numpy(np.float64), index.to_numpy(np.float64), start,
+                                     start + dur, dur)
+            trace.set("iterations", frame.drop_duplicates(), source)
+            break
+
+
+def _step_trace_csvs(path: str) -> List[str]:
+    """msprof step_trace CSVs of a collection (recognised by their header), newest export first."""
+    folders, _ = export_folders(path)
+    out: List[str] = []
+    for folder in folders:
+        if not _is_dir(folder):
+            continue
+        for name in _listdir(folder):
+            p = os.path.join(folder, name)
+            if not (name.lower().startswith("step_trace") and name.lower().endswith(".csv") and os.path.isfile(p)):
+                continue
+            with open(p, encoding="utf-8", errors="replace", newline="") as f:
+                header = {h.strip().lstrip("\ufeff") for h in next(csv.reader([f.readline()]), [])}
+            if {ITERATION, "Iteration End(us)", ITER_TIME} <= header:
+                out.append(p)
+        if out:
+            break
+    return sorted(out, reverse=True)[:1]
+
+
+def trace_from_ops(trace: Trace, ops: Optional[pd.DataFrame], source: str, parts: Sequence[str]) -> None:
+    """What op rows can stand in for: tasks (rows with a start time; streams when the rows say) and
+    iterations (per `Step Id`, from its first task's start to its last task's end)."""
+    if ops is None or ops.empty or START not in ops.columns or DURATION not in ops.columns:
+        return
+    rows = ops[ops[START].notna() & ops[DURATION].notna()]
+    if rows.empty:
+        return
+    if "tasks" in parts:
+        tasks = pd.DataFrame({DEVICE: rows[DEVICE].astype(str),
+                              STREAM: rows[STREAM].astype(np.float64) if STREAM in rows else np.nan,
+                              TASK_TYPE: rows[TASK_TYPE].astype(str) if TASK_TYPE in rows else NA,
+                              OP_NAME: rows[OP_NAME].astype(str) if OP_NAME in rows else NA,
+                              OP_TYPE: rows[OP_TYPE].astype(str) if OP_TYPE in rows else NA,
+                              START: rows[START], DURATION: rows[DURATION]})
+        trace.set("tasks", tasks.sort_values(START, kind="stable"), source + " (op rows)")
+    if "iterations" in parts and "Step Id" in rows.columns and rows["Step Id"].notna().any():
+        stepped = rows[rows["Step Id"].notna()]
+        end = stepped[START] + stepped[DURATION]
+        g = pd.DataFrame({"dev": stepped[DEVICE], "step": stepped["Step Id"], "s": stepped[START], "e": end}) \
+            .groupby(["dev", "step"], sort=True).agg(s=("s", "min"), e=("e", "max")).reset_index()
+        trace.set("iterations", _iteration_frame(g["dev"], [np.nan] * len(g), g["step"], g["s"], g["e"]),
+                  source + " (Step Id)")
+
+
+def read_trace(found: Found, diag: Diagnostics, parts: Sequence[str] = TRACE_PARTS,
+               ops: Optional[pd.DataFrame] = None, ops_source: str = "") -> Trace:
+    """The intervals of one collection (see Trace), each part from the first source that has it:
+    the store (a raw collection is imported first, as `load` does), unified DBs, timelines (see
+    trace_timelines), then task_time CSVs for tasks and msprof step_trace CSVs for iterations,
+    then `ops` (the collection's op rows, when the caller has them: see trace_from_ops)."""
+    trace = Trace(found.path)
+    if found.raw:
+        for coll in importer.ensure_imported(found.path, diag):
+            trace_from_store(trace, coll.path, parts)
+        return trace
+    if found.has_store:
+        trace_from_store(trace, found.path, parts)
+    for db in found.dbs:
+        if trace.missing(parts):
+            trace_from_db(trace, db, trace.missing(parts))
+    if trace.missing(parts):
+        trace_from_timelines(trace, trace_timelines(found.path), trace.missing(parts), diag)
+    if "tasks" in trace.missing(parts):
+        for group in found.csv.get("task_time", [])[:1]:
+            frame = read_csvs(group, "task_time")
+            if {START, DURATION} <= set(frame.columns):
+                trace_from_ops(trace, frame, _describe(group), ["tasks"])
+                if trace.table("tasks") is not None:
+                    trace.sources["tasks"] = _describe(group)
+    if "iterations" in trace.missing(parts):
+        for p in _step_trace_csvs(found.path):
+            frame = read_csvs([p], "step_trace")
+            if {ITERATION, "Iteration End(us)", ITER_TIME} <= set(frame.columns):
+                end = frame["Iteration End(us)"].to_numpy(np.float64)
+                span = frame[ITER_TIME].to_numpy(np.float64)
+                trace.set("iterations", _iteration_frame(frame[DEVICE], frame[MODEL] if MODEL in frame else
+                                                         [np.nan] * len(frame), frame[ITERATION], end - span, end,
+                                                         span), p)
+    if trace.missing(parts):
+        trace_from_ops(trace, ops, ops_source or found.path, trace.missing(parts))
+    return trace
+
+
+def model_execution(api_statistic: Optional[pd.DataFrame]) -> Optional[pd.DataFrame]:
+    """The API statistic rows of model executions (MODEL_EXECUTE_APIS: aclmdlExecute, ModelExecute,
+    ...), summed over devices: Level, API Name, Count, Time(us) (the total), Avg(us). None without any."""
+    if api_statistic is None or api_statistic.empty or API_NAME not in api_statistic.columns:
+        return None
+    rows = api_statistic[api_statistic[API_NAME].isin(MODEL_EXECUTE_APIS)]
+    if rows.empty:
+        return None
+    # a Python-flavour export repeats the host table once per device: count each (level, API) once
+    rows = rows.drop_duplicates(subset=[LEVEL, API_NAME, "Time(us)", "Count"])
+    g = rows.groupby([LEVEL, API_NAME], sort=False).agg(Count=("Count", "sum"), Time=("Time(us)", "sum")).reset_index()
+    g = g.rename(columns={"Time": "Time(us)"})
+    g["Avg(us)"] = g["Time(us)"] / g["Count"].where(g["Count"] > 0)
+    order = {name: i for i, name in enumerate(MODEL_EXECUTE_APIS)}
+    return g.sort_values(API_NAME, key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
+
+
+def pmu_ratio_columns(ops: Optional[pd.DataFrame]) -> List[str]:
+    """The PMU `*_ratio` columns of op rows that hold at least one number (pipe utilization and
+    similar: the share of the core's time a unit was busy)."""
+    if ops is None:
+        return []
+    return [c for c in ops.columns if c.endswith("_ratio") and ops[c].dtype.kind == "f" and ops[c].notna().any()]
+
+
+def op_totals(ops: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """Op rows summed per key (e.g. [OP_NAME] or [OP_TYPE]) over all devices: Count, Total / Avg /
+    Min / Max Time(us), First Start(us) (the earliest task start, NaN when unknown), the OP Type
+    and Task Type of the key's tasks ('/'-joined when several), and the mean of each PMU ratio
+    column over the tasks that have it."""
+    work = ops.copy()
+    for c in (OP_TYPE, TASK_TYPE):
+        if c not in work.columns:
+            work[c] = NA
+    if START not in work.columns:
+        work[START] = np.nan
+    grouped = work.groupby(list(keys), sort=False, dropna=False)
+    out = grouped.agg(**{"Count": (DURATION, "size"), "Total Time(us)": (DURATION, "sum"),
+                         "Min Time(us)": (DURATION, "min"), "Max Time(us)": (DURATION, "max"),
+                         "First Start(us)": (START, "min")}).reset_index()
+    out["Count"] = out["Count"].astype(np.float64)
+    out["Avg Time(us)"] = out["Total Time(us)"] / out["Count"]
+    index = pd.MultiIndex.from_frame(out[list(keys)]) if len(keys) > 1 else pd.Index(out[keys[0]])
+    for c in (OP_TYPE, TASK_TYPE):
+        if c not in keys:
+            out[c] = _distinct_joined(work, list(keys), c).reindex(index).to_numpy()
+    for c in pmu_ratio_columns(work):
+        out[c] = grouped[c].mean().to_numpy()
+    return out
+
+
+def _distinct_joined(frame: pd.DataFrame, keys: List[str], column: str) -> pd.Series:
+    """Per key, the distinct texts of `column`, sorted and '/'-joined. Keys with one value (nearly
+    all) are taken as they are; only the few with several are joined one by one."""
+    d = frame[keys + [column]].astype({column: str}).drop_duplicates().sort_values(keys + [column], kind="stable")
+    size = d.groupby(keys, sort=False, dropna=False)[column].transform("size")
+    single = d[size == 1].set_index(keys)[column]
+    several = d[size > 1]
+    if several.empty:
+        return single
+    joined = several.groupby(keys, sort=False, dropna=False)[column].agg("/".join)
+    return pd.concat([single, joined])

@@ -1,0 +1,454 @@
+"""`compare`: two collections side by side, operator by operator, and end to end.
+
+Operators are matched between collection A and collection B by OP Type or by Op Name
+(docs/plot_compare.md states the rules), their counts, totals and averages put side by side with
+the change `Delta = Total B - Total A` and `Ratio = Total B / Total A`, largest change first; rows
+found on one side only say so. The end-to-end part puts side by side the total operator time, the
+model executions the API statistic records (aclmdlExecute, ModelExecute, ...) and the iterations of
+the step trace. `--plot` draws the changes as a chart.
+
+Both sides are read with `tables.py`, so a raw collection (PROF or JOB), a store, exported CSVs, a
+unified DB or a timeline can be compared with any other. Nothing here prints; the CLI does.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+
+from . import plot as P
+from . import tables as T
+from .errors import BadOption, Diagnostics, NoData, NotACollection
+
+BY = ("type", "name")
+DEFAULT_TOP = 20
+FILE_NAME = "compare_by_{by}.png"
+TOTAL_A, TOTAL_B = "Total A(us)", "Total B(us)"
+COUNT_A, COUNT_B = "Count A", "Count B"
+AVG_A, AVG_B = "Avg A(us)", "Avg B(us)"
+DELTA, RATIO, MATCH = "Delta(us)", "Ratio B/A", "Match"
+ONLY_A, ONLY_B = "only in A", "only in B"
+# how a row was matched (docs/plot_compare.md)
+SAME_TYPE, SAME_NAME, TYPE_CHANGED, RENUMBERED = "same type", "same name", "type changed", "renumbered"
+INTEGER_COLUMNS = (COUNT_A, COUNT_B)
+METRIC = "Metric"
+
+
+@dataclass
+class Side:
+    """One collection: its tables, its iterations, and a short name for titles."""
+    path: str
+    tables: T.Tables
+    iterations: Optional[pd.DataFrame]
+    name: str
+
+
+@dataclass
+class Comparison:
+    """The result of compare_sides. `rows`: one row per matched (or one-sided) key, all of them,
+    largest |Delta| first. `e2e`: end-to-end metrics. `by`: 'type' or 'name' (what was used).
+    `notes`: how the rows were obtained (fallbacks, sums over devices)."""
+    a: Side
+    b: Side
+    by: str
+    key: str
+    rows: pd.DataFrame
+    e2e: pd.DataFrame
+    notes: List[str] = field(default_factory=list)
+
+    def row(self, key: str) -> pd.Series:
+        """The row of a key (an OP Type, or an Op Name of A or of B)."""
+        hit = self.rows[(self.rows["key A"] == key) | (self.rows["key B"] == key)]
+        if hit.empty:
+            raise KeyError(key)
+        return hit.iloc[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading a side
+
+
+def load_side(path: str, diag: Diagnostics) -> Side:
+    """One collection (an error when `path` holds none or several), with its iterations."""
+    found = T.discover(path)
+    if not found:
+        raise NotACollection(f"no profiling data here or below; looked for {T.LOOKED_FOR}", path=path)
+    if len(found) > 1:
+        listed = ", ".join(os.path.relpath(f.path, path) for f in found[:6]) + (" ..." if len(found) > 6 else "")
+        raise BadOption(f"{path} holds {len(found)} collections ({listed}); give -dir one collection")
+    tables = T.load(found[0], diag, ("op_summary", "op_statistic", "api_statistic"))
+    if tables.op_rows is None and tables.op_statistic is None:
+        raw = " (imported: no device tasks there)" if found[0].raw else ""
+        raise NoData(f"no operator data{raw}; looked for {T.LOOKED_FOR_REPORT['op_summary']}", path=path)
+    trace = T.read_trace(found[0], diag, ("iterations",), ops=tables.op_rows,
+                         ops_source=tables.sources.get("op_summary", ""))
+    return Side(found[0].path, tables, trace.table("iterations"), P.short_name(found[0].path))
+
+
+def _has_types(side: Side) -> bool:
+    ops = side.tables.op_rows
+    if ops is not None and T.OP_TYPE in ops.columns and not ops[T.OP_TYPE].isin(T.NA_TEXTS).all():
+        return True
+    return ops is None and side.tables.op_statistic is not None
+
+
+def _per_key(side: Side, by: str) -> pd.DataFrame:
+    """The side's operators summed per key (over devices): key, Count, Total Time(us), Avg
+    Time(us), First Start(us), OP Type, Task Type."""
+    ops = side.tables.op_rows
+    if by == "type" and ops is None:
+        stat = side.tables.op_statistic
+        assert stat is not None
+        g = stat.groupby(T.OP_TYPE, sort=False)
+        out = g[["Count", "Total Time(us)"]].sum().reset_index()
+        out[T.TASK_TYPE] = g[T.CORE_TYPE].agg(lambda s: "/".join(sorted(set(s.astype(str))))).to_numpy()
+        out["Avg Time(us)"] = out["Total Time(us)"] / out["Count"]
+        out["First Start(us)"] = np.nan
+        out["key"] = out[T.OP_TYPE].astype(str)
+        return out
+    assert ops is not None
+    column = T.OP_TYPE if by == "type" else T.OP_NAME
+    out = T.op_totals(ops, [column])
+    out["key"] = out[column].astype(str)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Matching
+
+
+def _type_token_key(names: pd.Series, types: pd.Series) -> pd.Series:
+    """The name with the last occurrence of its own OP Type replaced by `*` (None when the type is
+    unknown or not in the name): `layer1/Mish-op4` (Mish) and `layer1/LeakyRelu-op4` (LeakyRelu)
+    both give `layer1/*-op4`. One string operation per distinct operator, not per task."""
+    out = []
+    for name, kind in zip(names.astype(str), types.astype(str)):
+        first = kind.split("/")[0]
+        at = name.rfind(first) if first not in T.NA_TEXTS else -1
+        out.append(name[:at] + "*" + name[at + len(first):] if at >= 0 else None)
+    return pd.Series(out, index=names.index, dtype=object)
+
+
+def _pair_in_order(a: pd.DataFrame, b: pd.DataFrame, key_a: pd.Series, key_b: pd.Series) -> pd.DataFrame:
+    """Pairs (index in a, index in b) of rows with equal keys, the k-th of a key in A (by first
+    start, then name) with the k-th in B."""
+    def ranked(frame: pd.DataFrame, key: pd.Series) -> pd.DataFrame:
+        f = pd.DataFrame({"k": key, "s": frame["First Start(us)"], "n": frame["key"], "i": frame.index})
+        f = f[f["k"].notna()].sort_values(["k", "s", "n"], kind="stable", na_position="last")
+        f["r"] = f.groupby("k").cumcount()
+        return f
+    ra, rb = ranked(a, key_a), ranked(b, key_b)
+    pairs = ra.merge(rb, on=["k", "r"], suffixes=("_a", "_b"))
+    return pairs[["i_a", "i_b"]]
+
+
+def match(a: pd.DataFrame, b: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Pairs of rows of A and B (`ia`, `ib`; -1 on the side that has none) and how they matched.
+
+    by type: equal OP Type. by name: (1) equal Op Name; then, among the rest, (2) names equal once
+    each one's own OP Type is replaced by `*` (an op whose type was swapped: Mish → LeakyRelu);
+    then (3) names equal once every run of digits is ignored, with equal OP Type and Task Type
+    (an op renumbered by the graph compiler: Conv2D_12 → Conv2D_13). In (2) and (3) several
+    candidates are paired in order of first start."""
+    same = a.reset_index().merge(b.reset_index(), on="key", suffixes=("_a", "_b"))
+    pairs = [pd.DataFrame({"ia": same["index_a"], "ib": same["index_b"],
+                           "how": SAME_TYPE if by == "type" else SAME_NAME})]
+    if by == "name":
+        for how in (TYPE_CHANGED, RENUMBERED):
+            used_a = pd.concat([p["ia"] for p in pairs])
+            used_b = pd.concat([p["ib"] for p in pairs])
+            rest_a, rest_b = a.drop(index=used_a), b.drop(index=used_b)
+            if rest_a.empty or rest_b.empty:
+                break
+            if how == TYPE_CHANGED:
+                key_a = _type_token_key(rest_a["key"], rest_a[T.OP_TYPE])
+                key_b = _type_token_key(rest_b["key"], rest_b[T.OP_TYPE])
+            else:
+                def digitless(f: pd.DataFrame) -> pd.Series:
+                    return f["key"].str.replace(r"\d+", "#", regex=True) + "\x00" + f[T.OP_TYPE].astype(str) + \
+                        "\x00" + f[T.TASK_TYPE].astype(str)
+                key_a, key_b = digitless(rest_a), digitless(rest_b)
+            found = _pair_in_order(rest_a, rest_b, key_a, key_b)
+            pairs.append(pd.DataFrame({"ia": found["i_a"], "ib": found["i_b"], "how": how}))
+    matched = pd.concat(pairs, ignore_index=True)
+    only_a = a.index.difference(pd.Index(matched["ia"]))
+    only_b = b.index.difference(pd.Index(matched["ib"]))
+    return pd.concat([matched, pd.DataFrame({"ia": only_a, "ib": -1, "how": ONLY_A}),
+                      pd.DataFrame({"ia": -1, "ib": only_b, "how": ONLY_B})], ignore_index=True)
+
+
+def _pick(frame: pd.DataFrame, at: np.ndarray, column: str, fill: object) -> np.ndarray:
+    """frame[column] at positions `at` (-1: `fill`)."""
+    values = frame[column].to_numpy()
+    out = np.full(len(at), fill, dtype=object if values.dtype == object else np.float64)
+    ok = at >= 0
+    out[ok] = values[at[ok]]
+    return out
+
+
+def _joined(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """`left`, or `right` where left is missing, or `left → right` where they differ."""
+    left = left.astype(object)
+    right = right.astype(object)
+    out = np.where(pd.isna(left), right, left).astype(object)
+    differ = ~pd.isna(left) & ~pd.isna(right) & (left != right)
+    out[differ] = [f"{x} → {y}" for x, y in zip(left[differ], right[differ])]
+    return out
+
+
+def compare_sides(a: Side, b: Side, by: str) -> Comparison:
+    """Match A's and B's operators (see `match`) and put them side by side, largest |Delta| first."""
+    if by not in BY:
+        raise BadOption(f"--by {by!r}: choose from {', '.join(BY)}")
+    notes: List[str] = []
+    used = by
+    if by == "type" and not (_has_types(a) and _has_types(b)):
+        lacking = " and ".join(s for s, side in (("A", a), ("B", b)) if not _has_types(side))
+        if a.tables.op_rows is None or b.tables.op_rows is None:
+            raise NoData(f"cannot compare: {lacking} has no OP Type and no operator rows to match by name")
+        used = "name"
+        notes.append(f"{lacking} carries no OP Type ({'; '.join(_source(s) for s in (a, b))}): compared by name")
+    if used == "name":
+        for side, tag in ((a, "A"), (b, "B")):
+            if side.tables.op_rows is None:
+                raise NoData(f"cannot compare by name: {tag} has only an op_statistic "
+                             f"({side.tables.sources.get('op_statistic', '')}), no operator rows", path=side.path)
+    ka, kb = _per_key(a, used), _per_key(b, used)
+    pairs = match(ka, kb, used)
+    ia, ib = pairs["ia"].to_numpy(np.int64), pairs["ib"].to_numpy(np.int64)
+    key = T.OP_TYPE if used == "type" else T.OP_NAME
+    total_a = _pick(ka, ia, "Total Time(us)", np.nan)
+    total_b = _pick(kb, ib, "Total Time(us)", np.nan)
+    rows = pd.DataFrame({
+        key: _joined(_pick(ka, ia, "key", None), _pick(kb, ib, "key", None)),
+        **({T.OP_TYPE: _joined(_pick(ka, ia, T.OP_TYPE, None), _pick(kb, ib, T.OP_TYPE, None))}
+           if used == "name" else {}),
+        "Core Type" if used == "type" else T.TASK_TYPE:
+            _joined(_pick(ka, ia, T.TASK_TYPE, None), _pick(kb, ib, T.TASK_TYPE, None)),
+        COUNT_A: _pick(ka, ia, "Count", np.nan), COUNT_B: _pick(kb, ib, "Count", np.nan),
+        TOTAL_A: total_a, TOTAL_B: total_b,
+        AVG_A: _pick(ka, ia, "Avg Time(us)", np.nan), AVG_B: _pick(kb, ib, "Avg Time(us)", np.nan),
+        DELTA: np.nan_to_num(total_b) - np.nan_to_num(total_a),
+        RATIO: np.where((total_a > 0) & ~np.isnan(total_b), total_b / np.where(total_a > 0, total_a, 1.0), np.nan),
+        MATCH: pairs["how"].to_numpy(dtype=object),
+        "key A": _pick(ka, ia, "key", None), "key B": _pick(kb, ib, "key", None)})
+    rows = rows.assign(_abs=np.abs(rows[DELTA])).sort_values(["_abs", key], ascending=[False, True], kind="stable") \
+        .drop(columns="_abs").reset_index(drop=True)
+    for side, tag in ((a, "A"), (b, "B")):
+        ops = side.tables.op_rows if side.tables.op_rows is not None else side.tables.op_statistic
+        assert ops is not None
+        devices = ops[T.DEVICE].nunique() if T.DEVICE in ops.columns else 1
+        if devices > 1:
+            notes.append(f"{tag} holds {devices} devices; their operators are summed")
+    return Comparison(a, b, used, key, rows, end_to_end(a, b), notes)
+
+
+# ------------------------------------------------------------------------------------------------
+# End to end
+
+
+def _ops_total(side: Side) -> Tuple[float, float]:
+    ops = side.tables.op_rows
+    if ops is not None:
+        return float(len(ops)), float(ops[T.DURATION].sum())
+    stat = side.tables.op_statistic
+    assert stat is not None
+    return float(stat["Count"].sum()), float(stat["Total Time(us)"].sum())
+
+
+def end_to_end(a: Side, b: Side) -> pd.DataFrame:
+    """Metric, Count A, Count B, A(us), B(us), Delta(us), Ratio B/A: the total operator time, each
+    model-execution API of the API statistic (its total and its time per call), and the iterations
+    (their total and their time per iteration) when either side has them."""
+    rows: List[Tuple[str, float, float, float, float]] = []
+    (ca, ta), (cb, tb) = _ops_total(a), _ops_total(b)
+    rows.append(("operators: total device time", ca, cb, ta, tb))
+    ea, eb = T.model_execution(a.tables.api_statistic), T.model_execution(b.tables.api_statistic)
+    keys: List[Tuple[str, str]] = []
+    for frame in (ea, eb):
+        if frame is not None:
+            keys += [k for k in zip(frame[T.LEVEL], frame[T.API_NAME]) if k not in keys]
+    for level, api in keys:
+        def stats(frame: Optional[pd.DataFrame]) -> Tuple[float, float, float]:
+            if frame is None:
+                return np.nan, np.nan, np.nan
+            hit = frame[(frame[T.LEVEL] == level) & (frame[T.API_NAME] == api)]
+            if hit.empty:
+                return np.nan, np.nan, np.nan
+            return float(hit["Count"].iloc[0]), float(hit["Time(us)"].iloc[0]), float(hit["Avg(us)"].iloc[0])
+        (na, sa, va), (nb, sb, vb) = stats(ea), stats(eb)
+        rows.append((f"{api} ({level}): total", na, nb, sa, sb))
+        rows.append((f"{api} ({level}): per call", na, nb, va, vb))
+    if a.iterations is not None or b.iterations is not None:
+        def its(frame: Optional[pd.DataFrame]) -> Tuple[float, float, float]:
+            if frame is None:
+                return np.nan, np.nan, np.nan
+            t = frame[T.ITER_TIME]
+            return float(len(t)), float(t.sum()), float(t.mean())
+        (na, sa, va), (nb, sb, vb) = its(a.iterations), its(b.iterations)
+        rows.append(("iterations: total", na, nb, sa, sb))
+        rows.append(("iterations: per iteration", na, nb, va, vb))
+    frame = pd.DataFrame(rows, columns=[METRIC, COUNT_A, COUNT_B, "A(us)", "B(us)"])
+    both = frame["A(us)"].notna() & frame["B(us)"].notna()
+    frame[DELTA] = np.where(both, frame["B(us)"] - frame["A(us)"], np.nan)
+    frame[RATIO] = np.where(both & (frame["A(us)"] > 0), frame["B(us)"] / frame["A(us)"].where(frame["A(us)"] > 0),
+                            np.nan)
+    return frame
+
+
+# ------------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _cell(value: object, column: str) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return T.NA
+    if isinstance(value, (float, np.floating)):
+        if column in INTEGER_COLUMNS and float(value).is_integer():
+            return str(int(value))
+        if column == DELTA:
+            return f"{float(value):+.3f}"
+        return f"{float(value):.3f}"
+    return str(value)
+
+
+def _table(frame: pd.DataFrame) -> str:
+    from tabulate import tabulate
+    cols = list(frame.columns)
+    cells = [[_cell(v, c) for v, c in zip(row, cols)] for row in frame.itertuples(index=False, name=None)]
+    align = ["right" if frame[c].dtype.kind in "iuf" else "left" for c in cols]
+    return tabulate(cells, headers=cols, tablefmt="simple", disable_numparse=True, colalign=align)
+
+
+def _source(side: Side) -> str:
+    report = "op_summary" if side.tables.op_rows is not None else "op_statistic"
+    return P.relative(side.tables.sources.get(report, ""), side.path)
+
+
+def render(result: Comparison, top: int) -> str:
+    """The text compare prints."""
+    rows = result.rows
+    shown = rows if top == 0 else rows.head(top)
+    unit = "op types" if result.by == "type" else "operators"
+    counts = rows[MATCH].value_counts()
+    n_a = int((rows["key A"].notna()).sum())
+    n_b = int((rows["key B"].notna()).sum())
+    both = n_a - int(counts.get(ONLY_A, 0))
+    how = "" if result.by == "type" else " (" + ", ".join(
+        f"{int(counts.get(h, 0))} {h}" for h in (SAME_NAME, TYPE_CHANGED, RENUMBERED) if counts.get(h, 0)) + ")"
+    lines = [f"Comparing operators by {'OP Type' if result.by == 'type' else 'Op Name'}",
+             f"  A: {result.a.path}  [{_source(result.a)}]",
+             f"  B: {result.b.path}  [{_source(result.b)}]"]
+    lines += [f"  Note: {n}" for n in result.notes]
+    lines.append(f"A has {n_a} {unit}, B {n_b}: {both} in both{how}, {int(counts.get(ONLY_A, 0))} only in A, "
+                 f"{int(counts.get(ONLY_B, 0))} only in B.")
+    what = f"top {len(shown)} of {len(rows)}" if len(shown) < len(rows) else f"all {len(rows)}"
+    lines.append(f"\n{what} rows by |Delta|, largest first (Delta = Total B - Total A; Ratio = Total B / Total A)")
+    lines.append(_table(shown.drop(columns=["key A", "key B"])))
+    lines.append("\nEnd to end")
+    lines.append(_table(result.e2e))
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------------
+# The chart
+
+
+def _names(path_a: str, path_b: str) -> Tuple[str, str]:
+    """Short names that tell two collections apart: their folder names, or their paths below the
+    folder they share when those names are equal."""
+    a, b = P.short_name(path_a), P.short_name(path_b)
+    if a != b:
+        return a, b
+    try:
+        common = os.path.commonpath([os.path.abspath(path_a), os.path.abspath(path_b)])
+    except ValueError:
+        return path_a, path_b
+    return os.path.relpath(path_a, common), os.path.relpath(path_b, common)
+
+
+def plot_comparison(result: Comparison, path: str, top: int) -> str:
+    """Delta per row (largest |Delta| first; red: B slower, green: B faster, hatched: one side only)
+    and the end-to-end totals of A and B side by side."""
+    fig = P.new_figure("compare")
+    left = fig.add_axes((0.26, 0.09, 0.44, 0.80))
+    right = fig.add_axes((0.80, 0.09, 0.17, 0.80))
+    n = top if top else P.MAX_BARS
+    rows = result.rows.head(n)
+    div, unit = P.time_unit(float(np.abs(rows[DELTA]).max()) if len(rows) else 1.0)
+    values = rows[DELTA].to_numpy(np.float64) / div
+    y = np.arange(len(rows))
+    one_sided = rows[MATCH].isin([ONLY_A, ONLY_B]).to_numpy()
+    colors = np.where(values > 0, "#c44e52", "#55a868")
+    for mask, hatch in ((~one_sided, None), (one_sided, "//")):   # two calls: matched rows, one-sided rows
+        if mask.any():
+            left.barh(y[mask], values[mask], color=colors[mask], hatch=hatch, edgecolor="white", height=0.7)
+    left.axvline(0, color="#333333", linewidth=0.8)
+    left.set_yticks(y, [P.label(k, 50) for k in rows[result.key]], fontsize=8)
+    left.invert_yaxis()
+    span = float(np.abs(values).max()) if len(values) else 1.0
+    span = span if span > 0 else 1.0
+    left.set_xlim(-span * 1.45, span * 1.45)
+    texts = [m if m in (ONLY_A, ONLY_B) else (f"{r:.2f}×" if r == r else "") for m, r in zip(rows[MATCH], rows[RATIO])]
+    for at, v, text, d in zip(y.tolist(), values.tolist(), texts, rows[DELTA].tolist()):
+        left.text(v + (span * 0.02 if v >= 0 else -span * 0.02), at, f"{'+' if d >= 0 else '−'}{P.fmt_us(abs(d))}  "
+                  f"{text}", va="center", ha="left" if v >= 0 else "right", fontsize=7.5, color="#333333")
+    left.set_xlabel(f"Change in total time, B − A ({unit}): right = B slower, left = B faster")
+    left.grid(axis="x", alpha=0.3)
+    what = f"top {len(rows)} of {len(result.rows)}" if len(rows) < len(result.rows) else f"all {len(rows)}"
+    left.set_title(f"By {'OP Type' if result.by == 'type' else 'Op Name'} ({what}, largest change first; hatched: "
+                   "one side only)", fontsize=10)
+    totals = result.e2e[(result.e2e[METRIC].str.endswith(": total") | result.e2e[METRIC].str.startswith("operators"))
+                        & result.e2e[RATIO].notna()]
+    if len(totals):
+        lanes = np.arange(len(totals))
+        percent = totals[RATIO].to_numpy(np.float64) * 100
+        colours = np.select([np.abs(percent - 100) < 0.5, percent > 100], ["#8c8c8c", "#c44e52"], "#55a868")
+        right.barh(lanes, percent, height=0.6, color=colours)
+        right.axvline(100, color="#333333", linewidth=0.8)
+        right.set_yticks(lanes, [P.label(re.sub(r": total$", "", m), 28) for m in totals[METRIC]], fontsize=8)
+        right.invert_yaxis()
+        right.set_xlim(0, max(150.0, float(percent.max()) * 1.25))
+        for at, (va, vb) in enumerate(zip(totals["A(us)"].tolist(), totals["B(us)"].tolist())):
+            right.text(2, at + 0.42, f"{P.fmt_us(va)} → {P.fmt_us(vb)}", va="center", fontsize=7.5, color="#333333")
+        right.set_xlabel("B as % of A (100 = unchanged)")
+        right.grid(axis="x", alpha=0.3)
+    right.set_title("End to end", fontsize=10)
+    name_a, name_b = _names(result.a.path, result.b.path)
+    P.title(fig, f"B vs A — A: {name_a}   B: {name_b}",
+            f"A: {P.label(result.a.path, 90)}     B: {P.label(result.b.path, 90)}")
+    P.save(fig, path)
+    return path
+
+
+# ------------------------------------------------------------------------------------------------
+# Entry point
+
+
+def compare(path_a: str, path_b: str, by: str = "type", top: int = DEFAULT_TOP, plot: bool = False,
+            out: Optional[str] = None, diag: Optional[Diagnostics] = None) -> str:
+    """The text `msprof-kit compare -dir A -dir B` prints. by: 'type' or 'name'. top: rows shown
+    (0: all). plot: also draw the chart into `out` (default plot.DEFAULT_OUT below the current
+    directory), named compare_by_<by>.png; the text then ends with a `Wrote <file>` line."""
+    if by not in BY:
+        raise BadOption(f"--by {by!r}: choose from {', '.join(BY)}")
+    if top < 0:
+        raise BadOption(f"--top {top}: expected 0 (all rows) or a positive number of rows")
+    diag = diag if diag is not None else Diagnostics()
+    if plot:
+        P.require_matplotlib()
+    result = compare_sides(load_side(path_a, diag), load_side(path_b, diag), by)
+    text = render(result, top)
+    if plot:
+        folder = out if out is not None else os.path.join(os.getcwd(), P.DEFAULT_OUT)
+        target = plot_comparison(result, os.path.join(folder, FILE_NAME.format(by=result.by)), top)
+        text += f"Wrote {target}\n"
+    return text
+
+
+__all__: Sequence[str] = ("compare", "compare_sides", "load_side", "match", "render", "plot_comparison",
+                          "Comparison", "Side", "BY")

@@ -1,0 +1,706 @@
+"""`plot`: PNG charts of a collection, drawn with matplotlib's Agg canvas (no display, no pyplot).
+
+Five kinds, each one file (docs/plot_compare.md shows an example of each):
+
+* `top_ops`: the top-N operators by total device time, horizontal bars labelled with the time,
+  the share of all operator time and the task count;
+* `op_types`: total time per operator type (stacked by core type) and per core type;
+* `gantt`: device tasks per stream for one iteration (or the whole run when the collection has no
+  iterations), with lanes of host API calls (per thread and level) above the device lanes;
+* `pmu`: the AI Core PMU pipe ratios (mac, vec, scalar, mte1/2/3, fixpipe, ...) of the top
+  operators as stacked bars;
+* `freq`: the AI Core frequency over time, when it was recorded.
+
+The data comes from `tables.py` (store, exported CSVs, unified DBs or timelines, whatever the
+directory holds), so every kind works on raw, JOB and exported-only collections. A kind whose data
+is absent is skipped with one line saying why. Nothing is drawn one task at a time: bars are
+PolyCollections built from numpy arrays, and a lane holding more tasks than the plot has pixels
+is merged at one-pixel resolution first (the title says so).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from . import tables as T
+from .errors import BadOption, Diagnostics, InvalidIteration, MsprofKitError, NoData
+
+if TYPE_CHECKING:  # matplotlib is imported when something is drawn
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+KINDS = ("top_ops", "op_types", "gantt", "pmu", "freq")
+FILE_NAMES = {"top_ops": "top_operators.png", "op_types": "time_by_type.png", "gantt": "gantt.png",
+              "pmu": "pmu_ratios.png", "freq": "aicore_freq.png"}
+DPI = 100
+SIZES = {"top_ops": (1400, 900), "op_types": (1600, 800), "gantt": (1800, 1000), "pmu": (1400, 900),
+         "freq": (1400, 600), "compare": (1800, 900)}   # pixels (width, height) of each file
+DEFAULT_TOP = 20
+DEFAULT_OUT = "msprof_kit_plots"   # below the current directory, when no --out is given
+MAX_BARS = 60                      # bars per chart when --top is 0 (all)
+MAX_HOST_LANES = 12                # the busiest lanes are kept when there are more
+MAX_DEVICE_LANES = 28
+MIN_ALPHA = 0.2                    # opacity of a merged Gantt bar whose span is hardly busy
+WINDOW_PAD = 0.03                  # the Gantt of an iteration shows this share of its length either side
+LABEL_CHARS = 60                   # longer operator names are shortened in the middle
+TYPE_COLORS = 9                    # distinct colours for task types; the rest share grey
+OTHER_COLOR = "#b0b0b0"
+PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974",
+           "#64b5cd")
+LEVEL_COLORS = {"acl": "#9ecae1", "model": "#fdae6b", "node": "#a1d99b", "communication": "#fc9272",
+                "hccl": "#fc9272", "runtime": "#bcbddc"}
+LEVEL_ORDER = ("acl", "model", "node", "communication", "hccl", "runtime")
+PIPE_COLORS = {"mac": "#4c72b0", "cube": "#4c72b0", "vec": "#dd8452", "scalar": "#55a868", "mte1": "#c44e52",
+               "mte2": "#8172b3", "mte3": "#937860", "fixpipe": "#da8bc3", "icache": "#8c8c8c"}
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
+             "Source Han Sans SC", "SimHei", "Microsoft YaHei")
+
+
+# ------------------------------------------------------------------------------------------------
+# Drawing helpers (compare.py uses them too)
+
+
+def require_matplotlib() -> None:
+    """An error naming the missing dependency, before anything is read, when matplotlib is absent."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise MsprofKitError("plotting needs matplotlib (pip install matplotlib)")
+
+
+def new_figure(kind: str) -> "Figure":
+    """A figure of SIZES[kind] pixels on an Agg canvas, with the fonts chosen by `_fonts`."""
+    require_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    width, height = SIZES[kind]
+    fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _fonts() -> List[str]:
+    """DejaVu Sans, then any installed CJK family (op names may hold Chinese characters)."""
+    from matplotlib import font_manager
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    return ["DejaVu Sans"] + [name for name in CJK_FONTS if name in installed]
+
+
+def save(fig: "Figure", path: str) -> str:
+    """Write the figure as PNG at exactly its pixel size (no tight bounding box)."""
+    import matplotlib
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with matplotlib.rc_context({"font.family": _fonts()}), warnings.catch_warnings():
+        # a glyph the fonts lack (CJK without a CJK font) is drawn as a box; say nothing about it
+        warnings.filterwarnings("ignore", message=r"Glyph .* missing from")
+        fig.savefig(path, dpi=DPI, format="png")
+    return path
+
+
+def label(text: object, limit: int = LABEL_CHARS) -> str:
+    """Text safe for a matplotlib label: `$` escaped (no mathtext), shortened in the middle."""
+    s = str(text)
+    if len(s) > limit:
+        keep = limit - 1
+        s = s[:keep // 2] + "…" + s[len(s) - (keep - keep // 2):]
+    return s.replace("$", r"\$")
+
+
+def plural(n: int, word: str) -> str:
+    """`1 lane`, `2 lanes`."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def time_unit(max_us: float) -> Tuple[float, str]:
+    """(divisor, unit) to show µs values whose largest is `max_us`: µs, ms or s."""
+    if max_us >= 2e6:
+        return 1e6, "s"
+    if max_us >= 2e3:
+        return 1e3, "ms"
+    return 1.0, "µs"
+
+
+def fmt_us(us: float) -> str:
+    """A duration in µs with a readable unit and 4 significant digits (`12.35 ms`)."""
+    if us != us:  # NaN
+        return "N/A"
+    div, unit = time_unit(abs(us))
+    return f"{us / div:.4g} {unit}"
+
+
+def relative(source: str, root: str) -> str:
+    """A source path relative to its collection's folder (as `show` prints it), when inside it."""
+    if not source:
+        return source
+    try:
+        rel = os.path.relpath(source, root)
+    except ValueError:
+        return source
+    return source if rel.startswith("..") else rel
+
+
+def title(fig: "Figure", text: str, sub: str = "") -> None:
+    fig.suptitle(label(text, 160), fontsize=14, fontweight="bold", y=0.985)
+    if sub:
+        fig.text(0.5, 0.935, label(sub, 220), ha="center", va="center", fontsize=9, color="#555555")
+
+
+def color_map(keys: "npt.ArrayLike", weights: "npt.ArrayLike") -> Dict[str, str]:
+    """A colour per key: the TYPE_COLORS heaviest keys get their own, the others grey."""
+    weight = pd.Series(np.asarray(weights, dtype=np.float64), index=np.asarray(keys, dtype=object))
+    order = weight.groupby(level=0).sum().sort_values(ascending=False, kind="stable")
+    out = {k: OTHER_COLOR for k in order.index}
+    for i, k in enumerate(order.index[:TYPE_COLORS]):
+        out[k] = PALETTE[i % len(PALETTE)]
+    return out
+
+
+def legend_handles(colors: Dict[str, str], order: Sequence[str], limit: int = TYPE_COLORS) -> list:
+    from matplotlib.patches import Patch
+    shown = [k for k in order if k in colors][:limit]
+    handles = [Patch(facecolor=colors[k], label=label(k, 30)) for k in shown]
+    if any(k not in shown for k in colors):
+        handles.append(Patch(facecolor=OTHER_COLOR, label="other"))
+    return handles
+
+
+def bar_labels(ax: "Axes", values: np.ndarray, texts: Sequence[str], span: float) -> None:
+    """Texts just right of horizontal bars ending at `values` (in axis units)."""
+    for y, (v, text) in enumerate(zip(values, texts)):
+        ax.text(max(float(v), 0.0) + span * 0.01, y, text, va="center", fontsize=8, color="#333333")
+
+
+# ------------------------------------------------------------------------------------------------
+# What a collection offers
+
+
+@dataclass
+class Data:
+    """One collection's tables and intervals, and a short name for titles."""
+    tables: T.Tables
+    trace: T.Trace
+    name: str
+
+    def source(self, report: str) -> str:
+        """Where a table (a report of Tables, or a part of Trace) came from, relative to the collection."""
+        where = self.tables.sources.get(report) or self.trace.sources.get(report, "")
+        return relative(where, self.tables.path)
+
+
+def _why_not(kind: str, data: Data) -> Optional[str]:
+    """Why a kind cannot be drawn for a collection, or None when it can."""
+    ops = data.tables.op_rows
+    if kind in ("top_ops", "pmu") and ops is None:
+        return f"no operator rows; looked for {T.LOOKED_FOR_REPORT['op_summary']}"
+    if kind == "op_types" and data.tables.op_statistic is None and (ops is None or T.TASK_TYPE not in ops.columns):
+        return "no operator types or core types; looked for " + T.LOOKED_FOR_REPORT["op_statistic"]
+    if kind == "pmu" and ops is not None and not T.pmu_ratio_columns(ops):
+        return (f"the operator rows ({data.source('op_summary')}) have no PMU *_ratio columns "
+                "(collected without --ai-core / --aic-metrics, or a source that does not carry them)")
+    if kind == "gantt" and data.trace.tasks is None and data.trace.apis is None:
+        return "no device tasks or host API calls with start times; looked for " + T.LOOKED_FOR_TRACE["tasks"] + \
+            "; and " + T.LOOKED_FOR_TRACE["apis"]
+    if kind == "freq":
+        freq = data.tables.freq
+        if freq is None:
+            return "no AI Core frequency; looked for " + T.LOOKED_FOR_REPORT["freq"]
+        recorded = freq[freq[T.FREQ_SOURCE] == "recorded"]
+        if recorded.empty:
+            nominal = ", ".join(f"{v:g} MHz" for v in freq[T.FREQ_MHZ].dropna().unique())
+            return f"the frequency was not recorded over time; only the nominal AI Core frequency from info.json " \
+                   f"({nominal}) is known"
+    return None
+
+
+def _op_rows(ops: pd.DataFrame, top: int) -> Tuple[pd.DataFrame, int]:
+    """Operators (summed per Op Name over devices) by total time, largest first, the first `top`
+    (MAX_BARS when 0); and how many there are."""
+    totals = T.op_totals(ops, [T.OP_NAME]).sort_values("Total Time(us)", ascending=False, kind="stable")
+    n = top if top else MAX_BARS
+    return totals.head(n).reset_index(drop=True), len(totals)
+
+
+# ------------------------------------------------------------------------------------------------
+# The kinds
+
+
+def plot_top_ops(data: Data, path: str, top: int) -> str:
+    ops = data.tables.op_rows
+    assert ops is not None
+    rows, total_ops = _op_rows(ops, top)
+    grand = float(ops[T.DURATION].sum())
+    fig = new_figure("top_ops")
+    ax = fig.add_axes((0.33, 0.08, 0.55, 0.82))
+    div, unit = time_unit(float(rows["Total Time(us)"].max()))
+    values = rows["Total Time(us)"].to_numpy(np.float64) / div
+    first_type = rows[T.TASK_TYPE].astype(str).str.split("/").str[0]
+    colors = color_map(first_type, rows["Total Time(us)"])
+    y = np.arange(len(rows))
+    ax.barh(y, values, color=[colors[t] for t in first_type], height=0.7)
+    ax.set_yticks(y, [label(n) for n in rows[T.OP_NAME]], fontsize=8)
+    ax.invert_yaxis()
+    span = float(values.max()) if len(values) else 1.0
+    ax.set_xlim(0, span * 1.32)
+    share = rows["Total Time(us)"].to_numpy(np.float64) / grand * 100 if grand > 0 else np.zeros(len(rows))
+    bar_labels(ax, values, [f"{fmt_us(t)} · {s:.1f}% · {int(c)}×" for t, s, c in
+                            zip(rows["Total Time(us)"], share, rows["Count"])], span)
+    ax.set_xlabel(f"Total device time ({unit})")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(handles=legend_handles(colors, list(dict.fromkeys(first_type))), title="Task Type", loc="lower right",
+              fontsize=8)
+    what = f"Top {len(rows)} of {total_ops} operators" if len(rows) < total_ops else f"All {total_ops} operators"
+    title(fig, f"{what} by total device time — {data.name}",
+          f"labels: total time · share of all operator time ({fmt_us(grand)}) · tasks     "
+          f"[{data.source('op_summary')}]")
+    save(fig, path)
+    return what[0].lower() + what[1:]
+
+
+def _type_frame(data: Data) -> Tuple[Optional[pd.DataFrame], str]:
+    """(OP Type, Core Type, Total Time(us), Count) summed over devices, and its source."""
+    stat = data.tables.op_statistic
+    if stat is not None:
+        g = stat.groupby([T.OP_TYPE, T.CORE_TYPE], sort=False)[["Total Time(us)", "Count"]].sum().reset_index()
+        return g, data.source("op_statistic")
+    ops = data.tables.op_rows
+    if ops is None or T.TASK_TYPE not in ops.columns:
+        return None, ""
+    g = pd.DataFrame({T.OP_TYPE: T.NA, T.CORE_TYPE: ops[T.TASK_TYPE].astype(str), "d": ops[T.DURATION]}) \
+        .groupby([T.OP_TYPE, T.CORE_TYPE], sort=False)["d"].agg(["sum", "size"]).reset_index()
+    g.columns = [T.OP_TYPE, T.CORE_TYPE, "Total Time(us)", "Count"]
+    return g, data.source("op_summary") + " (no OP Type there: by task type only)"
+
+
+def plot_op_types(data: Data, path: str, top: int) -> str:
+    frame, source = _type_frame(data)
+    assert frame is not None
+    fig = new_figure("op_types")
+    left = fig.add_axes((0.14, 0.09, 0.48, 0.80))
+    right = fig.add_axes((0.74, 0.09, 0.22, 0.80))
+    cores = frame.groupby(T.CORE_TYPE, sort=False)["Total Time(us)"].sum().sort_values(ascending=False)
+    colors = color_map(list(cores.index), cores.to_numpy())
+    grand = float(cores.sum())
+    typed = frame[~frame[T.OP_TYPE].isin(T.NA_TEXTS)]
+    per_type = typed.groupby(T.OP_TYPE, sort=False)["Total Time(us)"].sum().sort_values(ascending=False)
+    n = top if top else MAX_BARS
+    shown = per_type.head(n)
+    if len(shown):
+        div, unit = time_unit(float(shown.max()))
+        wide = typed.pivot_table(index=T.OP_TYPE, columns=T.CORE_TYPE, values="Total Time(us)", aggfunc="sum") \
+            .reindex(index=shown.index, columns=cores.index).fillna(0.0) / div
+        y = np.arange(len(shown))
+        base = np.zeros(len(shown))
+        for core in wide.columns:   # a few core types: one call each
+            left.barh(y, wide[core].to_numpy(), left=base, color=colors[core], height=0.7, label=label(core, 30))
+            base += wide[core].to_numpy()
+        left.set_yticks(y, [label(t, 40) for t in shown.index], fontsize=8)
+        left.invert_yaxis()
+        span = float(base.max()) if len(base) else 1.0
+        left.set_xlim(0, span * 1.3)
+        counts = typed.groupby(T.OP_TYPE, sort=False)["Count"].sum().reindex(shown.index)
+        bar_labels(left, base, [f"{fmt_us(t)} · {t / grand * 100:.1f}% · {int(c)}×" for t, c in
+                                zip(shown.to_numpy(), counts.to_numpy())], span)
+        left.set_xlabel(f"Total time ({unit})")
+        left.legend(handles=legend_handles(colors, list(cores.index)), title="Core Type", loc="lower right",
+                    fontsize=8)
+        left.grid(axis="x", alpha=0.3)
+        what = f"top {len(shown)} of {len(per_type)}" if len(shown) < len(per_type) else f"all {len(per_type)}"
+        left.set_title(f"By operator type ({what})", fontsize=11)
+    else:
+        left.axis("off")
+        left.text(0.5, 0.5, "No OP Type in this source", ha="center", va="center", fontsize=12, color="#555555")
+    div, unit = time_unit(float(cores.max()))
+    y = np.arange(len(cores))
+    values = cores.to_numpy(np.float64) / div
+    right.barh(y, values, color=[colors[c] for c in cores.index], height=0.6)
+    right.set_yticks(y, [label(c, 24) for c in cores.index], fontsize=9)
+    right.invert_yaxis()
+    right.set_xlim(0, float(values.max()) * 1.6)
+    bar_labels(right, values, [f"{fmt_us(t)} · {t / grand * 100:.1f}%" for t in cores.to_numpy()],
+               float(values.max()))
+    right.set_xlabel(f"Total time ({unit})")
+    right.set_title("By core type", fontsize=11)
+    right.grid(axis="x", alpha=0.3)
+    title(fig, f"Total operator time by type — {data.name}", f"labels: total · share · tasks     [{source}]")
+    save(fig, path)
+    return f"{plural(len(shown), 'operator type')}, {plural(len(cores), 'core type')}"
+
+
+def choose_window(trace: T.Trace, iteration: Optional[int], where: str) -> Tuple[float, float, str]:
+    """The Gantt's time window (µs) and its description: iteration `iteration` (over all the devices
+    and models that have it); without one, the iteration of median length when there are
+    iterations, else the span of the device tasks (or of the APIs when there are no tasks)."""
+    its = trace.table("iterations")
+    if iteration is not None:
+        if its is None:
+            raise BadOption(f"--iteration {iteration}: {where} records no iterations; looked for "
+                            f"{T.LOOKED_FOR_TRACE['iterations']}")
+        ids = its[T.ITERATION].dropna()
+        chosen = its[its[T.ITERATION] == iteration]
+        if chosen.empty:
+            raise InvalidIteration(f"--iteration {iteration}: {where} has iterations {int(ids.min())}-"
+                                   f"{int(ids.max())}")
+        return float(chosen[T.ITER_START].min()), float(chosen[T.ITER_END].max()), f"iteration {iteration}"
+    if its is not None:
+        ordered = its.sort_values([T.ITER_TIME, T.ITER_START], kind="stable").reset_index(drop=True)
+        pick = ordered.iloc[(len(ordered) - 1) // 2]
+        ident = pick[T.ITERATION]
+        chosen = its[its[T.ITERATION] == ident] if ident == ident else its.iloc[[(len(ordered) - 1) // 2]]
+        what = f"iteration {int(ident)}" if ident == ident else "an iteration"
+        if len(its[T.ITERATION].dropna().unique()) > 1:
+            what += f" (median length of {len(its[T.ITERATION].dropna().unique())})"
+        return float(chosen[T.ITER_START].min()), float(chosen[T.ITER_END].max()), what
+    frame = trace.table("tasks")
+    frame = frame if frame is not None else trace.table("apis")
+    assert frame is not None
+    valid = frame[frame[T.START].notna() & frame[T.DURATION].notna()]
+    return float(valid[T.START].min()), float((valid[T.START] + valid[T.DURATION]).max()), "the whole run"
+
+
+@dataclass
+class Lanes:
+    """Bars to draw: lane index, start and end (µs since the window start) and colour key."""
+    lane: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    key: np.ndarray
+    names: List[str]
+    fill: Optional[np.ndarray] = None   # busy share of each merged bar (None: not merged)
+    merged_from: int = 0     # tasks before merging (0: not merged)
+    dropped_lanes: int = 0   # lanes left out (the least busy)
+
+
+def _in_window(frame: Optional[pd.DataFrame], lo: float, hi: float, origin: float) -> Optional[pd.DataFrame]:
+    """The intervals overlapping [lo, hi], clipped to it, with `s` / `e` in µs since `origin`."""
+    if frame is None:
+        return None
+    start = frame[T.START].to_numpy(np.float64)
+    end = start + np.nan_to_num(frame[T.DURATION].to_numpy(np.float64))
+    keep = (start <= hi) & (end >= lo) & ~np.isnan(start)
+    out = frame[keep].copy()
+    out["s"] = np.clip(start[keep], lo, hi) - origin
+    out["e"] = np.clip(end[keep], lo, hi) - origin
+    return out if not out.empty else None
+
+
+def _lanes(frame: pd.DataFrame, lane_keys: List[str], order: pd.Series, color_key: pd.Series, limit: int,
+           px: float) -> Lanes:
+    """Bars of one side (host or device): lanes named by `lane_keys` values, ordered by `order`,
+    the `limit` busiest kept; in lanes with more tasks than pixels, bars closer than `px` merged."""
+    lane_name = frame[lane_keys[0]].astype(str)
+    for k in lane_keys[1:]:
+        lane_name = lane_name + " " + frame[k].astype(str)
+    busy = (frame["e"] - frame["s"]).groupby(lane_name).sum()
+    dropped = max(0, len(busy) - limit)
+    kept = set(busy.sort_values(ascending=False, kind="stable").index[:limit])
+    lane_order = pd.DataFrame({"name": lane_name, "order": order}).drop_duplicates("name") \
+        .sort_values(["order", "name"], kind="stable")
+    names = [n for n in lane_order["name"] if n in kept]
+    index = pd.Series(np.arange(len(names)), index=names)
+    sel = lane_name.isin(kept).to_numpy()
+    lane = index.reindex(lane_name[sel]).to_numpy(np.int64)
+    start = frame["s"].to_numpy(np.float64)[sel]
+    end = frame["e"].to_numpy(np.float64)[sel]
+    key = color_key.astype(str).to_numpy(dtype=object)[sel]
+    counts = np.bincount(lane, minlength=len(names)) if len(lane) else np.zeros(0, np.int64)
+    merged_from = 0
+    fill = None
+    if len(counts) and counts.max() > _pixel_budget():
+        merged_from = len(lane)
+        lane, start, end, key, fill = merge_bars(lane, start, end, key, px)
+    return Lanes(lane, start, end, key, names, fill, merged_from, dropped)
+
+
+def _pixel_budget() -> int:
+    """Tasks a lane may hold before its bars are merged: about the plot's width in pixels."""
+    return int(SIZES["gantt"][0] * 0.8)
+
+
+def merge_bars(lane: np.ndarray, start: np.ndarray, end: np.ndarray, key: np.ndarray,
+               px: float) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Bars of each lane merged where the gap to the bars before is under `px` (one pixel), so that
+    a lane never holds more bars than pixels. A merged bar spans its bars, takes the colour key
+    that covers most of it, and has a `fill`: the share of its span its bars cover (at most 1).
+    Vectorized: sort, running maximum of the ends, group ids by cumsum."""
+    order = np.lexsort((start, lane))
+    lane, start, end, key = lane[order], start[order], end[order], key[order]
+    run_end = pd.Series(end).groupby(lane).cummax().to_numpy()
+    prev_end = np.empty_like(run_end)
+    prev_end[0] = -np.inf
+    prev_end[1:] = run_end[:-1]
+    new = np.ones(len(lane), dtype=bool)
+    new[1:] = (lane[1:] != lane[:-1]) | (start[1:] > prev_end[1:] + px)
+    group = np.cumsum(new) - 1
+    g_lane = lane[new]
+    g_start = start[new]
+    g_end = pd.Series(end).groupby(group).max().to_numpy()
+    weight = pd.DataFrame({"g": group, "k": key, "w": end - start}).groupby(["g", "k"], sort=False)["w"].sum()
+    best = weight.reset_index().sort_values(["g", "w"], ascending=[True, False], kind="stable") \
+        .drop_duplicates("g").set_index("g")["k"]
+    g_key = best.reindex(np.arange(group[-1] + 1)).to_numpy(dtype=object)
+    covered = np.bincount(group, weights=end - start)
+    span = g_end - g_start
+    fill = np.where(span > 0, np.minimum(covered / np.where(span > 0, span, 1.0), 1.0), 1.0)
+    return g_lane, g_start, g_end, g_key, fill
+
+
+def _numbered(prefix: str, values: pd.Series, missing: str) -> np.ndarray:
+    """`prefix` + the integer value of each cell, `missing` for NaN (vectorized)."""
+    known = values.notna().to_numpy()
+    text = prefix + values.fillna(-1).astype(np.int64).astype(str)
+    return np.where(known, text.to_numpy(dtype=object), missing)
+
+
+def rgba(keys: np.ndarray, colors: Dict[str, str]) -> np.ndarray:
+    """An (n, 4) RGBA array of the colour of each key (OTHER_COLOR for keys not in `colors`),
+    converted once per distinct key."""
+    from matplotlib.colors import to_rgba_array
+    codes, uniques = pd.factorize(pd.Series(keys, dtype=object))
+    palette = to_rgba_array([colors.get(k, OTHER_COLOR) for k in uniques]) if len(uniques) else np.zeros((0, 4))
+    return palette[codes] if len(codes) else np.zeros((0, 4))
+
+
+def _level_rank(level: pd.Series) -> pd.Series:
+    rank = {name: i for i, name in enumerate(LEVEL_ORDER)}
+    return level.astype(str).str.lower().map(rank).fillna(len(LEVEL_ORDER))
+
+
+def plot_gantt(data: Data, path: str, iteration: Optional[int]) -> str:
+    from matplotlib.collections import PolyCollection
+    trace = data.trace
+    lo, hi, what = choose_window(trace, iteration, data.tables.path)
+    if not hi > lo:
+        hi = lo + 1.0
+    one = what.startswith("iteration")
+    pad = WINDOW_PAD * (hi - lo) if one else 0.0   # a little context around an iteration
+    div, unit = time_unit(hi - lo)
+    fig = new_figure("gantt")
+    ax = fig.add_axes((0.14, 0.08, 0.70, 0.82))
+    axes_px = SIZES["gantt"][0] * 0.70
+    px = (hi - lo + 2 * pad) / axes_px
+    host = _in_window(trace.apis, lo - pad, hi + pad, lo)
+    device = _in_window(trace.tasks, lo - pad, hi + pad, lo)
+    sides: List[Tuple[str, Lanes, Dict[str, str]]] = []
+    if host is not None:
+        host = host.assign(thread=_numbered("T", host[T.THREAD], "T?"), lvl=host[T.LEVEL].astype(str))
+        order = host[T.THREAD].fillna(-1) * 100 + _level_rank(host[T.LEVEL])
+        lanes = _lanes(host, ["thread", "lvl"], order, host[T.LEVEL].astype(str).str.lower(), MAX_HOST_LANES, px)
+        colors = {k: LEVEL_COLORS.get(k, OTHER_COLOR) for k in np.unique(lanes.key)}
+        sides.append(("host", lanes, colors))
+    if device is not None:
+        dev = device[T.DEVICE].astype(str)
+        several = dev.nunique() > 1
+        device = device.assign(dev=("NPU" + dev) if several else "",
+                               stream=_numbered("stream ", device[T.STREAM], "tasks"))
+        order = pd.to_numeric(device[T.DEVICE], errors="coerce").fillna(-1) * 1e6 + device[T.STREAM].fillna(-1)
+        ttype = device[T.TASK_TYPE].astype(str)
+        lanes = _lanes(device, ["dev", "stream"] if several else ["stream"], order, ttype, MAX_DEVICE_LANES, px)
+        colors = color_map(list(lanes.key), lanes.end - lanes.start)
+        sides.append(("device", lanes, colors))
+    offset = 0
+    ticks: List[Tuple[float, str]] = []
+    notes: List[str] = []
+    handles = []
+    from matplotlib.patches import Patch
+    for side, lanes, colors in sides:
+        n = len(lanes.names)
+        if len(lanes.lane):
+            width = np.maximum(lanes.end - lanes.start, px * 0.8)   # at least about a pixel, so every bar shows
+            x0 = lanes.start / div
+            x1 = (lanes.start + width) / div
+            y = (lanes.lane + offset).astype(np.float64)
+            verts = np.stack([np.column_stack([x0, y - 0.38]), np.column_stack([x0, y + 0.38]),
+                              np.column_stack([x1, y + 0.38]), np.column_stack([x1, y - 0.38])], axis=1)
+            faces = rgba(lanes.key, colors)
+            if lanes.fill is not None:   # a merged bar is as opaque as its span is busy
+                faces[:, 3] = MIN_ALPHA + (1 - MIN_ALPHA) * lanes.fill
+            # an (n, 4, 2) array, not a list: PolyCollection's vectorized path (the stubs want a sequence)
+            ax.add_collection(PolyCollection(verts, facecolors=faces, edgecolors="none",  # type: ignore[arg-type]
+                                             linewidths=0))
+        ticks += [(offset + i, ("host " if side == "host" else "") + name) for i, name in enumerate(lanes.names)]
+        if lanes.merged_from:
+            notes.append(f"{lanes.merged_from} {'API calls' if side == 'host' else 'tasks'} → {len(lanes.lane)} bars")
+        if lanes.dropped_lanes:
+            notes.append(f"busiest {n} of {n + lanes.dropped_lanes} {side} lanes")
+        if side == "host":
+            levels = [k for k in LEVEL_ORDER if k in colors] + sorted(k for k in colors if k not in LEVEL_ORDER)
+            handles += [Patch(facecolor=colors[k], label=f"API: {k}") for k in levels]
+        else:
+            weights = pd.Series(lanes.end - lanes.start).groupby(lanes.key).sum().sort_values(ascending=False)
+            handles += legend_handles(colors, list(weights.index))
+        offset += n
+        if side == "host" and len(sides) > 1:
+            ax.axhline(offset - 0.5, color="#444444", linewidth=1.0)
+    ax.set_ylim(offset - 0.5, -0.5)
+    ax.set_xlim(-pad / div, (hi - lo + pad) / div)
+    if one:
+        for x in (0.0, (hi - lo) / div):
+            ax.axvline(x, color="#222222", linestyle="--", linewidth=1.0)
+    ax.set_yticks([t for t, _ in ticks], [label(n, 28) for _, n in ticks], fontsize=8)
+    ax.set_xlabel(f"Time since the {what.split(' (')[0]} start ({unit})" if one else
+                  f"Time since the first {'task' if trace.tasks is not None else 'API call'} ({unit})")
+    ax.grid(axis="x", alpha=0.3)
+    if handles:
+        fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.855, 0.90), fontsize=8, title="Colour",
+                   frameon=False)
+    sources = "; ".join(f"{p}: {data.source(p)}" for p in ("apis", "tasks") if p in trace.sources)
+    merged = any(lanes.merged_from for _, lanes, _ in sides)
+    sub = (f"{what.split(' (')[0]}: {fmt_us(hi - lo)} between the dashed lines" if one else
+           f"span {fmt_us(hi - lo)}") + (" · " + " · ".join(notes) if notes else "") + \
+        (" (bars < 1 px apart merged; paler = less busy)" if merged else "") + f"     [{sources}]"
+    title(fig, f"Host APIs and device streams, {what} — {data.name}", sub)
+    save(fig, path)
+    return f"{what}, {plural(len(ticks), 'lane')}" + (f"; {'; '.join(notes)}" if notes else "")
+
+
+def _pipe(column: str) -> Tuple[str, bool]:
+    """(pipe name, on the vector core) of a PMU ratio column: `aiv_mte2_ratio` → ('mte2', True)."""
+    vector = column.startswith("aiv_")
+    name = re.sub(r"^(aic|aiv)_", "", column)
+    return re.sub(r"_ratio$", "", name), vector
+
+
+def plot_pmu(data: Data, path: str, top: int) -> str:
+    ops = data.tables.op_rows
+    assert ops is not None
+    ratios = T.pmu_ratio_columns(ops)
+    totals = T.op_totals(ops, [T.OP_NAME]).sort_values("Total Time(us)", ascending=False, kind="stable")
+    has = totals[ratios].fillna(0.0).sum(axis=1) > 0
+    n = top if top else MAX_BARS
+    rows = totals[has].head(n).reset_index(drop=True)
+    fig = new_figure("pmu")
+    ax = fig.add_axes((0.33, 0.08, 0.49, 0.82))
+    used = [c for c in ratios if rows[c].fillna(0.0).gt(0).any()]
+    y = np.arange(len(rows))
+    base = np.zeros(len(rows))
+    spare = iter(c for c in PALETTE if c not in PIPE_COLORS.values())
+    for c in used:   # one call per metric column (a dozen at most)
+        pipe, vector = _pipe(c)
+        color = PIPE_COLORS.get(pipe.split("_")[0]) or next(spare, OTHER_COLOR)
+        values = rows[c].fillna(0.0).to_numpy(np.float64)
+        ax.barh(y, values, left=base, color=color, height=0.7, hatch="//" if vector else None,
+                edgecolor="white", linewidth=0.5, label=c)
+        base += values
+    names = [f"{label(n, 48)}  [{t.split('/')[0]}]" for n, t in zip(rows[T.OP_NAME], rows[T.TASK_TYPE])]
+    ax.set_yticks(y, names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(1.0, float(base.max()) * 1.15 if len(base) else 1.0))
+    ax.set_xlabel("Ratio of the core's busy time (pipes run in parallel, so a bar may exceed 1)")
+    ax.grid(axis="x", alpha=0.3)
+    fig.legend(loc="upper left", bbox_to_anchor=(0.83, 0.90), fontsize=8, title="PMU ratio", frameon=False)
+    title(fig, f"AI Core PMU ratios of the top {len(rows)} operators by total time — {data.name}",
+          f"mean over each operator's tasks; hatched: AI Vector Core ratios; {int((~has).sum())} operators "
+          f"without PMU data left out     [{data.source('op_summary')}]")
+    save(fig, path)
+    return f"{plural(len(rows), 'operator')}, {plural(len(used), 'ratio')}"
+
+
+def plot_freq(data: Data, path: str) -> str:
+    freq = data.tables.freq
+    assert freq is not None
+    rec = freq[(freq[T.FREQ_SOURCE] == "recorded") & freq[T.FREQ_TIME].notna()]
+    t0 = float(rec[T.FREQ_TIME].min())
+    div, unit = time_unit(float(rec[T.FREQ_TIME].max()) - t0)
+    fig = new_figure("freq")
+    ax = fig.add_axes((0.08, 0.12, 0.86, 0.76))
+    devices = sorted(rec[T.DEVICE].unique(), key=lambda d: (len(d), d))
+    for i, dev in enumerate(devices):   # one line per device
+        part = rec[rec[T.DEVICE] == dev].sort_values(T.FREQ_TIME)
+        x = (part[T.FREQ_TIME].to_numpy(np.float64) - t0) / div
+        ax.step(x, part[T.FREQ_MHZ].to_numpy(np.float64), where="post", marker="o", markersize=3,
+                color=PALETTE[i % len(PALETTE)], label=f"device {dev}")
+    top = float(rec[T.FREQ_MHZ].max())
+    ax.set_ylim(0, top * 1.15 if top > 0 else 1.0)
+    ax.set_xlabel(f"Time since the first record ({unit})")
+    ax.set_ylabel("AI Core frequency (MHz)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    values = ", ".join(f"{v:g}" for v in sorted(rec[T.FREQ_MHZ].unique())[:6])
+    title(fig, f"AI Core frequency — {data.name}",
+          f"{plural(len(rec), 'record')} on {plural(len(devices), 'device')}; values seen: {values} MHz     "
+          f"[{data.source('freq')}]")
+    save(fig, path)
+    return plural(len(rec), "record")
+
+
+# ------------------------------------------------------------------------------------------------
+# Entry point
+
+
+def short_name(path: str) -> str:
+    """The collection's folder name, with its parent when the name alone says little."""
+    base = os.path.basename(os.path.normpath(path))
+    parent = os.path.basename(os.path.dirname(os.path.normpath(path)))
+    return f"{parent}/{base}" if parent and len(base) < 12 else base
+
+
+def _out_dirs(paths: Sequence[str], root: str, out: str) -> Dict[str, str]:
+    """The output folder of each collection: `out` itself for one, else a sub-folder per collection
+    named after its path below `root`."""
+    if len(paths) == 1:
+        return {paths[0]: out}
+    dirs = {}
+    for p in paths:
+        rel = os.path.relpath(p, root)
+        dirs[p] = os.path.join(out, re.sub(r"[^\w.-]+", "_", rel if rel != "." else os.path.basename(p)))
+    return dirs
+
+
+def collection_data(found: T.Found, diag: Diagnostics) -> Data:
+    """The tables and intervals of one collection."""
+    tables = T.load(found, diag)
+    trace = T.read_trace(found, diag, ops=tables.op_rows, ops_source=tables.sources.get("op_summary", ""))
+    return Data(tables, trace, short_name(found.path))
+
+
+def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optional[int] = None,
+         diag: Optional[Diagnostics] = None) -> List[str]:
+    """Draw every plot kind for each collection at or below `path`; returns one line per file
+    written (`Wrote <file>: <what>`) and per kind skipped (`Skipped <kind>: <why>`).
+
+    out: the output folder (default DEFAULT_OUT below the current directory); with several
+    collections each gets a sub-folder. top: bars in the operator charts (0: all, up to MAX_BARS).
+    iteration: the iteration the Gantt shows (default: the median-length one, or the whole run)."""
+    if top < 0:
+        raise BadOption(f"--top {top}: expected 0 (all, up to {MAX_BARS}) or a positive number of bars")
+    if iteration is not None and iteration < 0:
+        raise BadOption(f"--iteration {iteration}: expected an iteration number")
+    require_matplotlib()
+    diag = diag if diag is not None else Diagnostics()
+    found = T.discover(path)
+    if not found:
+        raise NoData(f"no profiling data here or below; looked for {T.LOOKED_FOR}", path=path)
+    out = out if out is not None else os.path.join(os.getcwd(), DEFAULT_OUT)
+    dirs = _out_dirs([f.path for f in found], path, out)
+    lines: List[str] = []
+    reasons: List[str] = []
+    for f in found:
+        data = collection_data(f, diag)
+        where = "" if len(found) == 1 else f" [{f.path}]"
+        for kind in KINDS:
+            why = _why_not(kind, data)
+            if why:
+                lines.append(f"Skipped {kind}{where}: {why}")
+                reasons.append(f"{kind}: {why}")
+                continue
+            target = os.path.join(dirs[f.path], FILE_NAMES[kind])
+            if kind == "top_ops":
+                what = plot_top_ops(data, target, top)
+            elif kind == "op_types":
+                what = plot_op_types(data, target, top)
+            elif kind == "gantt":
+                what = plot_gantt(data, target, iteration)
+            elif kind == "pmu":
+                what = plot_pmu(data, target, top)
+            else:
+                what = plot_freq(data, target)
+            lines.append(f"Wrote {target}: {what}")
+    if not any(line.startswith("Wrote ") for line in lines):
+        raise NoData("nothing to plot: " + "; ".join(dict.fromkeys(reasons)), path=path)
+    return lines

@@ -1,0 +1,324 @@
+"""Issue 7, part 2: `compare` reports exactly the differences built into two synthetic collections,
+zero deltas for a collection against itself (raw, and raw against its own export), the SoC guide's
+case (Mish replaced by LeakyRelu), the real data pairs, and draws its chart."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import pytest
+
+import synth_job
+from msprof_kit import compare as C
+from msprof_kit.errors import BadOption, Diagnostics
+
+from realdata import REAL, copy_real
+from conftest import copy_input, needs_shared, run, tree_hashes
+
+needs_real = pytest.mark.skipif(not os.path.isdir(REAL), reason="../shared/data/real is not beside the repo")
+OAM = "oam-tools-experience"
+MATMUL_BOARD = "msprof_cli_matmul_910B3_cann852/20260624_matmul_basic_api_board"
+TORCH_MLP = "torch_npu_mlp_cann910"
+PT_LEVEL1 = "msinsight-testdata/test_data_pytorch/text/level1"
+PT_DB_LEVEL1 = "msinsight-testdata/test_data_pytorch/db/level1"
+ORIGINAL_PLAN = synth_job.plan_job
+
+
+# ------------------------------------------------------------------------------------------------
+# Synthetic JOB pairs: the plan synth_job writes, changed in known ways
+
+
+def changed_plan(factors: Optional[Dict[str, float]] = None, drop_op: Optional[int] = None,
+                 rename: Optional[Tuple[str, str]] = None, execute_extra_ns: int = 0):
+    """A stand-in for synth_job.plan_job that writes the same JOB except: the tasks of each op
+    type in `factors` last that many times as long; the executions of op `drop_op` are gone (its
+    description stays: an op that never ran); op type `rename[0]` is called `rename[1]` (type and
+    names); every aclmdlExecute ends `execute_extra_ns` later."""
+    def plan(*args, **kwargs):
+        p = ORIGINAL_PLAN(*args, **kwargs)
+        names, op_types = list(p.op_name), list(p.op_type)
+        if rename:
+            old, new = rename
+            names = [n.replace(f"/{old}-", f"/{new}-") for n in names]
+            op_types = [new if t == old else t for t in op_types]
+        types = np.array(op_types, dtype=object)[p.task_op]
+        end = p.task_end.copy()
+        for op_type, factor in (factors or {}).items():
+            sel = types == op_type
+            end[sel] = p.task_start[sel] + np.round((p.task_end[sel] - p.task_start[sel]) * factor).astype(np.int64)
+        keep = p.task_op != drop_op if drop_op is not None else np.ones(len(p.task_op), dtype=bool)
+        api_end = p.api_end.copy()
+        api_end[np.array(p.api_name) == "aclmdlExecute"] += execute_extra_ns
+        return dataclasses.replace(p, task_op=p.task_op[keep], task_iteration=p.task_iteration[keep],
+                                   task_start=p.task_start[keep], task_end=end[keep], op_name=names,
+                                   op_type=op_types, api_end=api_end)
+    return plan
+
+
+def write_pair(tmp_path, monkeypatch, a_change: dict, b_change: dict) -> Tuple[str, str]:
+    paths = []
+    for tag, change in (("A", a_change), ("B", b_change)):
+        monkeypatch.setattr(synth_job, "plan_job", changed_plan(**change))
+        paths.append(synth_job.write_job(str(tmp_path / tag), 40))
+    monkeypatch.setattr(synth_job, "plan_job", ORIGINAL_PLAN)
+    return paths[0], paths[1]
+
+
+# The plan: 20 ops (op k has type OP_TYPES[k % 7]) run in 2 iterations; every 5th op is an AI CPU op.
+# Op 3 is `Default/network-Net/layer0/Cast-op3`; MatMul ops are 1, 8, 15.
+SLOWER_MATMUL_NO_CAST3 = dict(factors={"MatMul": 2.0}, drop_op=3, execute_extra_ns=50_000)
+
+
+@pytest.fixture()
+def known_pair(tmp_path, monkeypatch):
+    return write_pair(tmp_path, monkeypatch, {}, SLOWER_MATMUL_NO_CAST3)
+
+
+def data_rows(text: str) -> Dict[str, str]:
+    """The lines of the first table of compare's text, by their first cell."""
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("-----"))
+    rows = {}
+    for line in lines[head + 1:]:
+        if not line.strip():
+            break
+        rows[line.split("  ")[0]] = line
+    return rows
+
+
+def test_known_differences_by_type(known_pair):
+    a, b = known_pair
+    result = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(b, Diagnostics()), "type")
+    rows = result.rows.set_index("OP Type")
+    # MatMul: the same 6 tasks, each exactly twice as long
+    assert rows.loc["MatMul", C.COUNT_A] == rows.loc["MatMul", C.COUNT_B] == 6
+    assert rows.loc["MatMul", C.RATIO] == pytest.approx(2.0, abs=1e-12)
+    assert rows.loc["MatMul", C.DELTA] == pytest.approx(rows.loc["MatMul", C.TOTAL_A], abs=1e-9)
+    # Cast: op 3's two executions are gone, the other Cast tasks unchanged
+    assert (rows.loc["Cast", C.COUNT_A], rows.loc["Cast", C.COUNT_B]) == (6, 4)
+    assert rows.loc["Cast", C.DELTA] == pytest.approx(-2 * rows.loc["Cast", C.AVG_A], abs=1e-9)
+    assert rows.loc["Cast", C.AVG_B] == pytest.approx(rows.loc["Cast", C.AVG_A], abs=1e-9)
+    # every other type: no change at all
+    others = rows.drop(index=["MatMul", "Cast"])
+    assert len(others) == 5 and (others[C.DELTA] == 0).all() and (others[C.RATIO] == 1).all()
+    assert set(result.rows[C.MATCH]) == {C.SAME_TYPE}
+    # largest |Delta| first
+    assert result.rows["OP Type"].tolist()[:2] == ["MatMul", "Cast"]
+    e2e = result.e2e.set_index(C.METRIC)
+    assert e2e.loc["operators: total device time", C.DELTA] == pytest.approx(
+        rows.loc["MatMul", C.DELTA] + rows.loc["Cast", C.DELTA], abs=1e-9)
+    assert e2e.loc["aclmdlExecute (acl): total", C.DELTA] == pytest.approx(100.0)   # 2 calls, 50 µs later each
+    assert e2e.loc["aclmdlExecute (acl): per call", C.DELTA] == pytest.approx(50.0)
+
+
+def test_known_differences_in_the_text(known_pair):
+    a, b = known_pair
+    text = C.compare(a, b, "type", 0, False, None, Diagnostics())
+    assert "A has 7 op types, B 7: 7 in both, 0 only in A, 0 only in B." in text
+    rows = data_rows(text)
+    assert list(rows)[:2] == ["MatMul", "Cast"]
+    assert "+720.600" in rows["MatMul"] and "2.000" in rows["MatMul"]
+    assert "-240.600" in rows["Cast"] and "0.667" in rows["Cast"]
+    assert all("+0.000" in rows[t] and "1.000" in rows[t] for t in ("Add", "Conv2D", "GetNext", "Relu", "TransData"))
+    assert "aclmdlExecute (acl): total" in text and "+100.000" in text
+
+
+def test_known_differences_by_name(known_pair):
+    a, b = known_pair
+    result = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(b, Diagnostics()), "name")
+    rows = result.rows.set_index("Op Name")
+    removed = "Default/network-Net/layer0/Cast-op3"
+    assert rows.loc[removed, C.MATCH] == C.ONLY_A
+    assert rows.loc[removed, C.DELTA] == -rows.loc[removed, C.TOTAL_A]
+    assert np.isnan(rows.loc[removed, C.TOTAL_B]) and np.isnan(rows.loc[removed, C.RATIO])
+    matmuls = [n for n in rows.index if "/MatMul-" in n]
+    assert len(matmuls) == 3 and (rows.loc[matmuls, C.RATIO] == 2.0).all()
+    rest = rows.drop(index=matmuls + [removed])
+    assert len(rest) == 16 and (rest[C.DELTA] == 0).all() and set(rest[C.MATCH]) == {C.SAME_NAME}
+    text = C.render(result, 5)
+    assert "A has 20 operators, B 19: 19 in both (19 same name), 1 only in A, 0 only in B." in text
+    assert "top 5 of 20 rows by |Delta|" in text
+    assert list(data_rows(text))[0] == removed   # -240.6 µs: the largest change, then the MatMuls (+240.2)
+
+
+def test_a_collection_against_itself(tmp_path):
+    a = synth_job.write_job(str(tmp_path / "job"), 40)
+    for by in C.BY:
+        result = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(a, Diagnostics()), by)
+        assert (result.rows[C.DELTA] == 0).all() and (result.rows[C.RATIO] == 1).all()
+        assert not result.rows[C.MATCH].isin([C.ONLY_A, C.ONLY_B]).any()
+        assert (result.e2e[C.DELTA].dropna() == 0).all() and len(result.e2e[C.DELTA].dropna()) == len(result.e2e)
+
+
+@needs_shared
+def test_golden_raw_against_itself_and_its_export(tmp_path, capsys):
+    """The golden 910b_mixed: raw against itself, and raw (the store) against its exported CSVs
+    alone: every delta is zero, nothing is one-sided."""
+    prof = copy_input("910b_mixed", str(tmp_path / "in"))
+    assert run(["export", "summary", "-dir", prof], capsys)[0] == 0
+    exported = str(tmp_path / "exported")
+    shutil.copytree(os.path.join(prof, "mindstudio_profiler_output"), os.path.join(exported,
+                                                                                  "mindstudio_profiler_output"))
+    for other in (prof, exported):
+        for by in C.BY:
+            text = C.compare(prof, other, by, 0, False, None, Diagnostics())
+            result = C.compare_sides(C.load_side(prof, Diagnostics()), C.load_side(other, Diagnostics()), by)
+            assert (result.rows[C.DELTA] == 0).all(), text
+            assert set(result.rows[C.MATCH]) == {C.SAME_TYPE if by == "type" else C.SAME_NAME}
+            n = 15 if by == "type" else 116
+            assert f"A has {n} {'op types' if by == 'type' else 'operators'}, B {n}: {n} in both" in text
+            e2e = result.e2e.set_index(C.METRIC)
+            assert (e2e[C.DELTA] == 0).all()
+            assert e2e.loc["aclmdlExecute (acl): total", "A(us)"] == pytest.approx(5409.74)
+
+
+def test_the_soc_guide_case(tmp_path, monkeypatch):
+    """Mish replaced by LeakyRelu, which is faster, and the Conv ops shorter: the rows say Mish is
+    only in A, LeakyRelu only in B, Conv2D got shorter, and the execute time dropped."""
+    a, b = write_pair(tmp_path, monkeypatch, dict(rename=("Relu", "Mish")),
+                      dict(rename=("Relu", "LeakyRelu"), factors={"LeakyRelu": 0.5, "Conv2D": 0.6},
+                           execute_extra_ns=-1_000_000))
+    text = C.compare(a, b, "type", 0, False, None, Diagnostics())
+    rows = data_rows(text)
+    assert rows["Mish"].rstrip().endswith(C.ONLY_A) and rows["LeakyRelu"].rstrip().endswith(C.ONLY_B)
+    assert "0.600" in rows["Conv2D"]
+    assert "A has 7 op types, B 7: 6 in both, 1 only in A, 1 only in B." in text
+    result = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(b, Diagnostics()), "type")
+    e2e = result.e2e.set_index(C.METRIC)
+    assert e2e.loc["aclmdlExecute (acl): total", C.DELTA] == pytest.approx(-2000.0)
+    # by name, each Mish op is matched with the LeakyRelu op that replaced it
+    by_name = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(b, Diagnostics()), "name")
+    swapped = by_name.rows[by_name.rows[C.MATCH] == C.TYPE_CHANGED]
+    assert len(swapped) == 3   # ops 4, 11, 18
+    assert set(swapped["OP Type"]) == {"Mish → LeakyRelu"}
+    assert (swapped[C.RATIO] == 0.5).all()
+    assert "Default/network-Net/layer1/Mish-op4 → Default/network-Net/layer1/LeakyRelu-op4" in set(swapped["Op Name"])
+    assert not by_name.rows[C.MATCH].isin([C.ONLY_A, C.ONLY_B]).any()
+
+
+def test_renumbered_ops_are_matched_in_order():
+    import pandas as pd
+    a = pd.DataFrame({"key": ["net/Conv2D_12", "net/Conv2D_13", "net/Add_1"], "OP Type": ["Conv2D", "Conv2D", "Add"],
+                      "Task Type": ["AI_CORE"] * 3, "First Start(us)": [1.0, 2.0, 3.0]})
+    b = pd.DataFrame({"key": ["net/Conv2D_14", "net/Conv2D_15", "net/Add_1", "net/Mul_2"],
+                      "OP Type": ["Conv2D", "Conv2D", "Add", "Mul"], "Task Type": ["AI_CORE"] * 4,
+                      "First Start(us)": [1.5, 2.5, 3.5, 4.0]})
+    pairs = C.match(a, b, "name")
+    got = {(a["key"].get(i, "-"), b["key"].get(j, "-"), how) for i, j, how in pairs.itertuples(index=False)}
+    assert got == {("net/Add_1", "net/Add_1", C.SAME_NAME), ("net/Conv2D_12", "net/Conv2D_14", C.RENUMBERED),
+                   ("net/Conv2D_13", "net/Conv2D_15", C.RENUMBERED), ("-", "net/Mul_2", C.ONLY_B)}
+
+
+def test_plot_writes_its_png(known_pair, tmp_path):
+    pytest.importorskip("matplotlib")
+    a, b = known_pair
+    out = str(tmp_path / "charts")
+    text = C.compare(a, b, "name", 10, True, out, Diagnostics())
+    target = os.path.join(out, "compare_by_name.png")
+    assert text.endswith(f"Wrote {target}\n")
+    from test_plot import check_png
+    check_png(target, "compare")
+
+
+def test_errors(tmp_path):
+    a = synth_job.write_job(str(tmp_path / "one" / "x"), 20, job_name="JOB000001AAAAAA")
+    synth_job.write_job(str(tmp_path / "one" / "y"), 20, job_name="JOB000002BBBBBB")
+    with pytest.raises(BadOption, match=r"holds 2 collections .*; give -dir one collection"):
+        C.compare(str(tmp_path / "one"), a, "type", 5, False, None, Diagnostics())
+    with pytest.raises(BadOption, match=r"--by 'kind': choose from type, name"):
+        C.compare(a, a, "kind", 5, False, None, Diagnostics())
+    with pytest.raises(BadOption, match=r"--top -2"):
+        C.compare(a, a, "type", -2, False, None, Diagnostics())
+
+
+# ------------------------------------------------------------------------------------------------
+# Real data
+
+
+@needs_real
+def test_real_oam_runs(tmp_path):
+    """The two oam-tools runs (a custom matmul kernel on a board; a torch_npu MLP): different
+    programs, so every row is one-sided; nothing is written into the data."""
+    pytest.importorskip("matplotlib")
+    root = copy_real(OAM, str(tmp_path))
+    before = tree_hashes(root)
+    text = C.compare(os.path.join(root, MATMUL_BOARD), os.path.join(root, TORCH_MLP), "type", 10, True,
+                     str(tmp_path / "out"), Diagnostics())
+    rows = data_rows(text)
+    assert list(rows) == ["MatMulV2", "Gelu", "_Z11mmad_customILj256ELj64ELj256ELj128ELj128ELj64ELj256EEvPhS0_S0_"]
+    assert "+136.500" in rows["MatMulV2"] and rows["MatMulV2"].rstrip().endswith(C.ONLY_B)
+    assert "-7.840" in rows[list(rows)[2]] and rows[list(rows)[2]].rstrip().endswith(C.ONLY_A)
+    assert "A has 1 op types, B 2: 0 in both, 0 only in A" not in text
+    assert "A has 1 op types, B 2: 0 in both, 1 only in A, 2 only in B." in text
+    assert "operators: total device time" in text and "+166.480" in text
+    assert tree_hashes(root) == before
+
+
+@needs_real
+def test_real_ranks(tmp_path):
+    """Two ranks of the same PyTorch job (kernel_details CSVs): every operator on both sides, the
+    row deltas adding up to the total's, the profiler step in the end-to-end part."""
+    root = copy_real(PT_LEVEL1, str(tmp_path))
+    a, b = os.path.join(root, "rank0_ascend_pt"), os.path.join(root, "rank1_ascend_pt")
+    result = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(b, Diagnostics()), "name")
+    assert len(result.rows) == 82 and set(result.rows[C.MATCH]) == {C.SAME_NAME}
+    e2e = result.e2e.set_index(C.METRIC)
+    assert result.rows[C.DELTA].sum() == pytest.approx(e2e.loc["operators: total device time", C.DELTA], abs=1e-6)
+    assert e2e.loc["iterations: total", "A(us)"] == pytest.approx(155985.80, abs=0.01)   # ProfilerStep#50
+    # the largest change is the first all-reduce (communication waits differ between ranks)
+    assert result.rows["Op Name"].iloc[0] == "hcom_allReduce__586_0_1"
+    text = C.compare(a, b, "type", 5, False, None, Diagnostics())
+    assert "top 5 of " in text and "End to end" in text
+
+
+@needs_real
+def test_real_text_export_against_db_export(tmp_path):
+    """Rank 0 of the same job profiled twice, exported once as CSVs (kernel_details) and once as a
+    database: the same 34 op types with the same task counts, only the times differ a little."""
+    text_root = copy_real(PT_LEVEL1, str(tmp_path / "text"))
+    db_root = copy_real(PT_DB_LEVEL1, str(tmp_path / "db"))
+    result = C.compare_sides(C.load_side(os.path.join(text_root, "rank0_ascend_pt"), Diagnostics()),
+                             C.load_side(os.path.join(db_root, "rank0_ascend_pt"), Diagnostics()), "type")
+    assert len(result.rows) == 34 and set(result.rows[C.MATCH]) == {C.SAME_TYPE}
+    assert (result.rows[C.COUNT_A] == result.rows[C.COUNT_B]).all()
+    assert result.rows[C.RATIO].between(0.9, 1.4).all()
+    # the all-reduce is typed HCCL in kernel_details and COMMUNICATION in the database
+    assert result.row("hcom_allReduce_")["Core Type"] == "HCCL → COMMUNICATION"
+
+
+def test_types_missing_falls_back_to_names(tmp_path):
+    """A timeline-only side carries no OP Type: compare by type says so and matches by name."""
+    a = synth_job.write_job(str(tmp_path / "job"), 20)
+    timeline = tmp_path / "tl" / "timeline"
+    timeline.mkdir(parents=True)
+    events = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "Ascend Hardware"}},
+              {"name": "Default/network-Net/layer0/Conv2D-op0", "ph": "X", "pid": 1, "tid": 3, "ts": 10.0,
+               "dur": 240.0, "args": {"Task Type": "AI_CORE", "Stream Id": 3}}]
+    import json
+    (timeline / "task_time_0_1_1.json").write_text(json.dumps(events))
+    result = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(str(tmp_path / "tl"), Diagnostics()), "type")
+    assert result.by == "name" and any("compared by name" in n for n in result.notes)
+    row = result.row("Default/network-Net/layer0/Conv2D-op0")
+    assert row[C.MATCH] == C.SAME_NAME and row[C.COUNT_B] == 1
+
+
+@needs_shared
+def test_the_cli_compares_two_collections(tmp_path, capsys):
+    from msprof_kit import cli
+
+    a = copy_input("910b_steps", str(tmp_path / "a"))
+    b = copy_input("910b_mixed", str(tmp_path / "b"))
+    assert cli.main(["compare", "-dir", a, "-dir", b, "--top", "3", "--plot", "--out", str(tmp_path / "png")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Comparing operators by OP Type") and "End to end" in out
+    assert os.listdir(tmp_path / "png") == ["compare_by_type.png"]
+
+
+def test_the_cli_needs_exactly_two_dirs(tmp_path, capsys):
+    from msprof_kit import cli
+
+    assert cli.main(["compare", "-dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == "Error: compare needs -dir twice: -dir A -dir B\n"

@@ -1,0 +1,314 @@
+"""Issue 7, part 1: `plot` draws each kind as a PNG of the promised size, from raw (PROF and JOB)
+and exported-only collections, and says why it skips a kind; plus the reading layer it adds to
+tables.py (intervals, iterations) and the Gantt's merging of tasks finer than a pixel."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from msprof_kit import plot as P
+from msprof_kit import tables as T
+from msprof_kit.errors import BadOption, Diagnostics, InvalidIteration
+
+from realdata import REAL, copy_real
+from conftest import GOLDEN, copy_input, needs_shared, tree_hashes
+
+# matplotlib is an install requirement (setup.cfg install_requires); skip only where it is not there yet
+pytest.importorskip("matplotlib", reason="matplotlib is not installed (setup.cfg install_requires lists it)")
+
+needs_real = pytest.mark.skipif(not os.path.isdir(REAL), reason="../shared/data/real is not beside the repo")
+TORCH_MLP = "oam-tools-experience/torch_npu_mlp_cann910"
+PT_LEVEL1_RANK0 = "msinsight-testdata/test_data_pytorch/text/level1/rank0_ascend_pt"
+MINDINSIGHT = "mindinsight-prof910a-timeline"
+
+
+def read_png(path: str) -> np.ndarray:
+    """The decoded pixels (height, width, channels)."""
+    try:
+        from PIL import Image
+    except ImportError:
+        import matplotlib.image
+        return np.asarray(matplotlib.image.imread(path))
+    with Image.open(path) as img:
+        img.load()
+        return np.asarray(img)
+
+
+def check_png(path: str, kind: str) -> None:
+    assert os.path.isfile(path), path
+    pixels = read_png(path)
+    width, height = P.SIZES[kind]
+    assert pixels.shape[:2] == (height, width), (path, pixels.shape)
+    # not blank: a chart has dark text and coloured bars on the white background
+    rgb = pixels[..., :3]
+    rgb = (rgb * 255).astype(np.uint32) if rgb.dtype.kind == "f" else rgb.astype(np.uint32)
+    colours = np.unique((rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2])
+    assert len(colours) > 20
+
+
+def written(lines):
+    return {os.path.basename(line.split(": ")[0][len("Wrote "):]): line for line in lines if line.startswith("Wrote ")}
+
+
+def skipped(lines):
+    return {line.split(":")[0][len("Skipped "):].split(" ")[0]: line for line in lines if line.startswith("Skipped ")}
+
+
+@pytest.fixture(scope="module")
+def steps_plots(tmp_path_factory):
+    """910b_steps (iterations, recorded frequency, PMU): every kind drawn."""
+    if not os.path.isdir(GOLDEN):
+        pytest.skip("../shared/golden is not beside the repo")
+    root = tmp_path_factory.mktemp("steps")
+    prof = copy_input("910b_steps", str(root / "in"))
+    out = str(root / "plots")
+    return prof, out, P.plot(prof, out, top=10, iteration=None, diag=Diagnostics())
+
+
+@needs_shared
+def test_every_kind_is_drawn_at_its_size(steps_plots):
+    prof, out, lines = steps_plots
+    assert len(lines) == len(P.KINDS) and all(line.startswith("Wrote ") for line in lines)
+    assert set(written(lines)) == set(P.FILE_NAMES.values())
+    for kind, name in P.FILE_NAMES.items():
+        check_png(os.path.join(out, name), kind)
+    assert not os.path.exists(os.path.join(prof, P.DEFAULT_OUT))  # nothing is written into the collection
+
+
+@needs_shared
+def test_lines_say_what_was_drawn(steps_plots):
+    _, _, lines = steps_plots
+    by_file = written(lines)
+    # 910b_steps has 15 distinct op names, 8 op types on 2 core types, 5 iterations, 2 frequency records
+    assert by_file["top_operators.png"].endswith(": top 10 of 15 operators")
+    assert by_file["time_by_type.png"].endswith(": 8 operator types, 2 core types")
+    # the default Gantt shows the iteration of median length: lengths 568.42, 545.82, 517.64, 483.98, 541.86
+    assert by_file["gantt.png"].endswith(": iteration 5 (median length of 5), 5 lanes")
+    assert by_file["pmu_ratios.png"].endswith(": 10 operators, 9 ratios")
+    assert by_file["aicore_freq.png"].endswith(": 2 records")
+
+
+@needs_shared
+def test_mixed_case_every_kind(tmp_path):
+    prof = copy_input("910b_mixed", str(tmp_path / "in"))
+    lines = P.plot(prof, str(tmp_path / "out"), top=0, iteration=None, diag=Diagnostics())
+    by_file = written(lines)
+    assert len(by_file) == 5
+    # no step trace: the Gantt shows the whole run; 2 host threads x their levels + streams 2 and 3
+    assert "the whole run, 9 lanes" in by_file["gantt.png"]
+    # --top 0: all operators up to MAX_BARS
+    assert by_file["top_operators.png"].endswith(f": top {P.MAX_BARS} of 116 operators")
+    for kind, name in P.FILE_NAMES.items():
+        check_png(os.path.join(str(tmp_path / "out"), name), kind)
+
+
+@needs_shared
+def test_iteration_option(tmp_path):
+    prof = copy_input("910b_steps", str(tmp_path / "in"))
+    out = str(tmp_path / "out")
+    lines = P.plot(prof, out, top=5, iteration=3, diag=Diagnostics())
+    assert written(lines)["gantt.png"].endswith(": iteration 3, 5 lanes")
+    check_png(os.path.join(out, "gantt.png"), "gantt")
+    with pytest.raises(InvalidIteration) as err:
+        P.plot(prof, out, top=5, iteration=9, diag=Diagnostics())
+    assert str(err.value) == "--iteration 9: " + prof + " has iterations 1-5"
+
+
+@needs_shared
+def test_iteration_without_a_step_trace_is_an_error(tmp_path):
+    prof = copy_input("910b_mixed", str(tmp_path / "in"))
+    with pytest.raises(BadOption, match=r"--iteration 2: .* records no iterations"):
+        P.plot(prof, str(tmp_path / "out"), top=5, iteration=2, diag=Diagnostics())
+
+
+def test_bad_top_is_an_error(tmp_path):
+    with pytest.raises(BadOption, match=r"--top -1"):
+        P.plot(str(tmp_path), str(tmp_path / "out"), top=-1, iteration=None, diag=Diagnostics())
+
+
+def test_job_skips_say_why(tmp_path):
+    """A synthetic JOB (SoC board) has no PMU data and only the nominal frequency of info.json."""
+    import synth_job
+    job = synth_job.write_job(str(tmp_path / "job"), 40)
+    out = str(tmp_path / "out")
+    lines = P.plot(job, out, top=20, iteration=2, diag=Diagnostics())
+    assert set(written(lines)) == {"top_operators.png", "time_by_type.png", "gantt.png"}
+    why = skipped(lines)
+    assert set(why) == {"pmu", "freq"}
+    assert "have no PMU *_ratio columns" in why["pmu"]
+    assert why["freq"] == ("Skipped freq: the frequency was not recorded over time; only the nominal AI Core "
+                           "frequency from info.json (1000 MHz) is known")
+    assert written(lines)["gantt.png"].endswith(": iteration 2, 3 lanes")  # acl lane + streams 3 and 4
+    for name, kind in (("top_operators.png", "top_ops"), ("time_by_type.png", "op_types"), ("gantt.png", "gantt")):
+        check_png(os.path.join(out, name), kind)
+
+
+@needs_real
+def test_real_torch_npu_run(tmp_path):
+    """An exported-only PyTorch-profiler run: everything drawn, nothing written into it."""
+    folder = copy_real(TORCH_MLP, str(tmp_path))
+    before = tree_hashes(folder)
+    out = str(tmp_path / "out")
+    lines = P.plot(folder, out, top=20, iteration=None, diag=Diagnostics())
+    by_file = written(lines)
+    assert set(by_file) == set(P.FILE_NAMES.values())
+    assert by_file["top_operators.png"].endswith(": all 2 operators")   # MatMulV2 and Gelu kernels
+    for kind, name in P.FILE_NAMES.items():
+        check_png(os.path.join(out, name), kind)
+    assert tree_hashes(folder) == before
+
+
+@needs_real
+def test_real_pytorch_step(tmp_path):
+    """kernel_details + trace_view.json: the Gantt shows ProfilerStep#50 with CANN lanes."""
+    folder = copy_real(PT_LEVEL1_RANK0, str(tmp_path))
+    out = str(tmp_path / "out")
+    lines = P.plot(folder, out, top=20, iteration=None, diag=Diagnostics())
+    gantt = written(lines)["gantt.png"]
+    assert ": iteration 50, " in gantt
+    check_png(os.path.join(out, "gantt.png"), "gantt")
+    check_png(os.path.join(out, "aicore_freq.png"), "freq")
+
+
+@needs_real
+def test_real_timelines_of_two_collections(tmp_path):
+    """Two PROF folders holding only MindInsight-era timelines: a sub-folder each, and the kinds
+    the timelines cannot give are skipped with the reason."""
+    root = copy_real(MINDINSIGHT, str(tmp_path))
+    out = str(tmp_path / "out")
+    lines = P.plot(root, out, top=15, iteration=4, diag=Diagnostics())
+    assert sum(line.startswith("Wrote ") for line in lines) == 6
+    assert sum(line.startswith("Skipped pmu [") for line in lines) == 2
+    assert sum(line.startswith("Skipped freq [") and "no AI Core frequency" in line for line in lines) == 2
+    gantts = [line for line in lines if "gantt.png" in line]
+    assert len(gantts) == 2 and all(": iteration 4, " in line for line in gantts)
+    for name in sorted(os.listdir(out)):
+        assert name.startswith("PROF_")
+        check_png(os.path.join(out, name, "gantt.png"), "gantt")
+        check_png(os.path.join(out, name, "time_by_type.png"), "op_types")
+
+
+def test_default_out_is_below_the_current_directory(tmp_path, monkeypatch):
+    import synth_job
+    job = synth_job.write_job(str(tmp_path / "job"), 20)
+    monkeypatch.chdir(tmp_path)
+    lines = P.plot(job, None, top=5, iteration=None, diag=Diagnostics())
+    assert written(lines)["top_operators.png"].startswith(f"Wrote {os.path.join(str(tmp_path), P.DEFAULT_OUT)}/")
+
+
+# ------------------------------------------------------------------------------------------------
+# The Gantt's merging, and the large case
+
+
+def test_merge_bars_keeps_the_busy_spans():
+    lane = np.array([0, 0, 0, 1, 0])
+    start = np.array([0.0, 1.5, 10.0, 0.0, 3.0])
+    end = np.array([1.0, 2.0, 11.0, 5.0, 3.5])
+    key = np.array(["A", "B", "B", "A", "A"], dtype=object)
+    g_lane, g_start, g_end, g_key, fill = P.merge_bars(lane, start, end, key, px=1.0)
+    # lane 0: [0,1] [1.5,2] [3,3.5] are < 1 px apart -> one bar [0, 3.5]; [10, 11] stays; lane 1 stays
+    assert g_lane.tolist() == [0, 0, 1]
+    assert g_start.tolist() == [0.0, 10.0, 0.0] and g_end.tolist() == [3.5, 11.0, 5.0]
+    assert g_key.tolist() == ["A", "B", "A"]           # A covers 1.5 of the merged bar, B 0.5
+    assert fill.tolist() == pytest.approx([2.0 / 3.5, 1.0, 1.0])
+
+
+def test_large_collection_is_merged_per_pixel(tmp_path):
+    import synth
+    prof = synth.write_collection(str(tmp_path / "in"), n_tasks=6000, model_fraction=0.0, seed=5)
+    out = str(tmp_path / "out")
+    lines = P.plot(prof, out, top=20, iteration=None, diag=Diagnostics())
+    gantt = written(lines)["gantt.png"]
+    # 6000 eager tasks on stream 2, more than the plot is wide in pixels: merged, and the line says so
+    assert "6000 tasks → " in gantt
+    bars = int(gantt.split("6000 tasks → ")[1].split(" bars")[0])
+    assert 0 < bars <= P.SIZES["gantt"][0]
+    check_png(os.path.join(out, "gantt.png"), "gantt")
+
+
+# ------------------------------------------------------------------------------------------------
+# The reading layer added to tables.py
+
+
+@needs_shared
+def test_read_trace_of_the_store_matches_the_reference(tmp_path):
+    prof = copy_input("910b_steps", str(tmp_path / "in"))
+    found = T.discover(prof)[0]
+    trace = T.read_trace(found, Diagnostics())
+    golden = pd.read_csv(os.path.join(GOLDEN, "910b_steps", "cpp", "step_trace.csv"), dtype=str)
+    its = trace.iterations
+    assert its[T.ITERATION].tolist() == [1, 2, 3, 4, 5]
+    assert its[T.ITER_TIME].round(3).tolist() == pd.to_numeric(golden["Iteration Time(us)"]).tolist()
+    assert its[T.ITER_END].tolist() == pytest.approx(
+        pd.to_numeric(golden["Iteration End(us)"].str.strip()).tolist(), abs=0.5)
+    assert len(trace.tasks) == 56 and set(trace.tasks[T.STREAM]) == {2.0, 6.0}
+    # 140 CANN_API rows: acl, model, node and runtime levels on thread 6006
+    assert len(trace.apis) == 140 and set(trace.apis[T.THREAD]) == {6006.0}
+    assert set(trace.apis[T.LEVEL]) == {"acl", "model", "node", "runtime"}
+
+
+@needs_shared
+def test_read_trace_of_an_export_equals_the_store(tmp_path, capsys):
+    """The exported timeline and step_trace CSV give the store's intervals back."""
+    from conftest import run
+    prof = copy_input("910b_steps", str(tmp_path / "in"))
+    assert run(["export", "timeline", "-dir", prof], capsys)[0] == 0
+    assert run(["export", "summary", "-dir", prof], capsys)[0] == 0
+    exported = str(tmp_path / "exported")
+    shutil.copytree(os.path.join(prof, "mindstudio_profiler_output"), os.path.join(exported,
+                                                                                  "mindstudio_profiler_output"))
+    store = T.read_trace(T.discover(prof)[0], Diagnostics())
+    export = T.read_trace(T.discover(exported)[0], Diagnostics())
+    assert export.sources["tasks"].endswith(".json") and export.sources["iterations"].endswith(".json")
+    assert len(export.tasks) == len(store.tasks)
+    assert export.tasks[T.DURATION].sum() == pytest.approx(store.tasks[T.DURATION].sum(), abs=1e-6)
+    assert len(export.apis) == len(store.apis)
+    assert export.iterations[T.ITER_TIME].tolist() == pytest.approx(store.iterations[T.ITER_TIME].tolist())
+    # without the timeline: tasks from the task_time CSV, iterations from the step_trace CSV
+    for name in os.listdir(os.path.join(exported, "mindstudio_profiler_output")):
+        if name.endswith(".json"):
+            os.remove(os.path.join(exported, "mindstudio_profiler_output", name))
+    csv_only = T.read_trace(T.discover(exported)[0], Diagnostics())
+    assert os.path.basename(csv_only.sources["tasks"]).startswith("task_time_")
+    assert os.path.basename(csv_only.sources["iterations"]).startswith("step_trace_")
+    assert csv_only.apis is None and len(csv_only.tasks) == 56
+    assert csv_only.iterations[T.ITER_TIME].tolist() == store.iterations[T.ITER_TIME].round(3).tolist()
+    lines = P.plot(exported, str(tmp_path / "out"), top=10, iteration=2, diag=Diagnostics())
+    assert written(lines)["gantt.png"].endswith(": iteration 2, 1 lane")   # stream 6 only: no host APIs
+    assert skipped(lines)["freq"].startswith("Skipped freq: no AI Core frequency; looked for ")
+
+
+def test_model_execution_counts_a_repeated_host_table_once():
+    api = pd.DataFrame({T.DEVICE: ["0", "1", "0"], T.LEVEL: ["acl", "acl", "acl"],
+                        T.API_NAME: ["aclmdlExecute", "aclmdlExecute", "aclrtMemcpy"],
+                        "Time(us)": [100.0, 100.0, 5.0], "Count": [4.0, 4.0, 1.0]})
+    rows = T.model_execution(api)
+    assert rows[[T.API_NAME, "Count", "Time(us)", "Avg(us)"]].values.tolist() == [["aclmdlExecute", 4.0, 100.0, 25.0]]
+    assert T.model_execution(api[api[T.API_NAME] == "aclrtMemcpy"]) is None
+
+
+@needs_shared
+def test_the_cli_plots_and_prints_one_line_per_file(tmp_path, capsys):
+    from msprof_kit import cli
+
+    prof = copy_input("910b_steps", str(tmp_path / "in"))
+    out = tmp_path / "png"
+    assert cli.main(["plot", "-dir", prof, "--out", str(out), "--top", "5", "--iteration", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    wrote = [line.split(" ", 1)[1].split(":")[0] for line in lines if line.startswith("Wrote ")]
+    assert sorted(os.path.basename(w) for w in wrote) == sorted(os.listdir(out)) and len(wrote) == 5
+    assert any("iteration 2" in line for line in lines)
+
+
+@needs_shared
+def test_the_cli_reports_a_bad_iteration_in_one_line(tmp_path, capsys):
+    from msprof_kit import cli
+
+    prof = copy_input("910b_steps", str(tmp_path / "in"))
+    code = cli.main(["plot", "-dir", prof, "--out", str(tmp_path / "png"), "--iteration", "99"])
+    err = capsys.readouterr().err
+    assert code != 0 and err.startswith("Error: ") and err.count("\n") == 1
