@@ -8,7 +8,7 @@ a bad record costs that record, and device tasks pair with host tasks by time as
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -129,6 +129,7 @@ class HostData:
     compute: pd.DataFrame        # one row per host compute task (COMPUTE_TASK_INFO source)
     models: pd.DataFrame         # model id -> name
     pid: int
+    tensor_table: np.ndarray = field(default_factory=lambda: _texts((1, 6), "N/A"))  # compute["tensors"] rows
 
 
 def _read_group(rd: ResultDir, files: Dict[Tuple[str, str], List[str]], kind: str,
@@ -298,7 +299,8 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Optional[Ho
 
     if tracks.empty:
         empty = pd.DataFrame()
-        return HostData(apis=_cann_columns(apis), tracks=empty, compute=empty, models=models, pid=pid)
+        return HostData(apis=_cann_columns(apis), tracks=empty, compute=empty, models=models, pid=pid,
+                        tensor_table=tensor_table)
 
     # deepest tree API containing each task track
     t_thread = tracks["thread_id"].to_numpy().astype(np.int64)
@@ -339,7 +341,7 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Optional[Ho
     del a_thread, a_begin, a_end, level, t_thread, t_time, parent, model_api, type_names
     apis = _cann_columns(apis)
     compute = _compute_tasks(tracks, nbi, tensors, tensor_table, ctx, attach, hashes)
-    return HostData(apis=apis, tracks=tracks, compute=compute, models=models, pid=pid)
+    return HostData(apis=apis, tracks=tracks, compute=compute, models=models, pid=pid, tensor_table=tensor_table)
 
 
 def _cann_columns(apis: pd.DataFrame) -> pd.DataFrame:
@@ -474,7 +476,7 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
                    hashes: Dict[str, str]) -> pd.DataFrame:
     """Host compute tasks: task tracks under a node launch with a KERNEL* type (op info from the
     launch's node_basic_info / tensor_info / context_id_info), or kernel tracks without a launch
-    (named by their kernel)."""
+    (named by their kernel). Their tensor texts are `tensors`, a row of `tensor_table`."""
     names = tracks["type_name"].to_numpy()
     kernel_like = _where_text(names, lambda t: t.startswith(("KERNEL", "STARS_COMMON")) or t == "FFTS_PLUS")
     under_node = tracks["parent_level"].to_numpy() == LEVEL_NODE
@@ -526,14 +528,11 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
         src = _first_under(attach(ctx), parents)
         found = (src >= 0) & has_info
         ctx_id[found] = ctx["ctx"].to_numpy()[src[found]]
-    tex_arr = tensor_table[text_row]
     out = pd.DataFrame({
         "track": sel.index.to_numpy(), "device_id": sel["device_id"].to_numpy().astype(np.int64),
         "stream_id": sel["stream_id"].to_numpy(), "task_id": sel["task_low"].to_numpy(),
         "batch": sel["batch"].to_numpy(), "ctx": ctx_id, "op_name": op_name, "op_type": op_type,
-        "ge_type": ge_type, "block": block, "mix": mix, "hf32": flag, "state": state,
-        "in_shapes": tex_arr[:, 0], "in_dtypes": tex_arr[:, 1], "in_formats": tex_arr[:, 2],
-        "out_shapes": tex_arr[:, 3], "out_dtypes": tex_arr[:, 4], "out_formats": tex_arr[:, 5],
+        "ge_type": ge_type, "block": block, "mix": mix, "hf32": flag, "state": state, "tensors": text_row,
         "model_id": sel["model_id"].to_numpy(), "request_id": sel["request_id"].to_numpy(),
         "conn": sel["conn"].to_numpy(),
     })
@@ -969,16 +968,19 @@ def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.nda
     c = c[first]
     gid = gid[first]
     n = len(c)
+    # tensor texts: ids made per distinct row of the tensor table, in the order the rows first
+    # appear (so that STRING_IDS numbers them as it would the texts themselves)
+    rows, distinct = pd.factorize(c["tensors"].to_numpy())
+
+    def tensor_ids(column: int) -> np.ndarray:
+        return strings.ids_of(host.tensor_table[distinct, column])[rows]
+
     put("COMPUTE_TASK_INFO", pd.DataFrame({
         "name": strings.ids_of(c["op_name"].to_numpy()), "globalTaskId": gid, "blockNum": c["block"].to_numpy(),
         "mixBlockNum": c["mix"].to_numpy(), "taskType": strings.ids_of(c["ge_type"].to_numpy()),
         "opType": strings.ids_of(c["op_type"].to_numpy()),
-        "inputFormats": strings.ids_of(c["in_formats"].to_numpy()),
-        "inputDataTypes": strings.ids_of(c["in_dtypes"].to_numpy()),
-        "inputShapes": strings.ids_of(c["in_shapes"].to_numpy()),
-        "outputFormats": strings.ids_of(c["out_formats"].to_numpy()),
-        "outputDataTypes": strings.ids_of(c["out_dtypes"].to_numpy()),
-        "outputShapes": strings.ids_of(c["out_shapes"].to_numpy()),
+        "inputFormats": tensor_ids(2), "inputDataTypes": tensor_ids(1), "inputShapes": tensor_ids(0),
+        "outputFormats": tensor_ids(5), "outputDataTypes": tensor_ids(4), "outputShapes": tensor_ids(3),
         "attrInfo": np.full(n, strings.id("")), "opState": strings.ids_of(c["state"].to_numpy()),
         "hf32Eligible": strings.ids_of(c["hf32"].to_numpy()),
         "gridDim": np.full(n, strings.id("N/A")), "blockDim": np.full(n, strings.id("N/A"))}))

@@ -49,3 +49,16 @@ def tree_hashes(root: str) -> Dict[str, str]:
             with open(p, "rb") as f:
                 out[os.path.relpath(p, root)] = hashlib.sha256(f.read()).hexdigest()
     return out
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def native_implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """Every test runs twice: against the C extension and against its pure-Python twin
+    (msprof_kit.native_impl). The environment variable carries the choice into subprocesses."""
+    from msprof_kit import native_impl
+    if request.param == "c" and not native_impl.available():
+        pytest.skip("the C extension msprof_kit._native is not built")
+    monkeypatch.setenv(native_impl.ENV, request.param)
+    previous = native_impl.use(request.param)
+    yield request.param
+    native_impl.use(previous)

@@ -1,9 +1,11 @@
 """`export summary`: op_summary, op_statistic, api_statistic and task_time (outputs.md §3-§7.1).
 
 Everything comes from the store. Each summary is assembled as a `Table`: a header and one column
-per header cell, each column able to render any slice of its rows as cell texts from compact
-numeric arrays. The writers render and write CHUNK_ROWS rows at a time, so a million-task export
-never holds all its cell texts at once.
+per header cell, each column able to describe any slice of its rows as a typed slot over compact
+numeric arrays (an integer, a decimal from integer units, a code into distinct texts, with N/A
+cells). The CSV writer renders CHUNK_ROWS rows at a time into one bytes block with
+`native_impl.format_rows` (one C call per chunk when the extension is built), so a million-task
+export never holds all its cell texts at once.
 
 Two flavours, as a CANN install ships them (outputs.md §0, §3.5):
 * 'cpp' (910B family, all-export): durations and timestamps with 3 fixed decimals from integer ns,
@@ -19,7 +21,6 @@ per device (the C++ path drops tasks whose stream and task id repeat on another 
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ import numpy as np
 import pandas as pd
 from numpy.dtypes import StringDType
 
+from .. import native_impl
+from ..native_impl import Slot, fixed_slot, format_rows, int_slot, overlay, text_slot, text_table, trim_slot
 from .context import ExportContext
 
 NA = "N/A"
@@ -78,70 +81,18 @@ EVENT_PAIR_APIS = ("ModelLoad", "ModelExecute")
 # rounding of the reference's code path), then printed from those integers.
 
 SD = StringDType()
-_PAD3 = np.array([f"{i:03d}" for i in range(1000)], dtype=SD)
-# fractions of Python's float repr: 0 → '0', 500 → '5', 250 → '25', 1 → '001'
-_FRAC3 = np.array([f"{i:03d}".rstrip("0") or "0" for i in range(1000)], dtype=SD)
-SMALL = 100_000  # counts below this are printed from precomputed tables (ratios, short times)
-
-
-@functools.lru_cache(maxsize=None)
-def _small_texts(style: str) -> np.ndarray:
-    """Texts of the counts 0 .. SMALL-1: 'int' (str), 'fixed3' (k/1000 with 3 decimals), 'repr3'
-    (Python's repr of k/1000)."""
-    k = np.arange(SMALL)
-    if style == "int":
-        texts = k.astype(SD)
-    else:
-        texts = np.strings.add(np.strings.add((k // 1000).astype(SD), "."), (_PAD3 if style == "fixed3" else _FRAC3)[k % 1000])
-    return texts.astype(object)
-
-
-def _by_table(k: np.ndarray, style: str, general: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """Texts of integer counts: small non-negative counts from the style's table, others by `general`."""
-    small = (k >= 0) & (k < SMALL)
-    if small.all():
-        return _small_texts(style)[k]
-    if not small.any():
-        return general(k)
-    out = np.empty(len(k), dtype=object)
-    out[small] = _small_texts(style)[k[small]]
-    out[~small] = general(k[~small]).astype(object)
-    return out
-
-
-def _int_general(k: np.ndarray) -> np.ndarray:
-    return k.astype(SD)
-
-
-def _decimal_general(k: np.ndarray, decimals: int, strip: bool) -> np.ndarray:
-    mag = np.abs(k)
-    scale = 10 ** decimals
-    frac = mag % scale
-    if strip:
-        tail = _FRAC3[frac]
-    elif decimals == 3:
-        tail = _PAD3[frac]
-    else:
-        tail = np.strings.zfill(frac.astype(str), decimals).astype(SD)  # numpy 2.0 cannot zfill StringDType
-    text = np.strings.add(np.strings.add((mag // scale).astype(SD), "."), tail)
-    neg = k < 0
-    return np.where(neg, np.strings.add("-", text), text) if neg.any() else text
 
 
 def int_text(a: np.ndarray) -> np.ndarray:
-    return _by_table(np.asarray(a).astype(np.int64), "int", _int_general)
+    return native_impl.int_texts(np.asarray(a).astype(np.int64))
 
 
 def decimal_text(k: np.ndarray, decimals: int = 3, strip: bool = False) -> np.ndarray:
     """Integer counts of 10^-decimals as decimal text: 1234567 → '1234.567' (decimals 3).
 
-    strip=True (decimals 3) gives Python's float repr of k / 1000 ('1234.5', '0.0'), exact for
+    strip=True gives Python's float repr of k / 1000 ('1234.5', '0.0') for decimals 3, exact for
     |k| < 2^53."""
-    k = np.asarray(k, dtype=np.int64)
-    general = functools.partial(_decimal_general, decimals=decimals, strip=strip)
-    if decimals != 3:
-        return general(k)
-    return _by_table(k, "repr3" if strip else "fixed3", general)
+    return native_impl.decimal_texts(k, decimals, trim=strip)
 
 
 def fixed_ns(ns: np.ndarray) -> np.ndarray:
@@ -152,7 +103,7 @@ def fixed_ns(ns: np.ndarray) -> np.ndarray:
 
 def stamp_ns(ns: np.ndarray) -> np.ndarray:
     """Absolute local ns as a CSV timestamp cell: µs with 3 decimals and a trailing TAB (§3.3)."""
-    return np.strings.add(_decimal_general(np.asarray(ns, dtype=np.int64), 3, False), "\t")
+    return np.strings.add(np.asarray(fixed_ns(ns)).astype(SD), "\t")
 
 
 def repr_us(ns: np.ndarray) -> np.ndarray:
@@ -265,13 +216,24 @@ class Coded:
     codes: np.ndarray
     labels: np.ndarray  # object array of str
     number: bool = False
+    suffix = ""
     _csv: Optional[np.ndarray] = field(default=None, repr=False)
     _json: Optional[np.ndarray] = field(default=None, repr=False)
+    _table: Optional[native_impl.TextTable] = field(default=None, repr=False)
 
-    def csv(self, rows: slice) -> list:
+    def _csv_texts(self) -> np.ndarray:
         if self._csv is None:
             self._csv = np.array(csv_fields([str(v) for v in self.labels.tolist()]), dtype=object)
-        return self._csv[self.codes[rows]].tolist()
+        return self._csv
+
+    def csv(self, rows: slice) -> list:
+        return self._csv_texts()[self.codes[rows]].tolist()
+
+    def slot(self, rows: slice) -> Slot:
+        """The CSV fields of a slice of rows, as a TEXT slot."""
+        if self._table is None:
+            self._table = text_table(self._csv_texts().tolist())
+        return text_slot(self.codes[rows], self._table)
 
     def json(self, rows: slice) -> list:
         if self._json is None:
@@ -281,11 +243,18 @@ class Coded:
 
 @dataclass
 class Rendered:
-    """A column rendered on demand: `render(rows)` gives the cell texts of a slice of rows (numbers,
-    N/A, timestamps: never anything that needs CSV quoting). `text`: JSON writes them as strings."""
+    """A column described on demand: `slot(rows)` gives a slice of its rows as a typed slot over
+    numeric arrays (numbers, N/A, timestamps: never anything that needs CSV quoting); each cell is
+    followed by `suffix` (the TAB after a timestamp). `text`: JSON writes them as strings."""
     name: str
-    render: Callable[[slice], np.ndarray]
+    slot: Callable[[slice], Slot]
     text: bool = False
+    suffix: str = ""
+
+    def render(self, rows: slice) -> np.ndarray:
+        """The cell texts of a slice of rows (suffix included)."""
+        texts = native_impl.slot_texts(self.slot(rows))
+        return np.strings.add(np.asarray(texts).astype(SD), self.suffix) if self.suffix else texts
 
     def csv(self, rows: slice) -> list:
         return self.render(rows).tolist()
@@ -330,7 +299,28 @@ def from_strings(name: str, ids: np.ndarray, strings: np.ndarray) -> Coded:
 
 def cells(name: str, values: np.ndarray, text: bool = False) -> Rendered:
     """A Rendered column over texts computed up front (small tables, short texts)."""
-    return Rendered(name, lambda rows: values[rows], text)
+    table = text_table(str(v) for v in np.asarray(values).tolist())
+    index = np.arange(len(values), dtype=np.int64)
+    return Rendered(name, lambda rows: text_slot(index[rows], table), text)
+
+
+def ints(name: str, values: np.ndarray, text: bool = False) -> Rendered:
+    """A column of integers."""
+    values = np.asarray(values).astype(np.int64)
+    return Rendered(name, lambda rows: int_slot(values[rows]), text)
+
+
+def stamps(name: str, ns: np.ndarray) -> Rendered:
+    """A column of absolute local ns as CSV timestamp cells: µs with 3 decimals and a TAB (§3.3)."""
+    ns = np.asarray(ns, dtype=np.int64)
+    return Rendered(name, lambda rows: fixed_slot(ns[rows], 3), text=True, suffix="\t")
+
+
+def durations(name: str, ns: np.ndarray, flavour: str) -> Rendered:
+    """A column of ns as µs: 3 fixed decimals (C++, `fixed_ns`), Python's float repr (`repr_us`)."""
+    ns = np.asarray(ns, dtype=np.int64)
+    make = fixed_slot if flavour == "cpp" else trim_slot
+    return Rendered(name, lambda rows: make(ns[rows], 3))
 
 
 def _slices(lo: int, hi: int) -> Iterator[slice]:
@@ -349,14 +339,16 @@ def csv_parts(n: int, flavour: str) -> List[Tuple[Optional[int], int, int]]:
 
 
 def write_csv(ctx: ExportContext, kind: str, table: Table, flavour: str) -> None:
-    """`<kind>_<stamp>.csv` (or its `_slice_<i>` parts): header, then the rows, LF line ends."""
+    """`<kind>_<stamp>.csv` (or its `_slice_<i>` parts): header, then the rows, LF line ends. A
+    row is one template of the columns' slots, so each chunk of rows is one `format_rows` call."""
+    ends = [","] * (len(table.columns) - 1) + ["\n"]
+    pieces = [b""] + [(c.suffix + end).encode("utf-8") for c, end in zip(table.columns, ends)]
+    header = (",".join(csv_field(h) for h in table.header) + "\n").encode("utf-8")
     for part, lo, hi in csv_parts(table.n_rows, flavour):
-        with open(ctx.path_for(kind, "csv", part), "w", encoding="utf-8", newline="") as out:
-            out.write(",".join(csv_field(h) for h in table.header) + "\n")
+        with open(ctx.path_for(kind, "csv", part), "wb") as out:
+            out.write(header)
             for rows in _slices(lo, hi):
-                columns = [c.csv(rows) for c in table.columns]
-                out.write("\n".join(map(",".join, zip(*columns))))
-                out.write("\n")
+                out.write(format_rows(pieces, [c.slot(rows) for c in table.columns], rows.stop - rows.start, b""))
 
 
 def write_json(ctx: ExportContext, kind: str, table: Table) -> None:
@@ -630,9 +622,10 @@ def _pmu_cells(col: PmuColumn, ok: np.ndarray) -> Rendered:
     """Cycle counts as integers, everything else as SQLite's ROUND(x, 3) (both paths)."""
     values = col.values
     if "cycle" in col.store:
-        return Rendered(col.header, lambda rows: with_na(int_text(np.nan_to_num(values[rows])), ok[rows]))
-    return Rendered(col.header, lambda rows: with_na(
-        decimal_text(sqlite_round_units(np.nan_to_num(values[rows]), 3), 3, strip=True), ok[rows]))
+        return Rendered(col.header, lambda rows: overlay(
+            int_slot(np.nan_to_num(values[rows]).astype(np.int64)), ~ok[rows], NA))
+    return Rendered(col.header, lambda rows: overlay(
+        trim_slot(sqlite_round_units(np.nan_to_num(values[rows]), 3), 3), ~ok[rows], NA))
 
 
 def _memory_bound(cols: List[PmuColumn], ok: np.ndarray, flavour: str) -> Optional[Rendered]:
@@ -647,14 +640,11 @@ def _memory_bound(cols: List[PmuColumn], ok: np.ndarray, flavour: str) -> Option
     bound = mte2 / np.where(top != 0, top, 1)
     if flavour == "cpp":
         valid = ok & (mac != 0) & (vec != 0)
-        return Rendered("memory_bound", lambda rows: with_na(decimal_text(printf_units(bound[rows], 6), 6),
-                                                             valid[rows]))
-    nonzero = top != 0
-
-    def render(rows: slice) -> np.ndarray:
-        text = np.where(nonzero[rows], decimal_text(py_round_units(bound[rows], 3), 3, strip=True), "0")
-        return with_na(text, ok[rows])
-    return Rendered("memory_bound", render)
+        return Rendered("memory_bound", lambda rows: overlay(fixed_slot(printf_units(bound[rows], 6), 6),
+                                                             ~valid[rows], NA))
+    zero = top == 0
+    return Rendered("memory_bound", lambda rows: overlay(
+        overlay(trim_slot(py_round_units(bound[rows], 3), 3), zero[rows], "0"), ~ok[rows], NA))
 
 
 def _cube_utilization(cols: List[PmuColumn], ok: np.ndarray, dur_ns: np.ndarray, freq: np.ndarray,
@@ -676,14 +666,14 @@ def _cube_utilization(cols: List[PmuColumn], ok: np.ndarray, dur_ns: np.ndarray,
         usage = per_us / np.where(dur_ns > 0, dur_ns / NS_PER_US, 1)
         valid = ok & has_scale
         positive = dur_ns > 0
-        return Rendered("cube_utilization(%)", lambda rows: with_na(
-            np.where(positive[rows], decimal_text(printf_units(usage[rows], 3), 3), "0"), valid[rows]))
+        return Rendered("cube_utilization(%)", lambda rows: overlay(
+            overlay(fixed_slot(printf_units(usage[rows], 3), 3), ~positive[rows], "0"), ~valid[rows], NA))
     mac = sqlite_round_units(np.nan_to_num(by_name[mac_name]), 3)
     denom = scale * dur_ns
     usage = cycles / np.where(denom > 0, denom, 1) * NS_PER_US * 100
     zero = (mac == 0) | (cycles == 0) | (dur_ns == 0) | ~has_scale
-    return Rendered("cube_utilization(%)", lambda rows: with_na(
-        np.where(zero[rows], "0", decimal_text(py_round_units(usage[rows], 3), 3, strip=True)), ok[rows]))
+    return Rendered("cube_utilization(%)", lambda rows: overlay(
+        overlay(trim_slot(py_round_units(usage[rows], 3), 3), zero[rows], "0"), ~ok[rows], NA))
 
 
 def _wait_ns(device_rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -699,14 +689,14 @@ def _wait_ns(device_rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> Tup
 def _wait_cells(wait: np.ndarray, first: np.ndarray, flavour: str) -> Rendered:
     """C++: '0' on the first row, std::to_string (6 decimals) elsewhere; Python: 0 on each device's
     first row, round(x, 3) elsewhere."""
-    def render(rows: slice) -> np.ndarray:
+    def slot(rows: slice) -> Slot:
         if flavour == "python":
-            return np.where(first[rows], "0", repr_us(wait[rows]))
-        text = decimal_text(wait[rows] * 1000, 6)
-        if rows.start == 0 and len(text):
-            text[0] = "0"
-        return text
-    return Rendered("Task Wait Time(us)", render)
+            return overlay(trim_slot(wait[rows], 3), first[rows], "0")
+        cells = fixed_slot(wait[rows] * 1000, 6)
+        if rows.start == 0 and len(cells.values):
+            cells = overlay(cells, np.arange(len(cells.values)) == 0, "0")
+        return cells
+    return Rendered("Task Wait Time(us)", slot)
 
 
 def op_summary_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional[Table]:
@@ -739,26 +729,26 @@ def op_summary_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional
     if graph:
         cols.append(coded("Model Name", _model_names(ctx, g["modelId"].to_numpy())))
     cols += [coded("Model ID", g["modelId"].to_numpy().astype(str), number=True),
-             Rendered("Task ID", lambda rows: int_text(g["taskId"].to_numpy()[rows])),
-             Rendered("Stream ID", lambda rows: int_text(g["streamId"].to_numpy()[rows]))]
+             ints("Task ID", g["taskId"].to_numpy()),
+             ints("Stream ID", g["streamId"].to_numpy())]
     if graph:
         cols.append(coded("Infer ID", g["iteration"].to_numpy().astype(str), number=True))
     cols += [from_strings("Op Name", inf["name"].to_numpy(), s),
              from_strings("OP Type", inf["opType"].to_numpy(), s),
              from_strings("OP State", inf["opState"].to_numpy(), s),
              from_strings("Task Type", inf["taskType"].to_numpy(), s),
-             Rendered("Task Start Time(us)", lambda rows: stamp_ns(start[rows]), text=True),
-             Rendered("Task Duration(us)", lambda rows: (fixed_ns if flavour == "cpp" else repr_us)(dur[rows])),
+             stamps("Task Start Time(us)", start),
+             durations("Task Duration(us)", dur, flavour),
              _wait_cells(wait, first, flavour),
-             Rendered("Block Num", lambda rows: int_text(inf["blockNum"].to_numpy()[rows])),
-             Rendered("Mix Block Num", lambda rows: int_text(inf["mixBlockNum"].to_numpy()[rows])),
+             ints("Block Num", inf["blockNum"].to_numpy()),
+             ints("Mix Block Num", inf["mixBlockNum"].to_numpy()),
              from_strings("HF32 Eligible", inf["hf32Eligible"].to_numpy(), s)]
     for header, key in (("Input Shapes", "inputShapes"), ("Input Data Types", "inputDataTypes"),
                         ("Input Formats", "inputFormats"), ("Output Shapes", "outputShapes"),
                         ("Output Data Types", "outputDataTypes"), ("Output Formats", "outputFormats")):
         cols.append(from_strings(header, inf[key].to_numpy(), s))
-    cols.append(Rendered("Context ID", lambda rows: with_na(int_text(ctx_id[rows]),
-                                                            ctx_id[rows] != INVALID_CONTEXT)))
+    cols.append(Rendered("Context ID", lambda rows: overlay(int_slot(ctx_id[rows]), ctx_id[rows] == INVALID_CONTEXT,
+                                                            NA)))
     cols += _op_summary_pmu(ctx, g, dur, tasks.text(inf["taskType"].to_numpy()), flavour)
     table = Table(cols, len(g))
     return table if ctx.stars else table.drop(STARS_ONLY)
@@ -907,16 +897,15 @@ def task_time_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional[
     name = np.where(named, tasks.kernels[np.maximum(code, 0)], op_name)
     kind = np.where(ge_type != NA, ge_type, tasks.text(g["taskType"].to_numpy()))
     dur = end - start
-    duration = fixed_ns if flavour == "cpp" else repr_us
     cols: List[Column] = [
         coded("Device_id", g["deviceId"].to_numpy().astype(str), number=True),
         coded("kernel_name", name),
         coded("kernel_type", kind),
-        Rendered("stream_id", lambda rows: int_text(g["streamId"].to_numpy()[rows])),
-        Rendered("task_id", lambda rows: int_text(g["taskId"].to_numpy()[rows])),
-        Rendered("task_time(us)", lambda rows: duration(dur[rows])),
-        Rendered("task_start(us)", lambda rows: stamp_ns(start[rows]), text=True),
-        Rendered("task_stop(us)", lambda rows: stamp_ns(end[rows]), text=True),
+        ints("stream_id", g["streamId"].to_numpy()),
+        ints("task_id", g["taskId"].to_numpy()),
+        durations("task_time(us)", dur, flavour),
+        stamps("task_start(us)", start),
+        stamps("task_stop(us)", end),
     ]
     return Table(cols, len(g))
 

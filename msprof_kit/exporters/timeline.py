@@ -14,10 +14,12 @@ HostToDevice flow arrows join each device task to the host call that issued it: 
 host task record inside the launch (outputs.md §9.5). Only complete arrows are written: the
 reference also writes an arrow start without an end when a launch's task is missing.
 
-Every event kind has one text template (the f-strings of the `_*_events` functions), filled from
-integer column arrays a chunk at a time; each chunk is written as soon as it is made. The per-event
-work is one f-string and memory is bounded by a chunk. Times are printed from integer ns as
-"<µs>.<3 decimals>" (exact); durations are the float µs the reference prints.
+Every event kind has one text template (a `Template` of literal pieces and typed slots), filled
+from column arrays a chunk at a time by `native_impl.format_rows` (one C call per chunk when the
+extension is built, its Python twin otherwise); each chunk is written as soon as it is made, so
+memory is bounded by a chunk. Texts (names, modes, task types) are JSON-encoded once per distinct
+value and referenced by code. Times are printed from integer ns as "<µs>.<3 decimals>" (exact);
+durations are the float µs the reference prints (Python's repr of ns / 1000).
 
 The rules follow the flavour a CANN install uses for the chip (`ctx.flavour`): the C++ exporters
 on the 910B family, the Python exporters on other chips and for every iteration (graph) export.
@@ -42,6 +44,7 @@ import pandas as pd
 
 from ..build import interval_gaps, union_intervals
 from ..forked import Forked
+from ..native_impl import Slot, fixed_slot, float_slot, format_rows, int_slot, text_slot, text_table
 from .context import ExportContext, Scope
 from .scope import step_iterations
 
@@ -112,8 +115,24 @@ class TraceWriter:
                     self._error = exc
 
     def _copy_part(self, path: str) -> None:
+        """Copy a part file in: inside the kernel where it can (copy_file_range), else read and
+        written a PART_COPY block at a time (from where the kernel copy stopped)."""
         with open(path, "rb") as part:
-            shutil.copyfileobj(part, self._f, PART_COPY)
+            if not self._kernel_copy(part):
+                shutil.copyfileobj(part, self._f, PART_COPY)
+
+    def _kernel_copy(self, part: BinaryIO) -> bool:
+        """Copy the rest of `part` with copy_file_range; False when the kernel cannot copy between
+        these files (old kernels, some file systems): the caller copies from where it stopped."""
+        if not hasattr(os, "copy_file_range"):
+            return False
+        self._f.flush()
+        try:
+            while os.copy_file_range(part.fileno(), self._f.fileno(), PART_COPY * 64):
+                continue
+        except OSError:
+            return False
+        return True
 
     def append_part(self, path: str) -> None:
         """Append the events of a finished part file another TraceWriter wrote (copied by the
@@ -136,6 +155,15 @@ class TraceWriter:
         text = ",".join(events)
         self._put((f",{text}" if self.count else text).encode("utf-8"))
         self.count += len(events)
+
+    def add_block(self, block: bytes, count: int) -> None:
+        """Append `count` serialized events, already joined by commas (a `Template.rows` block)."""
+        if not count:
+            return
+        if self.count:
+            self._put(b",")
+        self._put(block)
+        self.count += count
 
     def _stop(self) -> None:
         self._queue.put(None)
@@ -168,12 +196,45 @@ def _ints(conn: sqlite3.Connection, sql: str, width: int) -> np.ndarray:
     return np.array(rows, dtype=np.int64).reshape(len(rows), width)
 
 
-def _json_texts(values: np.ndarray) -> np.ndarray:
-    """Each text as a JSON string literal (quotes included), encoded once per distinct text."""
-    if len(values) == 0:
-        return np.zeros(0, dtype=object)
+class Template:
+    """One event kind's text: literal pieces with named slots between them, e.g.
+    Template('{"name":', "name", ',"pid":', "pid", '}'). A name may appear more than once."""
+
+    def __init__(self, *parts: str) -> None:
+        self.pieces = tuple(p.encode("utf-8") for p in parts[0::2])
+        self.names = parts[1::2]
+
+    def rows(self, n: int, **slots: Slot) -> bytes:
+        """n events, comma-separated, from slots of n rows each."""
+        return format_rows(self.pieces, [slots[name] for name in self.names], n, b",")
+
+
+API_EVENT = Template('{"name":', "name", ',"pid":', "pid", ',"tid":', "tid", ',"ts":"', "ts", '","dur":', "dur",
+                     ',"ph":"X","args":{"Thread Id":', "tid", ',"Mode":', "mode", ',"level":', "level", ',"id":', "id",
+                     ',"item_id":', "item", ',"connection_id":', "conn", '}}')
+TASK_EVENT = Template('{"name":', "name", ',"pid":', "pid", ',"tid":', "stream", ',"ts":"', "ts", '","dur":', "dur",
+                      ',"ph":"X","args":{"Model Id":', "model", ',"Task Type":', "task_type", ',"Physic Stream Id":',
+                      "stream", ',"Task Id":', "task", ',"Batch Id":', "batch", ',"Subtask Id":', "ctx",
+                      ',"connection_id":', "conn", '}}')
+FLOW_EVENTS = {ph: Template('{"name":"HostToDevice', "id", '","pid":', "pid", ',"tid":', "tid",
+                            f',"ph":"{ph}","cat":"HostToDevice","id":"', "id", '","ts":"', "ts", tail)
+               for ph, tail in (("s", '"}'), ("f", '","bp":"e"}'))}
+OVERLAP_EVENT = Template('{"name":', "name", ',"pid":', "pid", ',"tid":', "tid", ',"ts":"', "ts", '","dur":', "dur",
+                         ',"ph":"X","args":{}}')
+
+
+def _coded(keys: np.ndarray, literal_of: Callable[[int], str]) -> Slot:
+    """A TEXT slot of integer keys: each distinct key's literal made once."""
+    codes, uniq = pd.factorize(np.asarray(keys, dtype=np.int64))
+    return text_slot(codes.astype(np.int32), text_table(literal_of(k) for k in uniq.tolist()))
+
+
+def _json_texts(values: np.ndarray) -> Slot:
+    """A TEXT slot of each text as a JSON string literal (quotes included), encoded once per
+    distinct text."""
     codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
-    return np.array([json.dumps(str(u), ensure_ascii=False) for u in uniq], dtype=object)[codes]
+    table = text_table(json.dumps(str(u), ensure_ascii=False) for u in uniq)
+    return text_slot(codes.astype(np.int32), table)
 
 
 def _isin_text(values: np.ndarray, texts: Sequence[str]) -> np.ndarray:
@@ -184,20 +245,32 @@ def _isin_text(values: np.ndarray, texts: Sequence[str]) -> np.ndarray:
     return np.array([u in texts for u in uniq], dtype=bool)[codes]
 
 
-def _us_parts(ns: np.ndarray) -> Tuple[list, list]:
-    """Local ns as (whole µs, ns remainder) lists, printed `f"{q}.{r:03d}"`: exact, no float."""
-    q, r = np.divmod(np.asarray(ns, dtype=np.int64), 1000)
-    return q.tolist(), r.tolist()
-
-
 def _us_text(ns: int) -> str:
-    q, r = divmod(int(ns), 1000)
-    return f"{q}.{r:03d}"
+    """Local ns as µs with 3 decimals, exact (as a FIXED slot of 3 decimals prints it)."""
+    q, r = divmod(abs(int(ns)), 1000)
+    return f"{'-' if ns < 0 else ''}{q}.{r:03d}"
 
 
-def _dur_us(start: np.ndarray, end: np.ndarray) -> list:
+def _dur_us(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Durations in µs as floats (a negative span as 0), as the reference prints them."""
-    return (np.maximum(np.asarray(end, np.int64) - np.asarray(start, np.int64), 0) / 1000.0).tolist()
+    return np.maximum(np.asarray(end, np.int64) - np.asarray(start, np.int64), 0) / 1000.0
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """The distinct values of an ascending array."""
+    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values
+
+
+def _in_sorted(values: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Which values are in `table` (ascending)."""
+    if not len(table):
+        return np.zeros(len(values), dtype=bool)
+    pos = np.minimum(np.searchsorted(table, values), len(table) - 1)
+    return table[pos] == values
+
+
+def _constant(value: int, n: int) -> Slot:
+    return int_slot(np.full(n, value, dtype=np.int64))
 
 
 def _meta(name: str, pid: int, tid: int, args: Dict[str, object]) -> str:
@@ -217,12 +290,12 @@ def _thread_meta(pid: int, tid: int, name: str, sort_index: int) -> List[str]:
             _meta("thread_sort_index", pid, tid, {"sort_index": sort_index})]
 
 
-def _flow_events(ph: str, pid: Sequence[int], tid: Sequence[int], ns: np.ndarray, ids: Sequence[int]) -> List[str]:
+def _flow_events(out: TraceWriter, ph: str, pid: np.ndarray, tid: np.ndarray, ns: np.ndarray,
+                 ids: np.ndarray) -> None:
     """HostToDevice flow starts (`s`) or ends (`f`, bound to the slice that encloses them)."""
-    q, r = _us_parts(ns)
-    tail = '"}' if ph == "s" else '","bp":"e"}'
-    return [f'{{"name":"HostToDevice{i}","pid":{p},"tid":{t},"ph":"{ph}","cat":"HostToDevice","id":"{i}",'
-            f'"ts":"{a}.{b:03d}{tail}' for p, t, a, b, i in zip(pid, tid, q, r, ids)]
+    n = len(ns)
+    out.add_block(FLOW_EVENTS[ph].rows(n, id=int_slot(ids), pid=int_slot(pid), tid=int_slot(tid),
+                                       ts=fixed_slot(ns, 3)), n)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -298,8 +371,8 @@ class Tasks:
     """The device tasks shown (one X event each), with their texts and arrow roles."""
 
     cols: Dict[str, np.ndarray]   # int64: start, end, device, stream, task, ctx, batch, model, conn, thread, track_ns
-    name: np.ndarray              # event names (JSON literals)
-    task_type: np.ndarray         # args "Task Type" (JSON literals)
+    name: Slot                    # event names (codes into JSON literals)
+    task_type: Slot               # args "Task Type" (codes into JSON literals)
     is_op: np.ndarray             # shown as an op (computing, for an iteration export's overlap)
     via_track: np.ndarray         # the arrow starts at the host task record (Python flavour)
     via_api: np.ndarray           # the arrow starts at the CANN API with the task's connection id
@@ -307,7 +380,7 @@ class Tasks:
     acl_event_conns: np.ndarray   # connection ids of ACL event record / wait calls
 
     def __len__(self) -> int:
-        return len(self.name)
+        return len(self.name.values)
 
     def flow_ids(self, python_rules: bool) -> np.ndarray:
         """C++: connection id << 32; Python: (connection id << 32) + context id."""
@@ -439,7 +512,10 @@ def _api_rows(ctx: ExportContext, window: Optional[Tuple[int, int]]) -> np.ndarr
     del api
     if window is not None:
         rows = rows[(rows[:, 0] <= window[1]) & (rows[:, 1] >= window[0])]
-    return rows[np.argsort(rows[:, 4], kind="stable")]
+    conn = rows[:, 4]
+    if len(conn) > 1 and (conn[1:] < conn[:-1]).any():  # the store keeps them by connection id already
+        rows = rows[np.argsort(conn, kind="stable")]
+    return rows
 
 
 @dataclass
@@ -468,6 +544,8 @@ class ApiTexts:
         """Positions in this table of these connection ids, and which were found."""
         if len(self.conn) == 0:
             return np.zeros(len(conn), np.int64), np.zeros(len(conn), dtype=bool)
+        if len(conn) == len(self.conn) and np.array_equal(conn, self.conn):  # every API, the usual case
+            return np.arange(len(conn), dtype=np.int64), np.ones(len(conn), dtype=bool)
         pos = np.clip(np.searchsorted(self.conn, conn), 0, len(self.conn) - 1)
         return pos, self.conn[pos] == conn
 
@@ -475,12 +553,6 @@ class ApiTexts:
 def _json_literals(texts: np.ndarray) -> np.ndarray:
     """Each (distinct) text as a JSON string literal."""
     return np.array([json.dumps(str(t), ensure_ascii=False) for t in texts.tolist()], dtype=object)
-
-
-def _json_by_key(keys: np.ndarray, text_of: Callable[[int], str]) -> np.ndarray:
-    """JSON string literals of texts named by integer keys, encoded once per distinct key."""
-    codes, uniq = pd.factorize(keys)
-    return np.array([json.dumps(text_of(k), ensure_ascii=False) for k in uniq.tolist()], dtype=object)[codes]
 
 
 def _arrow_starts(api: np.ndarray, tasks: Tasks) -> np.ndarray:
@@ -506,54 +578,80 @@ def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks
     out.add(meta)
     if not len(api):
         return
-    texts = ApiTexts.load(ctx)
-    # arrows that start on an API: (connection id, flow id) of the tasks they end at
-    wanted = pd.DataFrame({"conn": tasks.cols["conn"][tasks.via_api],
-                           "id": tasks.flow_ids(facts.python_rules)[tasks.via_api]}).drop_duplicates()
+    texts = _api_texts(api, facts, ApiTexts.load(ctx))
+    # arrows that start on an API: the distinct flow ids of the tasks they end at (first seen
+    # first), grouped by connection id (a flow id is the connection id << 32, plus the context id
+    # in the Python rules)
+    flow = pd.unique(tasks.flow_ids(facts.python_rules)[tasks.via_api])
+    flow = flow[np.argsort(flow >> 32, kind="stable")]
+    flow_conn = flow >> 32
     for lo in range(0, len(api), CHUNK):
         rows = api[lo:lo + CHUNK]
-        out.add(_api_events(rows, pid, facts, texts))
-        here = starts[lo:lo + CHUNK] if starts is not None else None
-        if here is not None and here.any():
-            s = pd.DataFrame({"conn": rows[here, 4], "start": rows[here, 0],
-                              "tid": rows[here, 3] & 0xFFFFFFFF}).merge(wanted, on="conn")
-            out.add(_flow_events("s", [pid] * len(s), s["tid"].tolist(), s["start"].to_numpy(), s["id"].tolist()))
+        part = slice(lo, lo + len(rows))
+        out.add_block(_api_events(rows, pid, {key: slot.take(part) for key, slot in texts.items()}), len(rows))
+        here = np.flatnonzero(starts[part]) if starts is not None else np.zeros(0, np.int64)
+        if len(here):
+            row, ids = _flows_of(rows[here, 4], flow, flow_conn)
+            row = here[row]
+            _flow_events(out, "s", np.full(len(row), pid), rows[row, 3] & 0xFFFFFFFF, rows[row, 0], ids)
 
 
-def _api_events(rows: np.ndarray, pid: int, facts: Facts, texts: ApiTexts) -> List[str]:
-    """X events of CANN_API rows (startNs, endNs, type, globalTid, connectionId, name). The texts
-    are made per distinct (level, name), mode and item, from their codes."""
-    level, conn, name = rows[:, 2], rows[:, 4], rows[:, 5]
-    levels, level_idx = np.unique(level, return_inverse=True)
+def _flows_of(conn: np.ndarray, flow: np.ndarray, flow_conn: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Each connection id joined with its flow ids (`flow` grouped by connection id, `flow_conn`):
+    (position in `conn`, flow id) pairs, in `conn` order, a connection's flows in `flow` order."""
+    # search only the flows in the range of these connection ids (a chunk's: the search stays in cache)
+    lo = int(np.searchsorted(flow_conn, conn.min(), "left"))
+    near = flow_conn[lo:int(np.searchsorted(flow_conn, conn.max(), "right"))]
+    first = np.searchsorted(near, conn, "left")
+    count = np.searchsorted(near, conn, "right") - first
+    first += lo
+    total = int(count.sum())
+    within = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
+    return np.repeat(np.arange(len(conn)), count), flow[np.repeat(first, count) + within]
+
+
+def _api_texts(api: np.ndarray, facts: Facts, texts: ApiTexts) -> Dict[str, Slot]:
+    """The event texts of every CANN_API row (startNs, endNs, type, globalTid, connectionId, name)
+    as TEXT slots: `name` (<Level>@<api>), `level`, `id`, `mode` and `item`, each a code into the
+    JSON literals of its distinct values, made once per distinct value."""
+    level, conn, name = api[:, 2], api[:, 4], api[:, 5]
+    level_idx, levels = pd.factorize(level)
     heads = [LEVELS.get(lv, ("Api", str(lv))) for lv in levels.tolist()]
-    level_json = np.array([json.dumps(text) for _, text in heads], dtype=object)[level_idx]
     strings = facts.strings
     width = len(strings)
-    name_json = _json_by_key(level_idx * width + name, lambda k: heads[k // width][0] + "@" + strings[k % width])
-    acl = level == LEVEL_ACL
-    id_json = np.full(len(rows), '"0"', dtype=object)
-    if acl.any():
-        id_json[acl] = _json_by_key(name[acl], lambda k: strings[k])
+
+    def name_json(k: int) -> str:
+        return json.dumps(strings[k], ensure_ascii=False)
+
+    out = {"level": text_slot(level_idx.astype(np.int32), text_table(json.dumps(text) for _, text in heads)),
+           "name": _coded(level_idx * width + name,
+                          lambda k: json.dumps(heads[k // width][0] + "@" + strings[k % width], ensure_ascii=False))}
+    model = (level == LEVEL_MODEL) & facts.python_host
+    # id: an ACL API's name, "0" for the others; the Python host parser keeps a model-level API's as 0
+    id_key = np.where(level == LEVEL_ACL, name, -1)
+    id_key[model] = -2
+    out["id"] = _coded(id_key, lambda k: name_json(k) if k >= 0 else ('"0"' if k == -1 else "0"))
     pos, hit = texts.lookup(conn)
-    mode_json = np.empty(len(rows), dtype=object)
-    mode_json[hit] = texts.mode_json[texts.mode[pos[hit]]]
-    if not hit.all():  # an API KIT_API does not know: its mode is its name
-        mode_json[~hit] = _json_by_key(name[~hit], lambda k: strings[k])
+    # mode: KIT_API's (a code >= 0); an API KIT_API does not know: its name (-1 - name id)
+    mode_key = np.where(hit, texts.mode[pos] if len(texts.conn) else 0, -1 - name)
+    out["mode"] = _coded(mode_key, lambda k: str(texts.mode_json[k]) if k >= 0 else name_json(-1 - k))
+    # item: KIT_API's, else "0"; the Python host parser keeps a model-level API's numeric item as a number
     item = np.where(hit, texts.item[pos] if len(texts.conn) else 0, len(texts.items) - 1)
-    item_json = _json_literals(texts.items)[item]
-    if facts.python_host:  # the Python host parser keeps a model-level API's ids as numbers
-        model = level == LEVEL_MODEL
-        id_json[model] = "0"
+    if facts.python_host:
         numeric = np.array([str(t).isdigit() for t in texts.items.tolist()], dtype=bool)[item]
-        bare = model & numeric
-        item_json[bare] = texts.items[item[bare]]
-    tid = (rows[:, 3] & 0xFFFFFFFF).tolist()
-    q, r = _us_parts(rows[:, 0])
-    dur = _dur_us(rows[:, 0], rows[:, 1])
-    return [f'{{"name":{nm},"pid":{pid},"tid":{t},"ts":"{a}.{b:03d}","dur":{d!r},"ph":"X","args":{{'
-            f'"Thread Id":{t},"Mode":{md},"level":{lv},"id":{i},"item_id":{it},"connection_id":{c}}}}}'
-            for nm, t, a, b, d, md, lv, i, it, c in zip(name_json, tid, q, r, dur, mode_json, level_json,
-                                                         id_json, item_json, conn.tolist())]
+        item = np.where(model & numeric, -1 - item, item)
+    out["item"] = _coded(item, lambda k: json.dumps(str(texts.items[k]), ensure_ascii=False) if k >= 0
+                         else str(texts.items[-1 - k]))
+    return out
+
+
+def _api_events(rows: np.ndarray, pid: int, texts: Dict[str, Slot]) -> bytes:
+    """X events of CANN_API rows, with their `_api_texts` slots."""
+    n = len(rows)
+    return API_EVENT.rows(n, name=texts["name"], pid=_constant(pid, n), tid=int_slot(rows[:, 3] & 0xFFFFFFFF),
+                          ts=fixed_slot(rows[:, 0], 3), dur=float_slot(_dur_us(rows[:, 0], rows[:, 1])),
+                          mode=texts["mode"], level=texts["level"], id=texts["id"], item=texts["item"],
+                          conn=int_slot(rows[:, 4]))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -595,33 +693,30 @@ def _write_hardware(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.nd
 
 def _write_tasks(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.ndarray, arrows: bool = True) -> None:
     c = tasks.cols
-    pid_of = {d: facts.pid(SORT_HARDWARE, d) for d in np.unique(c["device"]).tolist()}
-    ends = tasks.via_track | (tasks.via_api & np.isin(c["conn"], started))
+    devices = np.unique(c["device"])
+    pids = np.array([facts.pid(SORT_HARDWARE, d) for d in devices.tolist()], dtype=np.int64)
+    pid = pids[np.searchsorted(devices, c["device"])] if len(devices) else np.zeros(0, np.int64)
+    ends = tasks.via_track | (tasks.via_api & _in_sorted(c["conn"], started))
     if not arrows:
         ends = np.zeros(len(tasks), dtype=bool)
     host_starts = tasks.via_track & arrows
     ids = tasks.flow_ids(facts.python_rules)
     cann_pid = facts.pid(SORT_CANN)
     for lo in range(0, len(tasks), CHUNK):
-        s = slice(lo, lo + CHUNK)
-        pid = [pid_of[d] for d in c["device"][s].tolist()]
-        stream = c["stream"][s].tolist()
-        q, r = _us_parts(c["start"][s])
-        dur = _dur_us(c["start"][s], c["end"][s])
-        out.add([f'{{"name":{nm},"pid":{p},"tid":{st},"ts":"{a}.{b:03d}","dur":{d!r},"ph":"X","args":{{'
-                 f'"Model Id":{m},"Task Type":{tt},"Physic Stream Id":{st},"Task Id":{tk},"Batch Id":{bt},'
-                 f'"Subtask Id":{cx},"connection_id":{cn}}}}}'
-                 for nm, p, st, a, b, d, m, tt, tk, bt, cx, cn in zip(
-                     tasks.name[s], pid, stream, q, r, dur, c["model"][s].tolist(), tasks.task_type[s],
-                     c["task"][s].tolist(), c["batch"][s].tolist(), c["ctx"][s].tolist(), c["conn"][s].tolist())])
+        s = slice(lo, min(lo + CHUNK, len(tasks)))
+        n = s.stop - s.start
+        start = c["start"][s]
+        out.add_block(TASK_EVENT.rows(
+            n, name=tasks.name.take(s), pid=int_slot(pid[s]), stream=int_slot(c["stream"][s]),
+            ts=fixed_slot(start, 3), dur=float_slot(_dur_us(start, c["end"][s])), model=int_slot(c["model"][s]),
+            task_type=tasks.task_type.take(s), task=int_slot(c["task"][s]), batch=int_slot(c["batch"][s]),
+            ctx=int_slot(c["ctx"][s]), conn=int_slot(c["conn"][s])), n)
         e = np.flatnonzero(ends[s])
         if len(e):
-            out.add(_flow_events("f", [pid[i] for i in e], [stream[i] for i in e], c["start"][s][e],
-                                 ids[s][e].tolist()))
+            _flow_events(out, "f", pid[s][e], c["stream"][s][e], start[e], ids[s][e])
         t = np.flatnonzero(host_starts[s])
         if len(t):
-            out.add(_flow_events("s", [cann_pid] * len(t), c["thread"][s][t].tolist(), c["track_ns"][s][t],
-                                 ids[s][t].tolist()))
+            _flow_events(out, "s", np.full(len(t), cann_pid), c["thread"][s][t], c["track_ns"][s][t], ids[s][t])
 
 
 def _iteration_events(pid: int, its: Sequence[Iteration], tid_of: Optional[Dict[int, int]] = None) -> List[str]:
@@ -761,13 +856,18 @@ def _write_overlap(ctx: ExportContext, out: TraceWriter, facts: Facts, graph_row
         for tid, name in enumerate(OVERLAP_THREADS):
             meta += _thread_meta(pid, tid, name, tid)
     out.add(meta)
-    names = [f'"{n}"' for n in OVERLAP_THREADS]
+    names = text_table(json.dumps(n) for n in OVERLAP_THREADS)
+    ids = np.array(sorted(pid_of), dtype=np.int64)
+    pids = np.array([pid_of[d] for d in ids.tolist()], dtype=np.int64)
     for rows in chunks:
         rows = rows[(rows[:, 3] >= 0) & (rows[:, 3] < len(OVERLAP_THREADS))]
-        q, r = _us_parts(rows[:, 1])
-        dur = _dur_us(rows[:, 1], rows[:, 2])
-        out.add([f'{{"name":{names[t]},"pid":{pid_of[dv]},"tid":{t},"ts":"{a}.{b:03d}","dur":{d!r},"ph":"X",'
-                 f'"args":{{}}}}' for dv, t, a, b, d in zip(rows[:, 0].tolist(), rows[:, 3].tolist(), q, r, dur)])
+        n = len(rows)
+        if not n:
+            continue
+        kind = rows[:, 3]
+        out.add_block(OVERLAP_EVENT.rows(
+            n, name=text_slot(kind, names), pid=int_slot(pids[np.searchsorted(ids, rows[:, 0])]), tid=int_slot(kind),
+            ts=fixed_slot(rows[:, 1], 3), dur=float_slot(_dur_us(rows[:, 1], rows[:, 2]))), n)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -793,7 +893,7 @@ def write_timeline(ctx: ExportContext) -> None:
         # an iteration export: the APIs that start in the API window or span its start
         api = _api_rows(ctx, facts.scope.api_window() if facts.scoped else None)
     starts = _arrow_starts(api, tasks) if cann and ascend else None
-    started = np.unique(api[starts, 4]) if starts is not None else np.zeros(0, np.int64)
+    started = _sorted_unique(api[starts, 4]) if starts is not None else np.zeros(0, np.int64)
     path = ctx.path_for("msprof", "json")
     part_path = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.devices")
     device_part = Forked(lambda: _write_device_layers(ctx, part_path, facts, tasks, started, steps, arrows=cann),

@@ -1,0 +1,229 @@
+"""Time msprof-kit's import, export timeline and export summary on synthetic 910B collections, and
+optionally the reference msprof analysis on the same data.
+
+    python bench/run.py [--tasks 100000,1000000,10000000] [--ref PATH] [--ref-python PY]
+                        [--work DIR] [--impl c|python]
+
+Each size is a synthetic 910B collection (tests/synth.py: two devices, the tasks split evenly
+between them, AI Core PMU on, tensor info on, 10 % of the operators inside model executions),
+built once under --work (default bench/out) and reused. Each step runs in a fresh process on a
+collection cleared of every earlier output; the table gives wall seconds, CPU seconds (the
+process and the workers it forked) and peak RSS (the process's peak plus its largest worker's:
+an upper bound of what they held at once). Logs go to --work/run.log.
+
+--ref PATH runs the reference as it is, on a fresh copy of the same collection in the same run:
+PATH is its `analysis/` folder (a checkout of github Ascend/msprof), the folder holding it, or a
+CANN install (its tools/profiler/profiler_tool/analysis). The reference's own steps are `import`,
+`export timeline`, `export summary` of analysis/msprof/msprof.py. A checkout has no
+msprof_analysis.so, so the reference runs its Python path there; a CANN install uses its C++
+library where it has one. The table then adds the reference's figures and the ratio of the wall
+times (reference / msprof-kit). A benchmark, not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.normpath(os.path.join(HERE, "..", "tests"))  # synth.py, the collection writer
+
+DEVICES = 2
+STEPS = ("import", "export timeline", "export summary")
+# what the steps write into a collection (ours and the reference's), removed before a run
+OUTPUTS = ("sqlite", "mindstudio_profiler_output", "mindstudio_profiler_log")
+REF_CANDIDATES = ("msprof/msprof.py", "analysis/msprof/msprof.py",
+                  "tools/profiler/profiler_tool/analysis/msprof/msprof.py")
+
+# Runs in the measured process: at exit, its CPU seconds and peak RSS, with those of the workers
+# it waited for, go to the file named by BENCH_STATS (workers end with os._exit, so only the
+# measured process writes it). Its own peak is VmHWM: Linux's ru_maxrss of an exec'ed process also
+# counts the RSS of the process it was forked from.
+STATS = ("import atexit, json, os, resource\n"
+         "def _peak_kib():\n"
+         "    try:\n"
+         "        with open('/proc/self/status') as f:\n"
+         "            return next(int(l.split()[1]) for l in f if l.startswith('VmHWM:'))\n"
+         "    except (OSError, StopIteration):\n"
+         "        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+         "def _stats():\n"
+         "    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+         "    with open(os.environ['BENCH_STATS'], 'w') as f:\n"
+         "        json.dump({'cpu': s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime,\n"
+         "                   'kib': _peak_kib() + c.ru_maxrss}, f)\n"
+         "atexit.register(_stats)\n")
+OURS = STATS + "import sys\nfrom msprof_kit import cli\nsys.exit(cli.main(sys.argv[1:]))\n"
+REFERENCE = STATS + ("import runpy, sys\n"
+                     "sys.argv = [sys.argv[1]] + sys.argv[2:]\n"
+                     "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+
+
+@dataclass
+class Measure:
+    wall: float
+    cpu: float
+    mib: float
+
+
+def collection(work: str, n: int) -> str:
+    """The synthetic collection of n device tasks (built the first time)."""
+    folder = os.path.join(work, f"run_{n}")
+    found = sorted(d for d in os.listdir(folder) if d.startswith("PROF_")) if os.path.isdir(folder) else []
+    if found:
+        return os.path.join(folder, found[0])
+    tmp = folder + ".partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    t0 = time.perf_counter()
+    # in a process of its own, so that this one stays small (its children start as copies of it)
+    build = (f"import sys; sys.path.insert(0, {TESTS!r}); import synth; "
+             f"synth.write_collection({tmp!r}, chip='910B', n_tasks={max(1, n // DEVICES)}, devices={DEVICES}, "
+             "pmu=True, tensors=True, model_fraction=0.1)")
+    subprocess.run([sys.executable, "-c", build], check=True)
+    prof = next(d for d in os.listdir(tmp) if d.startswith("PROF_"))
+    os.replace(tmp, folder)
+    print(f"built {n:,} tasks in {time.perf_counter() - t0:.0f} s: {_size(folder) / 2 ** 20:,.0f} MiB",
+          flush=True)
+    return os.path.join(folder, os.path.basename(prof))
+
+
+def _size(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(b, f)) for b, _, files in os.walk(path) for f in files)
+
+
+def clear_outputs(prof: str) -> None:
+    """Remove whatever an import or export wrote, so every run starts from the raw data."""
+    for base, dirs, files in os.walk(prof):
+        for d in [d for d in dirs if d in OUTPUTS]:
+            shutil.rmtree(os.path.join(base, d))
+            dirs.remove(d)
+        if base == prof:
+            for f in files:
+                if f.startswith("msprof_") and f.endswith(".db"):
+                    os.remove(os.path.join(base, f))
+
+
+def measure(argv: Sequence[str], env: Dict[str, str], log: str) -> Measure:
+    """Run one command in a fresh process; its output goes to `log`."""
+    fd, stats = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        t0 = time.perf_counter()
+        with open(log, "ab") as out:
+            proc = subprocess.run(list(argv), env={**env, "BENCH_STATS": stats}, stdout=out, stderr=subprocess.STDOUT)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(argv[3:])} failed (exit code {proc.returncode}); see {log}")
+        with open(stats) as f:
+            got = json.load(f)
+    finally:
+        os.remove(stats)
+    return Measure(wall, got["cpu"], got["kib"] / 1024)
+
+
+def ours(prof: str, impl: Optional[str], log: str) -> List[Measure]:
+    env = dict(os.environ)
+    if impl:
+        env["MSPROF_KIT_NATIVE"] = impl
+    clear_outputs(prof)
+    out = []
+    for step in STEPS:
+        out.append(measure([sys.executable, "-c", OURS, *step.split(), "-dir", prof], env, log))
+    clear_outputs(prof)
+    return out
+
+
+def find_reference(path: str) -> str:
+    """analysis/msprof/msprof.py of a checkout or a CANN install."""
+    path = os.path.abspath(path)
+    if os.path.isfile(path):
+        return path
+    for rel in REF_CANDIDATES:
+        if os.path.isfile(os.path.join(path, rel)):
+            return os.path.join(path, rel)
+    for base, dirs, files in os.walk(path):
+        if base.endswith(os.path.join("analysis", "msprof")) and "msprof.py" in files:
+            return os.path.join(base, "msprof.py")
+        if base[len(path):].count(os.sep) >= 6:
+            dirs.clear()
+    raise SystemExit(f"{path}: no analysis/msprof/msprof.py below it; expected a checkout of the reference's "
+                     "analysis/ folder or a CANN install")
+
+
+def reference(script: str, python: str, prof: str, scratch: str, log: str) -> List[Measure]:
+    """The reference's three steps on a fresh copy of the collection (removed afterwards)."""
+    copy = os.path.join(scratch, os.path.basename(prof))
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(prof, copy)
+    clear_outputs(copy)
+    try:
+        return [measure([python, "-c", REFERENCE, script, *step.split(), "-dir", copy], dict(os.environ), log)
+                for step in STEPS]
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+def machine() -> str:
+    mem = ""
+    if os.path.exists("/proc/meminfo"):
+        with open("/proc/meminfo") as f:
+            kib = int(f.readline().split()[1])
+        mem = f", {kib / 2 ** 20:.0f} GiB"
+    import numpy
+    import pandas
+    return (f"{os.cpu_count()} cores{mem}, {platform.system()} {platform.machine()}, Python {platform.python_version()}, "
+            f"numpy {numpy.__version__}, pandas {pandas.__version__}")
+
+
+def row(label: str, m: Measure, r: Optional[Measure]) -> str:
+    text = f"{label:<17} {m.wall:>8.2f} {m.cpu:>8.2f} {m.mib:>8.0f}"
+    if r is not None:
+        text += f" {r.wall:>10.2f} {r.cpu:>9.2f} {r.mib:>8.0f} {r.wall / m.wall:>7.1f}x"
+    return text
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", default="100000,1000000", help="device tasks per collection, comma-separated")
+    ap.add_argument("--ref", metavar="PATH", help="the reference analysis/ folder, or a CANN install")
+    ap.add_argument("--ref-python", default=sys.executable, help="the Python that runs the reference")
+    ap.add_argument("--work", default=os.path.join(HERE, "out"), help="where the collections are kept")
+    ap.add_argument("--impl", choices=("c", "python"), help="msprof-kit's formatting implementation "
+                    "(default: the C extension when it is built)")
+    args = ap.parse_args()
+    script = find_reference(args.ref) if args.ref else None
+    sizes = [int(x) for x in args.tasks.split(",")]
+    os.makedirs(args.work, exist_ok=True)
+    log = os.path.join(args.work, "run.log")
+    from msprof_kit import native_impl
+    impl = args.impl or native_impl.current()
+    print(f"machine: {machine()}; msprof-kit formatting: {impl}")
+    if script:
+        print(f"reference: {script} (run by {args.ref_python})")
+    head = f"{'step':<17} {'wall s':>8} {'cpu s':>8} {'peak MiB':>8}"
+    if script:
+        head += f" {'ref wall s':>10} {'ref cpu s':>9} {'ref MiB':>8} {'ratio':>8}"
+    for n in sizes:
+        prof = collection(args.work, n)
+        mine = ours(prof, args.impl, log)
+        theirs = reference(script, args.ref_python, prof, args.work, log) if script else None
+        print(f"\n{n:,} tasks ({DEVICES} devices, {_size(prof) / 2 ** 20:,.0f} MiB raw)")
+        print(head)
+        for i, step in enumerate(STEPS):
+            print(row(step, mine[i], theirs[i] if theirs else None))
+        total = Measure(sum(m.wall for m in mine), sum(m.cpu for m in mine), max(m.mib for m in mine))
+        ref_total = Measure(sum(m.wall for m in theirs), sum(m.cpu for m in theirs),
+                            max(m.mib for m in theirs)) if theirs else None
+        print(row("all three", total, ref_total), flush=True)
+
+
+if __name__ == "__main__":
+    main()

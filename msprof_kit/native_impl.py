@@ -1,0 +1,360 @@
+"""Rows of text from column arrays: the C extension (`msprof_kit._native`, native/_native.c) and
+its pure-Python twin, behind one switch.
+
+`format_rows(pieces, slots, n, sep)` renders n rows of a template made of literal byte pieces and
+typed slots, and joins them with `sep`:
+
+    row i = pieces[0] + cell(slots[0], i) + pieces[1] + ... + cell(slots[k-1], i) + pieces[k]
+
+A `Slot` is (kind, values, arg, alt, alts):
+
+* INT: int64 values as decimal text;
+* FIXED: int64 counts of 10^-arg as decimal text with `arg` decimals (1234567, 3 → "1234.567";
+  -1500, 3 → "-1.500"): exact, no float;
+* TRIM: as FIXED with the fraction's trailing zeros dropped, one digit kept ("1234.5", "0.0"),
+  which is Python's repr of k / 1000 for 3 decimals;
+* FLOAT: float64 values as Python's repr(float);
+* TEXT: int32/int64 codes into a `TextTable` of UTF-8 texts, copied as they are (JSON literals,
+  CSV fields).
+
+`alt` (None, or a uint8 array) replaces cells: where alt[i] = j > 0 the cell is alts[j - 1]
+(N/A cells, a "0" on first rows). Every array holds exactly n items.
+
+The exporters call `format_rows`, which is the C function when the extension is built (and
+chosen), else `py_format_rows`. Both give the same bytes; tests run against each
+(`use("c" | "python")`; the environment variable MSPROF_KIT_NATIVE=python|c chooses at start).
+`slot_texts` gives one slot's cell texts the way the twin renders them, for the writers that need
+texts rather than bytes (JSON summaries, terminal tables).
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+from collections import OrderedDict
+from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+from numpy.dtypes import StringDType
+
+from .errors import MsprofKitError
+
+try:  # typed by native/_native.pyi
+    from . import _native  # type: ignore[attr-defined]
+except ImportError:  # built without a compiler: the twin serves
+    _native = None
+
+INT, FIXED, TRIM, FLOAT, TEXT = range(5)
+KIND_NAMES = ("INT", "FIXED", "TRIM", "FLOAT", "TEXT")
+MAX_DECIMALS = 18
+MAX_ALTS = 16
+IMPLEMENTATIONS = ("c", "python")
+ENV = "MSPROF_KIT_NATIVE"
+
+
+class NativeUnavailable(MsprofKitError):
+    """The C implementation was asked for but the extension is not built."""
+
+
+class TextTable(NamedTuple):
+    """Texts as one UTF-8 blob: text c is blob[offsets[c]:offsets[c + 1]]."""
+    blob: bytes
+    offsets: np.ndarray  # int64, one more than the texts
+
+    @property
+    def size(self) -> int:
+        """How many texts."""
+        return len(self.offsets) - 1
+
+    def texts(self) -> List[str]:
+        off = self.offsets.tolist()
+        return [self.blob[a:b].decode("utf-8", "surrogateescape") for a, b in zip(off, off[1:])]
+
+
+def text_table(texts: Iterable[str]) -> TextTable:
+    """A TextTable of these texts (UTF-8)."""
+    encoded = [t.encode("utf-8") for t in texts]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    if encoded:
+        np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return TextTable(b"".join(encoded), offsets)
+
+
+class Slot(NamedTuple):
+    """One typed cell of a row template (see the module docstring)."""
+    kind: int
+    values: np.ndarray
+    arg: Union[int, TextTable, None] = None
+    alt: Optional[np.ndarray] = None  # uint8: 0 = the value, j = alts[j - 1]
+    alts: Tuple[bytes, ...] = ()
+
+    def take(self, rows: slice) -> "Slot":
+        """The slot of a slice of its rows."""
+        return self._replace(values=self.values[rows], alt=None if self.alt is None else self.alt[rows])
+
+
+def _ints(values: object) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.int64)
+
+
+def int_slot(values: object) -> Slot:
+    return Slot(INT, _ints(values))
+
+
+def fixed_slot(values: object, decimals: int = 3) -> Slot:
+    """Integer counts of 10^-decimals with `decimals` decimals."""
+    return Slot(FIXED, _ints(values), decimals)
+
+
+def trim_slot(values: object, decimals: int = 3) -> Slot:
+    """Integer counts of 10^-decimals, trailing zeros of the fraction dropped."""
+    return Slot(TRIM, _ints(values), decimals)
+
+
+def float_slot(values: object) -> Slot:
+    return Slot(FLOAT, np.ascontiguousarray(values, dtype=np.float64))
+
+
+def text_slot(codes: object, table: TextTable) -> Slot:
+    codes = np.asarray(codes)
+    if codes.dtype != np.int32:
+        codes = codes.astype(np.int64, copy=False)
+    return Slot(TEXT, np.ascontiguousarray(codes), table)
+
+
+def overlay(slot: Slot, where: np.ndarray, text: str) -> Slot:
+    """The slot with `text` in the rows where `where` is true (over earlier overlays)."""
+    where = np.asarray(where, dtype=bool)
+    if not where.any():
+        return slot
+    encoded = text.encode("utf-8")
+    alts = slot.alts if encoded in slot.alts else slot.alts + (encoded,)
+    if len(alts) > MAX_ALTS:
+        raise ValueError(f"at most {MAX_ALTS} alternative texts per slot")
+    alt = np.zeros(len(slot.values), dtype=np.uint8) if slot.alt is None else slot.alt.copy()
+    alt[where] = alts.index(encoded) + 1
+    return slot._replace(alt=alt, alts=alts)
+
+
+# ------------------------------------------------------------------------------------------------
+# The twin: each slot's texts, vectorized with numpy, then one join per row
+
+SD = StringDType()
+SMALL = 100_000  # non-negative counts below this are printed from precomputed tables
+
+
+@functools.lru_cache(maxsize=None)
+def _small_texts(style: str, decimals: int) -> np.ndarray:
+    """Texts of 0 .. SMALL-1 as 'int', 'fixed' or 'trim' with `decimals` (an object array)."""
+    k = np.arange(SMALL, dtype=np.int64)
+    texts = k.astype(SD) if style == "int" else _decimal_general(k, decimals, style == "trim")
+    return np.asarray(texts, dtype=object)
+
+
+@functools.lru_cache(maxsize=None)
+def _fractions(decimals: int, trim: bool) -> np.ndarray:
+    """Fraction texts of 0 .. 10^decimals - 1 (decimals ≤ 3): zero-padded, or trimmed as in repr
+    (0 → '0', 500 → '5', 250 → '25', 1 → '001')."""
+    texts = [f"{i:0{decimals}d}" for i in range(10 ** decimals)]
+    if trim:
+        texts = [t.rstrip("0") or "0" for t in texts]
+    return np.array(texts, dtype=SD)
+
+
+def _magnitude(k: np.ndarray) -> np.ndarray:
+    """|k| as uint64 (exact for the most negative int64 too)."""
+    mag = k.astype(np.uint64)
+    neg = k < 0
+    if neg.any():
+        mag[neg] = (-(k[neg] + 1)).astype(np.uint64) + np.uint64(1)
+    return mag
+
+
+def _decimal_general(k: np.ndarray, decimals: int, trim: bool) -> np.ndarray:
+    mag = _magnitude(k)
+    scale = np.uint64(10 ** decimals)
+    frac = mag % scale
+    if decimals <= 3:
+        tail = _fractions(decimals, trim)[frac.astype(np.int64)]
+    else:  # numpy 2.0 cannot zfill StringDType
+        tail = np.strings.zfill(frac.astype(str), decimals)
+        if trim:
+            tail = np.strings.rstrip(tail, "0")
+            tail = np.where(tail == "", "0", tail)
+        tail = tail.astype(SD)
+    text = np.strings.add(np.strings.add((mag // scale).astype(SD), "."), tail)
+    neg = k < 0
+    return np.where(neg, np.strings.add("-", text), text) if neg.any() else text
+
+
+def _by_table(k: np.ndarray, style: str, decimals: int, general: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Texts of integer counts: small non-negative counts from the style's table, others by `general`."""
+    small = (k >= 0) & (k < SMALL)
+    if small.all():
+        return _small_texts(style, decimals)[k]
+    if not small.any():
+        return general(k)
+    out = np.empty(len(k), dtype=object)
+    out[small] = _small_texts(style, decimals)[k[small]]
+    out[~small] = general(k[~small]).astype(object)
+    return out
+
+
+def int_texts(values: object) -> np.ndarray:
+    """Integers as decimal texts."""
+    k = _ints(values)
+    return _by_table(k, "int", 0, lambda v: v.astype(SD))
+
+
+def decimal_texts(values: object, decimals: int, trim: bool = False) -> np.ndarray:
+    """Integer counts of 10^-decimals as decimal texts (FIXED, or TRIM with trim=True)."""
+    if not 1 <= decimals <= MAX_DECIMALS:
+        raise ValueError(f"decimals must be 1 to {MAX_DECIMALS}, not {decimals}")
+    k = _ints(values)
+    return _by_table(k, "trim" if trim else "fixed", decimals,
+                     functools.partial(_decimal_general, decimals=decimals, trim=trim))
+
+
+def float_texts(values: object) -> np.ndarray:
+    """Python's repr of each float."""
+    x = np.asarray(values, dtype=np.float64)
+    return np.array(list(map(repr, x.tolist())), dtype=object)
+
+
+_DECODED: "OrderedDict[Tuple[int, int], Tuple[TextTable, np.ndarray]]" = OrderedDict()
+DECODED_TABLES = 16  # tables whose texts the twin keeps decoded (a table is used chunk after chunk)
+
+
+def _decoded(table: TextTable) -> np.ndarray:
+    """The texts of a table as an object array, decoded once for the last few tables seen (the
+    cache holds the table, so the ids of its blob and offsets name it while it is cached)."""
+    key = (id(table.blob), id(table.offsets))
+    hit = _DECODED.get(key)
+    if hit is not None and hit[0].blob is table.blob and hit[0].offsets is table.offsets:
+        _DECODED.move_to_end(key)
+        return hit[1]
+    texts = np.array(table.texts(), dtype=object)
+    _DECODED[key] = (table, texts)
+    while len(_DECODED) > DECODED_TABLES:
+        _DECODED.popitem(last=False)
+    return texts
+
+
+def _code_texts(codes: np.ndarray, table: TextTable) -> np.ndarray:
+    m = table.size
+    if len(codes) and (int(codes.min()) < 0 or int(codes.max()) >= m):
+        bad = int(codes[(codes < 0) | (codes >= m)][0])
+        raise IndexError(f"format_rows: code {bad} is not below the {m} texts")
+    return _decoded(table)[codes]
+
+
+def _check(slot: Slot, n: Optional[int]) -> None:
+    if n is not None and len(slot.values) != n:
+        raise ValueError(f"format_rows: a {KIND_NAMES[slot.kind]} slot holds {len(slot.values)} values, not {n}")
+    if slot.alt is not None and len(slot.alt) != len(slot.values):
+        raise ValueError("format_rows: alt must hold as many items as the values")
+    if slot.alt is not None and len(slot.alts) > MAX_ALTS:
+        raise TypeError(f"format_rows: alts must be a tuple of at most {MAX_ALTS} bytes")
+    if slot.kind in (FIXED, TRIM) and not (isinstance(slot.arg, int) and 1 <= slot.arg <= MAX_DECIMALS):
+        raise ValueError(f"format_rows: decimals must be 1 to {MAX_DECIMALS}, not {slot.arg!r}")
+    if slot.kind == TEXT and not isinstance(slot.arg, TextTable):
+        raise TypeError("format_rows: a TEXT slot needs a TextTable")
+    if slot.kind not in range(len(KIND_NAMES)):
+        raise ValueError(f"format_rows: unknown kind {slot.kind}")
+    wanted = {FLOAT: ("f8",), TEXT: ("i4", "i8")}.get(slot.kind, ("i8",))
+    if np.asarray(slot.values).dtype.str[1:] not in wanted:
+        raise TypeError(f"format_rows: a {KIND_NAMES[slot.kind]} slot needs {' or '.join(wanted)} values, "
+                        f"not {np.asarray(slot.values).dtype}")
+
+
+def slot_texts(slot: Slot, n: Optional[int] = None) -> np.ndarray:
+    """The cell texts of a slot (an array of str), as the twin renders them."""
+    _check(slot, n)
+    values = slot.values
+    if slot.kind == INT:
+        texts = int_texts(values)
+    elif slot.kind in (FIXED, TRIM):
+        assert isinstance(slot.arg, int)
+        texts = decimal_texts(values, slot.arg, trim=slot.kind == TRIM)
+    elif slot.kind == FLOAT:
+        texts = float_texts(values)
+    else:
+        assert isinstance(slot.arg, TextTable)
+        texts = _code_texts(np.asarray(values), slot.arg)
+    if slot.alt is None:
+        return texts
+    alt = np.asarray(slot.alt, dtype=np.int64)
+    chosen = np.flatnonzero(alt)
+    if not len(chosen):
+        return texts
+    if int(alt.max()) > len(slot.alts):
+        raise IndexError(f"format_rows: alt {int(alt.max())} but only {len(slot.alts)} alts")
+    out = np.asarray(texts, dtype=object).copy()
+    alts = np.array([a.decode("utf-8", "surrogateescape") for a in slot.alts], dtype=object)
+    out[chosen] = alts[alt[chosen] - 1]
+    return out
+
+
+def py_format_rows(pieces: Sequence[bytes], slots: Sequence[Slot], n: int, sep: bytes) -> bytes:
+    """The pure-Python twin of `_native.format_rows` (same arguments, same bytes)."""
+    if len(pieces) != len(slots) + 1:
+        raise ValueError(f"format_rows: {len(slots)} slots need {len(slots) + 1} pieces, not {len(pieces)}")
+    if n < 0:
+        raise ValueError("format_rows: n must not be negative")
+    if n == 0:
+        return b""
+    texts = [p.decode("utf-8", "surrogateescape") for p in pieces]
+    parts: List[Iterable[str]] = [itertools.repeat(texts[0], n)]
+    for slot, text in zip(slots, texts[1:]):
+        parts += [slot_texts(slot, n).tolist(), itertools.repeat(text, n)]
+    rows = map("".join, zip(*parts))
+    return sep.decode("utf-8", "surrogateescape").join(rows).encode("utf-8", "surrogateescape")
+
+
+# ------------------------------------------------------------------------------------------------
+# The switch
+
+FormatRows = Callable[[Sequence[bytes], Sequence[Slot], int, bytes], bytes]
+
+
+def available() -> bool:
+    """Whether the C extension is built."""
+    return _native is not None
+
+
+def _implementation(name: str) -> FormatRows:
+    if name == "python":
+        return py_format_rows
+    if name != "c":
+        raise ValueError(f"unknown implementation {name!r}; expected one of {IMPLEMENTATIONS}")
+    if _native is None:
+        raise NativeUnavailable(f"{ENV}=c, but the C extension msprof_kit._native is not built (reinstall with "
+                                "a C compiler and the Python headers: pip install -e .)")
+    fn: FormatRows = _native.format_rows
+    return fn
+
+
+_current = os.environ.get(ENV) or ("c" if available() else "python")
+_format: Optional[FormatRows] = None
+
+
+def use(name: str) -> str:
+    """Choose the implementation ('c' or 'python'); returns the one chosen before."""
+    global _current, _format
+    fn = _implementation(name)
+    previous = _current
+    _current, _format = name, fn
+    return previous
+
+
+def current() -> str:
+    """The implementation in use: 'c' or 'python'."""
+    return _current
+
+
+def format_rows(pieces: Sequence[bytes], slots: Sequence[Slot], n: int, sep: bytes) -> bytes:
+    """n rows of `pieces` and `slots` joined by `sep`, by the implementation in use."""
+    global _format
+    if _format is None:
+        _format = _implementation(_current)
+    return _format(pieces, slots, n, sep)

@@ -1,0 +1,16 @@
+"""Types of msprof_kit._native (native/_native.c); msprof_kit.native_impl holds its Python twin."""
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+# (kind, values, arg, alt, alts): kind 0 INT, 1 FIXED, 2 TRIM (arg: decimals 1..18), 3 FLOAT,
+# 4 TEXT (arg: (blob, int64 offsets)); alt: None or uint8 codes into alts (1-based)
+SlotTuple = Tuple[int, np.ndarray, Union[int, Tuple[bytes, np.ndarray], None], Optional[np.ndarray], Tuple[bytes, ...]]
+
+def format_rows(pieces: Sequence[bytes], slots: Sequence[SlotTuple], n: int, sep: bytes, /) -> bytes:
+    """n rows of literal pieces and typed slots (len(pieces) == len(slots) + 1), joined by sep."""
+    ...
+
+def float_repr(x: float, /) -> str:
+    """repr(float(x)), as format_rows prints a FLOAT slot."""
+    ...

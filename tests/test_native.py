@@ -1,0 +1,295 @@
+"""The C extension (msprof_kit._native) against its pure-Python twin (msprof_kit.native_impl):
+the same bytes for every slot kind, Python's own repr for floats, the same errors, and the same
+export files. These tests call both implementations directly, so they run once (under the
+"python" parameter of the conftest fixture they are skipped, not repeated)."""
+from __future__ import annotations
+
+import decimal
+import filecmp
+import os
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import GOLDEN, copy_input, needs_shared
+
+from msprof_kit import native_impl as N
+from msprof_kit.errors import Diagnostics
+from msprof_kit.exporters.run import export
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import synth  # noqa: E402
+
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+@pytest.fixture(autouse=True)
+def both(native_implementation):
+    """Skip the repeat: each test here compares the two implementations itself."""
+    if not N.available():
+        pytest.skip("the C extension msprof_kit._native is not built")
+    if native_implementation != "c":
+        pytest.skip("compares both implementations itself; runs once")
+
+
+def c_rows(pieces, slots, n, sep):
+    return N._native.format_rows(pieces, slots, n, sep)
+
+
+def both_rows(pieces, slots, n, sep=b"\n"):
+    """The C bytes, after checking that the twin gives the same."""
+    c = c_rows(pieces, slots, n, sep)
+    assert N.py_format_rows(pieces, slots, n, sep) == c
+    return c
+
+
+def cells(slot, sep=b"\n"):
+    """The cell texts of one slot, from the C implementation (checked against the twin)."""
+    out = both_rows([b"", b""], [slot], len(slot.values), sep)
+    return out.decode("utf-8").split(sep.decode()) if len(slot.values) else []
+
+
+def test_the_extension_is_built():
+    """gcc is on every machine that runs this suite; a failed build would silently leave half of
+    the suite skipped, so it fails here (MSPROF_KIT_NO_COMPILER=1 accepts a build without it)."""
+    if os.environ.get("MSPROF_KIT_NO_COMPILER") == "1":
+        pytest.skip("MSPROF_KIT_NO_COMPILER=1")
+    assert N.available()
+
+
+# ------------------------------------------------------------------------------------------------
+# FLOAT: Python's repr
+
+
+def _edge_floats() -> np.ndarray:
+    p2 = np.ldexp(1.0, np.arange(-1074, 1024))
+    p10 = 10.0 ** np.arange(-323, 309)
+    around = np.concatenate([p2, p10, np.nextafter(p2, np.inf), np.nextafter(p2, 0), np.nextafter(p10, np.inf),
+                             np.nextafter(p10, 0)])
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 2.2250738585072014e-308, 2.225073858507201e-308,
+                        1.7976931348623157e308, 0.1, 0.2, 0.3, 1 / 3, 2 / 3, 1e16, 1e16 - 2, 9999999999999998.0,
+                        1e-4, 9.999999999999999e-05, 1e-5, 0.00011, 123456789012345.67, 1e12, 999999999999.999,
+                        4.35, 0.001, 0.0005, 2.675, 1e22, 1e23, 5e-310])
+    thousandths = np.arange(-2000, 200_000) / 1000.0
+    return np.concatenate([around, -around, special, -special, thousandths])
+
+
+def test_float_is_pythons_repr_on_edge_values():
+    x = _edge_floats()
+    assert cells(N.float_slot(x)) == [repr(v) for v in x.tolist()]
+    assert [N._native.float_repr(v) for v in x[:5000].tolist()] == [repr(v) for v in x[:5000].tolist()]
+
+
+def test_float_is_pythons_repr_on_millions_of_random_values():
+    rng = np.random.default_rng(20261122)
+    parts = [rng.integers(0, 2 ** 64, 1_500_000, dtype=np.uint64).view(np.float64),   # every exponent
+             rng.random(500_000) * 10.0 ** rng.integers(-8, 18, 500_000),             # short and long
+             rng.integers(0, 10 ** 15, 500_000) / 1000.0,                              # µs from ns
+             rng.integers(0, 2 ** 52, 200_000, dtype=np.uint64).view(np.float64)]       # subnormals
+    x = np.concatenate(parts)
+    out = N._native.format_rows([b"", b""], [N.float_slot(x)], len(x), b"\n").decode().split("\n")
+    expected = list(map(repr, x.tolist()))
+    wrong = [(e, o) for e, o in zip(expected, out) if e != o]
+    assert not wrong, wrong[:10]
+
+
+# ------------------------------------------------------------------------------------------------
+# INT, FIXED, TRIM
+
+
+def _ints() -> np.ndarray:
+    rng = np.random.default_rng(7)
+    edges = [0, 1, -1, 9, 10, 99, 100, 999, 1000, 1001, -999, -1000, -1001, 99_999, 100_000, 10 ** 15, 10 ** 18,
+             -(10 ** 18), INT64_MIN, INT64_MIN + 1, INT64_MAX, INT64_MAX - 1]
+    return np.concatenate([np.array(edges, dtype=np.int64), rng.integers(INT64_MIN, INT64_MAX, 20_000),
+                           rng.integers(-10 ** 7, 10 ** 7, 20_000), rng.integers(0, 100_000, 20_000)])
+
+
+def _decimal(k: int, d: int, trim: bool) -> str:
+    """k / 10^d written out exactly (the definition FIXED and TRIM follow)."""
+    sign = "-" if k < 0 else ""
+    whole, frac = divmod(abs(k), 10 ** d)
+    tail = f"{frac:0{d}d}"
+    if trim:
+        tail = tail.rstrip("0") or "0"
+    return f"{sign}{whole}.{tail}"
+
+
+def test_int_is_str():
+    k = _ints()
+    assert cells(N.int_slot(k)) == [str(v) for v in k.tolist()]
+
+
+@pytest.mark.parametrize("decimals", [1, 2, 3, 6, 9, 18])
+def test_fixed_and_trim_are_exact_decimals(decimals):
+    k = _ints()
+    assert cells(N.fixed_slot(k, decimals)) == [_decimal(v, decimals, False) for v in k.tolist()]
+    assert cells(N.trim_slot(k, decimals)) == [_decimal(v, decimals, True) for v in k.tolist()]
+
+
+def test_trim_of_thousandths_is_the_repr_of_the_microseconds():
+    k = np.arange(-5000, 300_000, dtype=np.int64)
+    assert cells(N.trim_slot(k, 3)) == [repr(v / 1000) for v in k.tolist()]
+    exact = [str(decimal.Decimal(v).scaleb(-3).quantize(decimal.Decimal("0.001"))) for v in k[:3000].tolist()]
+    assert cells(N.fixed_slot(k[:3000], 3)) == exact
+
+
+# ------------------------------------------------------------------------------------------------
+# TEXT, alternatives, templates
+
+
+def test_text_codes_copy_their_bytes():
+    texts = ['"a"', "", "名前", '"x,y"', "tab\there", "\U0001F600", "N/A"]
+    table = N.text_table(texts)
+    assert table.texts() == texts
+    codes = np.array([0, 1, 2, 3, 4, 5, 6, 6, 0], dtype=np.int64)
+    assert cells(N.text_slot(codes, table)) == [texts[c] for c in codes]
+    assert cells(N.text_slot(codes.astype(np.int32), table)) == [texts[c] for c in codes]
+
+
+def test_overlays_replace_cells_last_one_winning():
+    base = N.int_slot(np.arange(6))
+    slot = N.overlay(N.overlay(base, np.array([1, 1, 0, 0, 0, 0], bool), "0"), np.array([0, 1, 1, 0, 0, 0], bool),
+                     "N/A")
+    assert cells(slot) == ["0", "N/A", "N/A", "3", "4", "5"]
+    assert N.overlay(base, np.zeros(6, bool), "x") is base
+    assert slot.take(slice(1, 3)).alts == (b"0", b"N/A")
+
+
+def test_a_random_template_gives_the_same_bytes():
+    rng = np.random.default_rng(11)
+    n = 30_000
+    table = N.text_table([f'"op_{i}{"é" * (i % 3)}"' for i in range(500)] + [""])
+    slots = [N.int_slot(rng.integers(INT64_MIN, INT64_MAX, n)),
+             N.fixed_slot(rng.integers(-10 ** 12, 10 ** 18, n), 3),
+             N.trim_slot(rng.integers(-10 ** 7, 10 ** 7, n), 3),
+             N.fixed_slot(rng.integers(0, 10 ** 9, n), 6),
+             N.float_slot(rng.integers(0, 10 ** 9, n) / 1000.0),
+             N.float_slot(rng.standard_normal(n) * 10.0 ** rng.integers(-30, 30, n)),
+             N.overlay(N.text_slot(rng.integers(0, 501, n), table), rng.random(n) < 0.1, "N/A"),
+             N.overlay(N.overlay(N.trim_slot(rng.integers(0, 5000, n), 3), rng.random(n) < 0.3, "0"),
+                       rng.random(n) < 0.3, "N/A")]
+    pieces = [b'{"a":', b',"b":"', b'","c":', b',', b',', b',"d":', b',"e":', b',', b'}']
+    out = both_rows(pieces, slots, n, b",")
+    assert out.count(b"},{") == n - 1
+    assert both_rows([b""] + [b","] * (len(slots) - 1) + [b"\n"], slots, n, b"").count(b"\n") == n
+
+
+def test_small_and_empty_calls():
+    assert both_rows([b"x"], [], 3, b",") == b"x,x,x"
+    assert both_rows([b"a", b"b"], [N.int_slot(np.zeros(0, np.int64))], 0, b",") == b""
+    assert both_rows([b"{", b"}"], [N.int_slot([5])], 1, b",") == b"{5}"
+    many = [N.int_slot(np.arange(4))] * 200  # a wide table: more slots than any template here
+    assert both_rows([b""] + [b","] * 199 + [b"\n"], many, 4, b"").splitlines()[3] == b",".join([b"3"] * 200)
+
+
+def test_a_text_longer_than_any_number_and_a_huge_table():
+    big = "x" * 100_000
+    table = N.text_table(["a", big])
+    codes = np.array([1, 0, 1], dtype=np.int64)
+    assert cells(N.text_slot(codes, table)) == [big, "a", big]
+    wide = N.text_table(str(i) for i in range(200_000))
+    codes = np.arange(199_999, -1, -7, dtype=np.int64)
+    assert cells(N.text_slot(codes, wide)) == [str(c) for c in codes.tolist()]
+
+
+BAD_CALLS = [
+    ("codes out of range", lambda: ([b"", b""], [N.text_slot([0, 2], N.text_table(["a", "b"]))], 2), IndexError),
+    ("negative code", lambda: ([b"", b""], [N.text_slot([-1], N.text_table(["a"]))], 1), IndexError),
+    ("alt past alts", lambda: ([b"", b""], [N.int_slot([1])._replace(alt=np.array([2], np.uint8), alts=(b"x",))], 1),
+     IndexError),
+    ("short values", lambda: ([b"", b""], [N.int_slot([1, 2])], 3), ValueError),
+    ("pieces count", lambda: ([b""], [N.int_slot([1])], 1), ValueError),
+    ("decimals", lambda: ([b"", b""], [N.Slot(N.FIXED, np.array([1], np.int64), 0)], 1), ValueError),
+    ("unknown kind", lambda: ([b"", b""], [N.Slot(9, np.array([1], np.int64))], 1), ValueError),
+    ("float values in an INT slot", lambda: ([b"", b""], [N.Slot(N.INT, np.array([1.5]))], 1), TypeError),
+    ("int values in a FLOAT slot", lambda: ([b"", b""], [N.Slot(N.FLOAT, np.array([1], np.int64))], 1), TypeError),
+]
+
+
+@pytest.mark.parametrize("name,make,error", BAD_CALLS, ids=[b[0] for b in BAD_CALLS])
+def test_both_refuse_the_same_bad_calls(name, make, error):
+    pieces, slots, n = make()
+    with pytest.raises(error):
+        c_rows(pieces, slots, n, b",")
+    with pytest.raises(error):
+        N.py_format_rows(pieces, slots, n, b",")
+
+
+# ------------------------------------------------------------------------------------------------
+# The switch
+
+
+def test_use_switches_and_returns_the_previous_choice():
+    previous = N.use("python")
+    try:
+        assert N.current() == "python"
+        assert N.use("c") == "python" and N.current() == "c"
+        with pytest.raises(ValueError):
+            N.use("fortran")
+    finally:
+        N.use(previous)
+
+
+def test_asking_for_c_without_the_extension_is_a_clear_error():
+    built = N._native
+    N._native = None  # restored before the conftest fixture switches back to "c"
+    try:
+        assert not N.available()
+        with pytest.raises(N.NativeUnavailable, match="not built"):
+            N.use("c")
+        assert N.current() == "c"  # the refused switch changed nothing
+    finally:
+        N._native = built
+
+
+# ------------------------------------------------------------------------------------------------
+# Whole exports: the two implementations write the same files
+
+
+def _export_tree(src: str, dest: str, **scope) -> str:
+    shutil.copytree(src, dest)
+    for what, extra in (("timeline", {}), ("summary", {"fmt": scope.pop("fmt", "csv")})):
+        export(dest, what, Diagnostics(), stamp="20000101000000", **scope, **extra)
+    return dest
+
+
+def _same_exports(src: str, tmp_path, **scope) -> int:
+    """Export `src` with each implementation; assert every file in the output folders is equal."""
+    outs = []
+    for impl in ("c", "python"):
+        previous = N.use(impl)
+        try:
+            outs.append(_export_tree(src, str(tmp_path / impl), **dict(scope)))
+        finally:
+            N.use(previous)
+    compared = 0
+    for base, _, files in os.walk(outs[0]):
+        if "mindstudio_profiler_output" not in base:
+            continue
+        for name in files:
+            a = os.path.join(base, name)
+            b = os.path.join(outs[1], os.path.relpath(a, outs[0]))
+            assert filecmp.cmp(a, b, shallow=False), a
+            compared += 1
+    return compared
+
+
+def test_synthetic_collections_export_the_same(tmp_path):
+    for chip, devices in (("910B", 2), ("310P", 2)):
+        src = tmp_path / f"src_{chip}"
+        synth.write_collection(str(src), chip=chip, n_tasks=3000, devices=devices, model_fraction=0.2)
+        assert _same_exports(str(src), tmp_path / chip) >= 4
+
+
+@needs_shared
+@pytest.mark.parametrize("case,scope", [
+    ("910b_mixed", {}), ("910b_two_devices", {}), ("310p_hwts", {}), ("310p_hwts", {"fmt": "json"}),
+    ("910b_steps", {"model_id": 1, "iteration_id": 3}), ("degraded_e", {})])
+def test_golden_inputs_export_the_same(case, scope, tmp_path):
+    copy_input(case, str(tmp_path / "src"))
+    assert _same_exports(str(tmp_path / "src"), tmp_path, **scope) >= 2
+    assert os.path.isdir(os.path.join(GOLDEN, case))
