@@ -98,12 +98,9 @@ def host_clock_of(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Clock:
 
 def device_clock_of(rd: ResultDir, coll: Collection) -> Clock:
     offset = wall_offset(rd, coll)
-    text = str(rd.device_info().get("hwts_frequency", "")).strip()
-    try:
-        mhz = Fraction(text)
-    except (ValueError, ZeroDivisionError):
-        mhz = Fraction(0)
+    mhz = rd.hwts_mhz()
     if mhz <= 0:
+        text = str(rd.device_info().get("hwts_frequency", "")).strip()
         raise MissingControlFile(f"DeviceInfo[0].hwts_frequency is {text!r}; expected the system counter "
                                  f"frequency in MHz", path=rd.files.get("info.json", rd.path))
     if "cntvct" not in rd.dev_start:

@@ -196,11 +196,16 @@ def cmd_query(args: argparse.Namespace, diag: Diagnostics) -> int:
     return 0
 
 
-def cmd_show(args: argparse.Namespace, diag: Diagnostics) -> int:
-    path = args.dir
+def _given_or_newest(path: Optional[str], doing: str) -> str:
+    """-dir, or the newest collection under the current directory (said on stderr)."""
     if path is None:
         path = show.newest_collection(os.getcwd())
-        print(f"Showing {path} (the newest collection under {os.getcwd()})", file=sys.stderr)
+        print(f"{doing} {path} (the newest collection under {os.getcwd()})", file=sys.stderr)
+    return path
+
+
+def cmd_show(args: argparse.Namespace, diag: Diagnostics) -> int:
+    path = _given_or_newest(args.dir, "Showing")
     text = show.render(path, diag, reports=args.report, top=args.top, sort=args.sort, fmt=args.format)
     _report(diag)
     for start in range(0, len(text), WRITE_CHUNK):  # written piecewise: a closed pipe is noticed early
@@ -210,8 +215,8 @@ def cmd_show(args: argparse.Namespace, diag: Diagnostics) -> int:
 
 def cmd_collect(args: argparse.Namespace, diag: Diagnostics) -> int:
     from .collectors import acljson
-    soc = {k.name: getattr(args, f"soc_{k.name}") for k in acljson.SOC_KEYS if hasattr(args, f"soc_{k.name}")}
-    soc = {k: v for k, v in soc.items() if v is not None}
+    soc = {k.name: getattr(args, f"soc_{k.name}") for k in acljson.SOC_KEYS
+           if getattr(args, f"soc_{k.name}", None) is not None}
     output = args.output or os.getcwd()
     if args.main:
         from .collectors.board import collect_board
@@ -239,10 +244,7 @@ def cmd_collect(args: argparse.Namespace, diag: Diagnostics) -> int:
 
 def cmd_plot(args: argparse.Namespace, diag: Diagnostics) -> int:
     from . import plot
-    path = args.dir
-    if path is None:
-        path = show.newest_collection(os.getcwd())
-        print(f"Plotting {path} (the newest collection under {os.getcwd()})", file=sys.stderr)
+    path = _given_or_newest(args.dir, "Plotting")
     lines = plot.plot(path, args.out, top=args.top, iteration=args.iteration, diag=diag)
     _report(diag)
     print("\n".join(lines))

@@ -100,11 +100,7 @@ class Clocks:
                                 "not Unix time)")
         lacking: List[str] = []
         for rd in coll.devices:
-            text = str(rd.device_info().get("hwts_frequency", "")).strip()
-            try:
-                mhz = Fraction(text)
-            except (ValueError, ZeroDivisionError):
-                mhz = Fraction(0)
+            mhz = rd.hwts_mhz()
             if mhz <= 0:
                 mhz = DEFAULT_HWTS_MHZ
                 if rd.device_id in timed:

@@ -77,6 +77,10 @@ class ResultDir:
         infos = self.info.get("DeviceInfo") or []
         return infos[0] if isinstance(infos, list) and infos and isinstance(infos[0], dict) else {}
 
+    def hwts_mhz(self) -> Fraction:
+        """The device system counter (DeviceInfo hwts_frequency), MHz; 0 when absent or unusable."""
+        return _fraction(str(self.device_info().get("hwts_frequency", ""))) or Fraction(0)
+
     def host_freq_mhz(self) -> Optional[Fraction]:
         """Host counter frequency, MHz; None when host timestamps are already ns."""
         cpus = self.info.get("CPU") or []
@@ -240,7 +244,15 @@ def load_result_dir(path: str, device_id: int, diag: Diagnostics) -> ResultDir:
             found[kind] = os.path.join(path, picked)
     if "info.json" not in found:
         raise MissingControlFile("no info.json here; expected a result dir with info.json[.N]", path=path)
-    rd = ResultDir(path=path, device_id=device_id, info=read_json(found["info.json"]), files=found)
+    if is_host:
+        found.pop("dev_start.log", None)
+    return _read_controls(path, device_id, found)
+
+
+def _read_controls(path: str, device_id: int, found: Dict[str, str]) -> ResultDir:
+    """A ResultDir with the control files `found` (kind -> path) read."""
+    rd = ResultDir(path=path, device_id=device_id, info=read_json(found["info.json"]) if "info.json" in found else {},
+                   files=found)
     if "sample.json" in found:
         rd.sample = read_json(found["sample.json"])
     if "start_info" in found:
@@ -249,7 +261,7 @@ def load_result_dir(path: str, device_id: int, diag: Diagnostics) -> ResultDir:
         rd.end_info = read_json(found["end_info"])
     if "host_start.log" in found:
         rd.host_start = read_key_values(found["host_start.log"])
-    if "dev_start.log" in found and not is_host:
+    if "dev_start.log" in found:
         rd.dev_start = read_key_values(found["dev_start.log"])
     return rd
 
@@ -387,19 +399,7 @@ def job_collection_at(path: str, diag: Diagnostics) -> Optional[Collection]:
     result_dirs: List[ResultDir] = []
     for dev in devices:
         found = {kind: p for kind in JOB_CONTROL for p in [_job_control(path, names, kind, dev)] if p}
-        rd = ResultDir(path=path, device_id=dev, info=read_json(found["info.json"]) if "info.json" in found else {},
-                       files=found)
-        if "sample.json" in found:
-            rd.sample = read_json(found["sample.json"])
-        if "start_info" in found:
-            rd.start_info = read_json(found["start_info"])
-        if "end_info" in found:
-            rd.end_info = read_json(found["end_info"])
-        if "host_start.log" in found:
-            rd.host_start = read_key_values(found["host_start.log"])
-        if "dev_start.log" in found:
-            rd.dev_start = read_key_values(found["dev_start.log"])
-        result_dirs.append(rd)
+        result_dirs.append(_read_controls(path, dev, found))
     tags = sorted({f.job for f in files if f.job})
     if len(tags) > 1:
         diag.warn(f"{path}: raw files of several jobs ({', '.join(tags)}) are imported together")

@@ -64,17 +64,22 @@ def encode_ints(table: str, cols: Sequence[schema.Column], frame: pd.DataFrame) 
         yield (table, name, arr.dtype.str, memoryview(arr), None)
 
 
-def read_columns(conn: sqlite3.Connection, table: str) -> pd.DataFrame:
-    """A columnar table back as a DataFrame (empty when absent)."""
-    present = conn.execute("SELECT 1 FROM sqlite_master WHERE name='KIT_COLUMNS'").fetchone()
-    if not present:
-        return pd.DataFrame()
-    data: Dict[str, np.ndarray] = {}
+def iter_columns(conn: sqlite3.Connection, table: str) -> Iterator[Tuple[str, np.ndarray, Optional[np.ndarray]]]:
+    """(name, values, labels) of each stored column of a column-wise table, one at a time (nothing
+    when the store has no KIT_COLUMNS): values are the array as stored (a text column's int32
+    codes), labels the distinct texts of a text column, else None."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name='KIT_COLUMNS'").fetchone():
+        return
     for name, dtype, blob, labels in conn.execute(
             "SELECT name, dtype, data, labels FROM KIT_COLUMNS WHERE tableName = ? ORDER BY rowid", (table,)):
-        arr = np.frombuffer(blob, dtype=np.dtype(dtype))
-        data[name] = np.array(json.loads(labels), dtype=object)[arr] if labels is not None else arr
-    return pd.DataFrame(data)
+        values = np.frombuffer(blob, dtype=np.dtype(dtype))
+        yield name, values, (np.array(json.loads(labels), dtype=object) if labels is not None else None)
+
+
+def read_columns(conn: sqlite3.Connection, table: str) -> pd.DataFrame:
+    """A columnar table back as a DataFrame (empty when absent), texts decoded."""
+    return pd.DataFrame({name: labels[values] if labels is not None else values
+                         for name, values, labels in iter_columns(conn, table)})
 
 
 def _matrix(arrays: Sequence[np.ndarray], lo: int, hi: int) -> np.ndarray:

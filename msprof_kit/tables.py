@@ -34,6 +34,7 @@ import pandas as pd
 
 from . import importer, store
 from .errors import Diagnostics, MsprofKitError, NoData, NotACollection, PathNotFound, UnreadableFile
+from .exporters.summary import pmu_header
 from .layout import find_collections
 
 REPORTS = ("op_summary", "op_statistic", "api_statistic", "freq")
@@ -577,17 +578,8 @@ def read_store(tables: Tables, collection_path: str, reports: Sequence[str]) -> 
 
 
 def _pmu_header(name: str) -> str:
-    """A PMU metric's op_summary header (outputs.md §4.3)."""
-    name = name.replace("_extra", "")
-    if name in ("total_time", "aic_total_time"):
-        return "aicore_time(us)"
-    if name == "aiv_total_time":
-        return "aiv_time(us)"
-    if "time" in name:
-        return name + "(us)"
-    if "bw" in name and "(GB/s)" not in name:
-        return name + "(GB/s)"
-    return name
+    """A PMU metric's op_summary header (outputs.md §4.3; the Python flavour's spelling)."""
+    return pmu_header(name.replace("_extra", ""), "python")
 
 
 def read_db(tables: Tables, path: str, reports: Sequence[str]) -> None:

@@ -46,6 +46,8 @@ except ImportError:  # source tree: tests/ next to parsers/
         sys.path.insert(0, _ROOT)
     from parsers import job as J  # type: ignore[no-redef]
 
+from synth import double_hash  # noqa: E402  (the hash_dic ids: the collector's DoubleHash)
+
 __all__ = ["write_job", "plan_job", "JobPlan", "T0_TICKS", "ITERATION_TICKS", "OP_PERIOD_TICKS", "PID", "TID"]
 
 T0_TICKS = 1_000_000_000        #: device counter at the first iteration's start
@@ -178,16 +180,6 @@ def plan_job(n_tasks: int = 40, *, device: int = 0, iterations: int = 2, hwts_mh
 # Packing
 
 
-def hash_id(text: str) -> int:
-    """A 64-bit id for hash_dic (any unique id works; this is the collector's DoubleHash)."""
-    h0 = h1 = 0
-    for byte in text.encode("utf-8"):
-        c = byte - 256 if byte >= 128 else byte
-        h0 = (h0 * 29 + c) & 0xFFFFFFFF
-        h1 = (h1 * 131 + c) & 0xFFFFFFFF
-    return (h0 << 32) | h1
-
-
 def _compose(record, host: str, **parts: np.ndarray) -> np.ndarray:
     """Values of integer field `host` from its named bit fields (LSB first, as the table declares)."""
     value = np.zeros(len(next(iter(parts.values()))), dtype=np.uint64)
@@ -227,7 +219,7 @@ def _hwts(plan: JobPlan) -> np.ndarray:
 def _mix(arr: np.ndarray, kind_field: str, field: str, texts: Sequence[str], hashed: np.ndarray) -> None:
     arr[kind_field] = np.where(hashed, J.MIX_HASH, J.MIX_STRING)
     width = arr.dtype.fields[field][0].itemsize
-    values = [hash_id(t).to_bytes(8, "little") if h else t.encode("utf-8")[:width] for t, h in zip(texts, hashed)]
+    values = [double_hash(t).to_bytes(8, "little") if h else t.encode("utf-8")[:width] for t, h in zip(texts, hashed)]
     arr[field] = np.array(values, dtype=f"S{width}")
 
 
@@ -392,7 +384,7 @@ def write_job(out_dir: str, n_tasks: int = 40, *, device: int = 0, iterations: i
         _write(data, f"Framework.task_desc_info.{d}.slice_0", _task_desc(plan).tobytes(), done)
         _write(data, f"Framework.tensor_data_info.{d}.slice_0", _tensor_data(plan).tobytes(), done)
         _write(data, f"Framework.step_info.{d}.slice_0", _step_info(plan).tobytes(), done)
-        lines = [f"{hash_id(n)}:{n}" for n, h in zip(plan.op_name, plan.hashed) if h]
+        lines = [f"{double_hash(n)}:{n}" for n, h in zip(plan.op_name, plan.hashed) if h]
         _write(data, f"Framework.hash_dic.{d}.slice_0", ("\n".join(lines) + "\n").encode(), done)
     else:
         tasks = [f"{n} {b} {t} {s}" for n, b, t, s in

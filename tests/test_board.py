@@ -13,7 +13,6 @@ checked through an injected runner, and the fallback through both that runner an
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -33,6 +32,7 @@ import paramiko
 import pytest
 
 import synth_job
+from conftest import tree_hashes
 from msprof_kit.collectors import board as B
 from msprof_kit.errors import (AclJsonError, BoardAuthFailed, BoardConfigError, BoardProgramFailed,
                                BoardProgramMissing, BoardProgramNotRunnable, BoardProgramTimeout, BoardUnreachable,
@@ -269,18 +269,8 @@ def board(server: Server, programs: Dict[str, str], payload: str, work: str) -> 
     assert _user_pids(server.user) == [], "a process of the board user is still running"
 
 
-def _tree(root: str) -> Dict[str, str]:
-    out = {}
-    for base, _, files in os.walk(root):
-        for n in files:
-            p = os.path.join(base, n)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, root)] = hashlib.sha256(f.read()).hexdigest()
-    return out
-
-
 def _payload_tree(payload: str, skip: Sequence[str] = ()) -> Dict[str, str]:
-    return {k: v for k, v in _tree(payload).items() if not os.path.basename(k).startswith(tuple(skip))}
+    return {k: v for k, v in tree_hashes(payload).items() if not os.path.basename(k).startswith(tuple(skip))}
 
 
 def _one_line(exc: BaseException) -> str:
@@ -299,7 +289,7 @@ def test_collect_brings_the_job_back(board: Board) -> None:
     result = B.collect_board(main, board.ini(), board.output(), diag=diag)
     assert result == [os.path.join(board.output(), "JOBBOARD1")]
     job = result[0]
-    got = _tree(job)
+    got = tree_hashes(job)
     seen = json.loads(open(os.path.join(job, "board_acl.json"), encoding="utf-8").read())
     del got["board_acl.json"]
     assert got == _payload_tree(board.payload)  # every file, byte for byte
@@ -320,7 +310,7 @@ def test_flags_reach_the_board(board: Board) -> None:
     [job] = B.collect_board(main, board.ini(), board.output(), interval=2, acl_api="off", aacpu="off")
     profiler = json.loads(open(os.path.join(job, "board_acl.json"), encoding="utf-8").read())["profiler"]
     assert (profiler["acl_api"], profiler["aacpu"], profiler["interval"]) == ("off", "off", "2")
-    got = _tree(job)
+    got = tree_hashes(job)
     del got["board_acl.json"]
     assert got == _payload_tree(board.payload, skip=("AclModule.", "DATA_PREPROCESS."))
 
@@ -350,12 +340,12 @@ def test_key_file_login(board: Board) -> None:
 def test_two_runs_into_one_output_keep_both(board: Board) -> None:
     main = board.project()
     [first] = B.collect_board(main, board.ini(), board.output())
-    before = _tree(first)
+    before = tree_hashes(first)
     [second] = B.collect_board(main, board.ini(), board.output())
     assert os.path.basename(first) == "JOBBOARD1" and os.path.basename(second) == "JOBBOARD1_1"
-    assert _tree(first) == before  # untouched
+    assert tree_hashes(first) == before  # untouched
     assert sorted(os.listdir(board.output())) == ["JOBBOARD1", "JOBBOARD1_1"]
-    assert {k: v for k, v in _tree(second).items() if k != "board_acl.json"} == _payload_tree(board.payload)
+    assert {k: v for k, v in tree_hashes(second).items() if k != "board_acl.json"} == _payload_tree(board.payload)
 
 
 def test_all_imports_and_exports(board: Board) -> None:
@@ -762,7 +752,7 @@ def test_nfs_mounted_data_is_taken_from_the_export(board: Board) -> None:
         assert diag.warnings == []
         # the new JOB (the earlier one was there before the run) moved from the export to output
         assert job == os.path.join(board.output(), "JOBBOARD2")
-        assert {k: v for k, v in _tree(job).items() if k != "board_acl.json"} == _payload_tree(board.payload)
+        assert {k: v for k, v in tree_hashes(job).items() if k != "board_acl.json"} == _payload_tree(board.payload)
         assert sorted(os.listdir(export)) == ["JOBBOARD1"]
     finally:
         shutil.rmtree(export)

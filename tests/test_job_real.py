@@ -5,22 +5,20 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
-import stat
 from typing import Dict, List, Optional, Sequence
 
 import pandas as pd
 import pytest
 
-from conftest import SHARED, run, tree_hashes
+from realdata import REAL, writable_copy
+from conftest import run, tree_hashes
 
 from msprof_kit import store
 from msprof_kit.parsers import job as J
 from msprof_kit.parsers.host import parse_dictionary
 from msprof_kit.parsers.stream import read_stream
 
-REAL = os.path.join(SHARED, "data", "real")
 LEGACY = os.path.join(REAL, "mindinsight-legacy-job")
 MS = os.path.join(REAL, "mindspore-ut-profiler-data")
 needs_real = pytest.mark.skipif(not (os.path.isdir(LEGACY) and os.path.isdir(MS)),
@@ -28,18 +26,8 @@ needs_real = pytest.mark.skipif(not (os.path.isdir(LEGACY) and os.path.isdir(MS)
 pytestmark = needs_real
 
 
-def copy(src: str, dest: str) -> str:
-    """A writable copy of a sample folder."""
-    shutil.copytree(src, dest)
-    for root, dirs, files in os.walk(dest):
-        for name in dirs + files:
-            p = os.path.join(root, name)
-            os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR)
-    return dest
-
-
 def imported(src: str, dest: str, capsys) -> str:
-    job = copy(src, dest)
+    job = writable_copy(src, dest)
     before = tree_hashes(job)
     code, _, err = run(["import", "-dir", job], capsys)
     assert code == 0, err
@@ -241,7 +229,7 @@ def test_job4_points_name_the_fp_and_bp_ops(tmp_path, capsys):
 
 
 def test_job1_training_trace_gives_twenty_iterations(tmp_path, capsys):
-    job = copy(os.path.join(LEGACY, "JOB1"), str(tmp_path / "JOB1"))
+    job = writable_copy(os.path.join(LEGACY, "JOB1"), str(tmp_path / "JOB1"))
     code, _, err = run(["import", "-dir", job], capsys)
     assert code == 0, err
     # one warning for the slices without .done, one for what was assumed
@@ -259,7 +247,7 @@ def test_job1_training_trace_gives_twenty_iterations(tmp_path, capsys):
 
 
 def test_error_job_is_one_located_error(tmp_path, capsys):
-    job = copy(os.path.join(LEGACY, "ERROR_JOB"), str(tmp_path / "ERROR_JOB"))
+    job = writable_copy(os.path.join(LEGACY, "ERROR_JOB"), str(tmp_path / "ERROR_JOB"))
     before = tree_hashes(job)
     code, out, err = run(["import", "-dir", job], capsys)
     assert code != 0 and out == ""

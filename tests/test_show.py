@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import sqlite3
-import stat
 import subprocess
 import sys
 from collections import defaultdict
@@ -21,12 +20,12 @@ from typing import Dict, Tuple
 import pandas as pd
 import pytest
 
-from conftest import GOLDEN, INTACT_CASES, SHARED, copy_input, needs_shared, run, tree_hashes
+from realdata import REAL, copy_real
+from conftest import GOLDEN, INTACT_CASES, copy_input, needs_shared, run, tree_hashes
 
 from msprof_kit import cli, tables
 from msprof_kit.errors import Diagnostics
 
-REAL = os.path.join(SHARED, "data", "real")
 needs_real = pytest.mark.skipif(not os.path.isdir(REAL), reason="../shared/data/real is not beside the repo")
 
 PT_TEXT = "msinsight-testdata/test_data_pytorch/text"
@@ -69,19 +68,6 @@ NOT_EXPORTED = {
     "mindspore-ut-profiler-data": "raw framework slices and MindSpore's own intermediate CSVs",
     "msprof-ut-config": "control files only",
 }
-
-
-def writable_copy(src: str, dest: str) -> str:
-    shutil.copytree(src, dest)
-    for root, dirs, files in os.walk(dest):
-        for name in dirs + files:
-            p = os.path.join(root, name)
-            os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR)
-    return dest
-
-
-def copy_real(rel: str, tmp_path) -> str:
-    return writable_copy(os.path.join(REAL, rel), os.path.join(str(tmp_path), os.path.basename(rel)))
 
 
 # ------------------------------------------------------------------------------------------------

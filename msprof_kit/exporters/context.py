@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sqlite3
 import time
@@ -110,12 +109,7 @@ class ExportContext:
         so that a wide table is never held twice (docs/store.md: KIT_COLUMNS holds each column's
         little-endian array bytes; a text column as int32 codes into its JSON list of labels, else
         labels is None)."""
-        if not self.has("KIT_COLUMNS"):
-            return
-        for name, dtype, blob, labels in self.conn.execute(
-                "SELECT name, dtype, data, labels FROM KIT_COLUMNS WHERE tableName = ? ORDER BY rowid", (table,)):
-            values = np.frombuffer(blob, dtype=np.dtype(dtype))
-            yield name, values, (np.array(json.loads(labels), dtype=object) if labels is not None else None)
+        return store.iter_columns(self.conn, table)
 
     def ints(self, table: str, names: Sequence[str]) -> Dict[str, np.ndarray]:
         """Columns of an all-integer unified table as int64 arrays in row order (empty arrays when
