@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import struct
 from collections import OrderedDict
 from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -312,6 +313,123 @@ def py_format_rows(pieces: Sequence[bytes], slots: Sequence[Slot], n: int, sep: 
 
 
 # ------------------------------------------------------------------------------------------------
+# sqlite table b-tree leaves (msprof_kit.pages writes them into database files)
+
+LEAF_KINDS = b"irnk"  # INT int64, REAL float64, NUMERIC float64, rowid alias (stored as NULL)
+
+
+def _varint(v: int) -> bytes:
+    """sqlite's variable-length integer: 7 bits a byte, big-endian; a 9th byte holds 8 bits."""
+    v &= (1 << 64) - 1
+    if v > 0x00FFFFFFFFFFFFFF:
+        out = [v & 0xFF]
+        v >>= 8
+        for _ in range(8):
+            out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        return bytes(reversed(out))
+    out = [v & 0x7F]
+    v >>= 7
+    while v:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    return bytes(reversed(out))
+
+
+def _int_cell(v: int) -> Tuple[int, bytes]:
+    if v in (0, 1):
+        return 8 + v, b""
+    u = ~v if v < 0 else v
+    for serial, size, limit in ((1, 1, 127), (2, 2, 32767), (3, 3, 8388607), (4, 4, 2147483647),
+                                (5, 6, 0x7FFFFFFFFFFF)):
+        if u <= limit:
+            return serial, v.to_bytes(size, "big", signed=True)
+    return 6, v.to_bytes(8, "big", signed=True)
+
+
+def _leaf_value(kind: int, column: Optional[np.ndarray], i: int) -> Tuple[int, bytes]:
+    if kind == ord("k"):
+        return 0, b""
+    assert column is not None
+    if kind == ord("i"):
+        return _int_cell(int(column[i]))
+    r = float(column[i])
+    if r != r:
+        return 0, b""
+    if kind == ord("n") and -9223372036854775808.0 < r < 9223372036854775808.0 and r == int(r) \
+            and -(1 << 63) < int(r) < (1 << 63) - 1:
+        return _int_cell(int(r))
+    return 7, struct.pack(">d", r)
+
+
+def py_table_leaves(kinds: bytes, columns: Sequence[Optional[np.ndarray]], n: int, page_size: int,
+                    rowids: Union[int, np.ndarray]) -> Tuple[bytes, bytes]:
+    """The pure-Python twin of `_native.table_leaves` (same arguments, same bytes): n rows as sqlite
+    table b-tree leaf pages, and the last rowid of each page as int64 bytes."""
+    if len(kinds) != len(columns) or not 1 <= len(kinds) <= 100:
+        raise ValueError(f"table_leaves: {len(kinds)} kinds, {len(columns)} columns (1 to 100, one kind each)")
+    if n < 0 or page_size < 512 or page_size > 65536 or page_size & (page_size - 1):
+        raise ValueError("table_leaves: n must not be negative; page_size a power of two from 512 to 65536")
+    if 20 + 10 * len(kinds) > page_size - 43:
+        raise ValueError("table_leaves: rows too wide for the page size")
+    cols: List[Optional[np.ndarray]] = []
+    for j, (kind, column) in enumerate(zip(kinds, columns)):
+        if kind not in LEAF_KINDS:
+            raise ValueError(f"table_leaves: column {j}: kind {chr(kind)} is not one of i, r, n, k")
+        if kind == ord("k"):
+            cols.append(None)
+            continue
+        arr = np.asarray(column)
+        ok = arr.dtype.kind in "iu" and arr.dtype.itemsize == 8 if kind == ord("i") else arr.dtype == np.float64
+        if not ok or arr.shape != (n,):
+            raise ValueError(f"table_leaves: column {j} must hold {n} "
+                             f"{'int64' if kind == ord('i') else 'float64'} values")
+        cols.append(arr)
+    if isinstance(rowids, (int, np.integer)):
+        keys_of = [int(rowids) + i for i in range(n)]
+    else:
+        ids = np.asarray(rowids)
+        if ids.dtype.kind not in "iu" or ids.dtype.itemsize != 8 or ids.shape != (n,):
+            raise ValueError(f"table_leaves: rowids must hold {n} int64 values")
+        keys_of = [int(x) for x in ids]
+        for i in range(1, n):
+            if keys_of[i] <= keys_of[i - 1]:
+                raise ValueError(f"table_leaves: rowid {keys_of[i]} at row {i} does not follow {keys_of[i - 1]}")
+    pages: List[bytes] = []
+    keys: List[int] = []
+    cells: List[bytes] = []
+    used = 8
+
+    def close() -> None:
+        page = bytearray(page_size)
+        top = page_size
+        for c, cell in enumerate(cells):
+            top -= len(cell)
+            page[top:top + len(cell)] = cell
+            page[8 + 2 * c:10 + 2 * c] = top.to_bytes(2, "big")
+        page[0] = 13
+        page[3:5] = len(cells).to_bytes(2, "big")
+        page[5:7] = top.to_bytes(2, "big")
+        pages.append(bytes(page))
+
+    for i in range(n):
+        values = [_leaf_value(kind, col, i) for kind, col in zip(kinds, cols)]
+        record = bytes([1 + len(values)] + [s for s, _ in values]) + b"".join(b for _, b in values)
+        cell = _varint(len(record)) + _varint(keys_of[i]) + record
+        if not pages and not cells or used + 2 + len(cell) > page_size:
+            if cells:
+                close()
+            cells, used = [], 8
+            keys.append(0)
+        cells.append(cell)
+        used += 2 + len(cell)
+        keys[-1] = keys_of[i]
+    if cells:
+        close()
+    return b"".join(pages), np.asarray(keys, dtype=np.int64).tobytes()
+
+
+# ------------------------------------------------------------------------------------------------
 # The switch
 
 FormatRows = Callable[[Sequence[bytes], Sequence[Slot], int, bytes], bytes]
@@ -358,3 +476,14 @@ def format_rows(pieces: Sequence[bytes], slots: Sequence[Slot], n: int, sep: byt
     if _format is None:
         _format = _implementation(_current)
     return _format(pieces, slots, n, sep)
+
+
+def table_leaves(kinds: bytes, columns: Sequence[Optional[np.ndarray]], n: int, page_size: int,
+                 rowids: Union[int, np.ndarray]) -> Tuple[bytes, bytes]:
+    """sqlite table b-tree leaf pages of n rows (see `py_table_leaves`), by the implementation in use."""
+    if _current == "c":
+        _implementation("c")
+        assert _native is not None
+        pages, keys = _native.table_leaves(kinds, columns, n, page_size, rowids)
+        return pages, keys
+    return py_table_leaves(kinds, columns, n, page_size, rowids)

@@ -16,7 +16,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Un
 import numpy as np
 import pandas as pd
 
-from . import schema
+from . import pages, schema
 from .build import build
 from .job import build_job
 from .errors import Diagnostics, StoreError
@@ -147,10 +147,12 @@ class TableWriter:
         if os.path.exists(self.tmp):
             os.remove(self.tmp)
         self.conn = sqlite3.connect(_uri(self.tmp), uri=True)
+        self.conn.execute(f"PRAGMA page_size={pages.PAGE_SIZE}")
         self.conn.execute("PRAGMA journal_mode=OFF")
         self.conn.execute("PRAGMA synchronous=OFF")
         self.conn.execute("BEGIN")
         self.tables: List[str] = []
+        self.spool = pages.Spool(self.tmp) if pages.enabled() else None
 
     def __enter__(self) -> "TableWriter":
         return self
@@ -160,6 +162,8 @@ class TableWriter:
             self._finish()
             return
         self.conn.close()
+        if self.spool is not None:
+            self.spool.discard()
         if os.path.exists(self.tmp):
             os.remove(self.tmp)
         if isinstance(exc, sqlite3.Error):
@@ -179,7 +183,12 @@ class TableWriter:
         if missing:
             raise StoreError(f"internal: table {table} lacks columns {missing}", path=self.path)
         self.create(table, cols)
-        _insert_frame(self.conn, table, cols, frame)
+        kinds = self.spool and pages.column_kinds([c[1] for c in cols], [np.asarray(frame[c[0]]) for c in cols])
+        if kinds:
+            self.spool_start(table)
+            self.spool.add_frame(table, [c[1] for c in cols], frame, [c[0] for c in cols], kinds)
+        else:
+            _insert_frame(self.conn, table, cols, frame)
         if table in schema.MIRRORED:
             self._put_columns(table, encode_ints(table, cols, frame))
 
@@ -209,6 +218,11 @@ class TableWriter:
         names = ", ".join(c[0] for c in cols)
         self.conn.execute(f'INSERT INTO main.{table} SELECT {names} FROM src."{table}" ORDER BY rowid')
 
+    def spool_start(self, table: str) -> None:
+        """The created (empty) table's rows will be spooled as pages (`self.spool.add`)."""
+        assert self.spool is not None
+        self.spool.start(table, pages.root_page(self.conn, table))
+
     def create(self, table: str, cols: Sequence[schema.Column]) -> None:
         if table in self.tables:
             raise StoreError(f"internal: table {table} written twice", path=self.path)
@@ -217,12 +231,28 @@ class TableWriter:
 
     def _finish(self) -> None:
         try:
-            if "TASK" in self.tables:
-                for sql in schema.INDEXES:
-                    self.conn.execute(sql)
             self.conn.commit()
         finally:
             self.conn.close()
+        try:
+            if self.spool is not None:
+                self.spool.splice()
+            if "TASK" in self.tables:
+                conn = sqlite3.connect(_uri(self.tmp), uri=True)
+                try:
+                    conn.execute("PRAGMA journal_mode=OFF")
+                    conn.execute("PRAGMA synchronous=OFF")
+                    for sql in schema.INDEXES:
+                        conn.execute(sql)
+                    conn.commit()
+                finally:
+                    conn.close()
+        except BaseException:
+            if self.spool is not None:
+                self.spool.discard()
+            if os.path.exists(self.tmp):
+                os.remove(self.tmp)
+            raise
         os.replace(self.tmp, self.path)
 
 
@@ -270,8 +300,11 @@ def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
         out = db_path(collection_path, stamp or time.strftime("%Y%m%d%H%M%S"))
         with TableWriter(out) as dest:
             dest.attach(store_path(collection_path))
+            mirrors = _mirrors(src) if dest.spool is not None and "KIT_COLUMNS" in present else {}
             for name, cols in schema.UNIFIED.items():
                 if name in present:
+                    if name in mirrors and _spool_mirror(dest, src, name, cols, mirrors[name]):
+                        continue
                     dest.copy(name, cols)
             if info.get("pmu_prefixed") == "1" and "KIT_COLUMNS" in present and "STRING_IDS" in present:
                 _put_long_pmu(dest, src)
@@ -289,6 +322,44 @@ def blob_slice(conn: sqlite3.Connection, rowid: int, start: int, length: int) ->
             return blob.read(length)
     row = conn.execute("SELECT substr(data, ?, ?) FROM KIT_COLUMNS WHERE rowid = ?", (start + 1, length, rowid))
     return bytes(row.fetchone()[0])
+
+
+def _mirrors(src: sqlite3.Connection) -> Dict[str, Dict[str, Tuple[int, np.dtype]]]:
+    """The column-wise mirrors of the store: table -> column -> (KIT_COLUMNS rowid, dtype)."""
+    found: Dict[str, Dict[str, Tuple[int, np.dtype]]] = {}
+    marks = ",".join("?" * len(schema.MIRRORED))
+    for rowid, table, name, dtype in src.execute(
+            f"SELECT rowid, tableName, name, dtype FROM KIT_COLUMNS WHERE tableName IN ({marks})", schema.MIRRORED):
+        found.setdefault(table, {})[name] = (rowid, np.dtype(dtype))
+    return found
+
+
+def _blob_column(src: sqlite3.Connection, where: Tuple[int, np.dtype], lo: int, hi: int) -> np.ndarray:
+    rowid, dtype = where
+    return np.frombuffer(blob_slice(src, rowid, lo * dtype.itemsize, (hi - lo) * dtype.itemsize), dtype=dtype)
+
+
+def _spool_mirror(dest: "TableWriter", src: sqlite3.Connection, table: str, cols: Sequence[schema.Column],
+                  stored: Dict[str, Tuple[int, np.dtype]]) -> bool:
+    """Write a mirrored table from its column-wise copy as pages, pages.CHUNK_ROWS rows at a time
+    (False, and nothing written, when the mirror lacks a column)."""
+    if any(name not in stored for name, _ in cols):
+        return False
+    first_id, dtype = stored[cols[0][0]]
+    n = src.execute("SELECT length(data) FROM KIT_COLUMNS WHERE rowid = ?", (first_id,)).fetchone()[0] // dtype.itemsize
+    if n == 0:
+        return True
+    kinds = b"".join(b"k" if "PRIMARY KEY" in decl else b"i" for _, decl in cols)
+    assert dest.spool is not None
+    dest.create(table, cols)
+    dest.spool_start(table)
+    for lo in range(0, n, pages.CHUNK_ROWS):
+        hi = min(n, lo + pages.CHUNK_ROWS)
+        arrays = [_blob_column(src, stored[name], lo, hi).astype(np.int64, copy=False) for name, _ in cols]
+        key = [a for a, k in zip(arrays, kinds) if k == ord("k")]
+        dest.spool.add(table, kinds, [None if k == ord("k") else a for a, k in zip(arrays, kinds)], hi - lo,
+                       key[0] if key else None)
+    return True
 
 
 def _put_long_pmu(dest: "TableWriter", src: sqlite3.Connection) -> None:
@@ -310,6 +381,9 @@ def _put_long_pmu(dest: "TableWriter", src: sqlite3.Connection) -> None:
     n = src.execute("SELECT length(data) FROM KIT_COLUMNS WHERE rowid = ?", (rowid,)).fetchone()[0] // dtype.itemsize
     gid = column("globalTaskId", 0, n)
     first = ~pd.Series(gid).duplicated().to_numpy()
+    if dest.spool is not None:
+        _spool_long_pmu(dest, gid, first, metrics, metric_ids, column)
+        return
     cols = [("globalTaskId", "INTEGER")] + [(f"m{i}", "") for i in range(len(metrics))]
     dest.conn.execute(f"PRAGMA temp.cache_size = -{TEMP_CACHE_KIB}")  # small runs never touch the disk
     dest.conn.execute("CREATE TEMP TABLE wide_pmu (" + ", ".join(f"{c} {t}" for c, t in cols) + ")")
@@ -326,3 +400,28 @@ def _put_long_pmu(dest: "TableWriter", src: sqlite3.Connection) -> None:
         dest.conn.execute(f"INSERT INTO TASK_PMU_INFO SELECT globalTaskId, ?, m{i} FROM temp.wide_pmu "
                           "ORDER BY rowid", (metric_ids.get(metric),))
     dest.conn.execute("DROP TABLE temp.wide_pmu")
+
+
+def _spool_long_pmu(dest: "TableWriter", gid: np.ndarray, first: np.ndarray, metrics: Sequence[str],
+                    metric_ids: Dict[str, int], column) -> None:
+    """TASK_PMU_INFO as pages: metric by metric, PMU_CHUNK wide rows at a time, in the order of
+    the sqlite path (and its NUMERIC affinity: whole values stored as integers)."""
+    assert dest.spool is not None
+    dest.create("TASK_PMU_INFO", schema.UNIFIED["TASK_PMU_INFO"])
+    dest.spool_start("TASK_PMU_INFO")
+    n = len(gid)
+    step = pages.CHUNK_ROWS
+    for metric in metrics:
+        name_id = metric_ids.get(metric)
+        for lo in range(0, n, step):
+            hi = min(n, lo + step)
+            keep = first[lo:hi]
+            ids = np.ascontiguousarray(gid[lo:hi][keep], dtype=np.int64)
+            values = column(metric, lo, hi)[keep]
+            kind_v = b"i" if values.dtype.kind in "iub" else b"n"
+            values = np.ascontiguousarray(values, dtype=np.int64 if kind_v == b"i" else np.float64)
+            if name_id is None:  # no STRING_IDS row: a NULL name, as sqlite binds None
+                names, kind_n = np.full(len(ids), np.nan), b"n"
+            else:
+                names, kind_n = np.full(len(ids), name_id, dtype=np.int64), b"i"
+            dest.spool.add("TASK_PMU_INFO", b"i" + kind_n + kind_v, [ids, names, values], len(ids))

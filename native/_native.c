@@ -694,9 +694,279 @@ static PyObject *float_repr(PyObject *self, PyObject *arg)
     return PyUnicode_FromStringAndSize(text, end - text);
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* sqlite table b-tree leaves
+ *
+ * table_leaves(kinds, columns, n, page_size, rowids) -> (pages, keys)
+ *
+ * Packs n rows into the leaf pages of an sqlite table b-tree (the file format's "table b-tree
+ * leaf page", type 13), filled in row order, each page as full as its cells allow. kinds is
+ * bytes, one letter a column: 'i' INT (int64 values), 'r' REAL (float64), 'n' NUMERIC (float64:
+ * a whole number within int64 is stored as an integer, as sqlite's NUMERIC affinity does), 'k'
+ * the rowid alias of an INTEGER PRIMARY KEY (stored as NULL; its buffer is not read, pass None).
+ * A NaN REAL or NUMERIC is NULL. rowids is the first rowid (the rows get consecutive ones) or an
+ * int64 buffer of n strictly increasing rowids. Returns the pages (a multiple of page_size bytes)
+ * and, as int64 bytes, the last rowid of each page: the keys of the interior pages above them.
+ * Leaf pages hold no page numbers, so they can be placed anywhere in a file.
+ */
+
+static unsigned char *put_varint(unsigned char *p, uint64_t v)
+{
+    unsigned char tmp[10];
+    int n = 0;
+    if (v > 0x00ffffffffffffffULL) {
+        p[8] = (unsigned char)v;
+        v >>= 8;
+        for (int i = 7; i >= 0; i--) {
+            p[i] = (unsigned char)((v & 0x7f) | 0x80);
+            v >>= 7;
+        }
+        return p + 9;
+    }
+    do {
+        tmp[n++] = (unsigned char)((v & 0x7f) | 0x80);
+        v >>= 7;
+    } while (v);
+    tmp[0] &= 0x7f;
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static const int SERIAL_SIZE[10] = {0, 1, 2, 3, 4, 6, 8, 8, 0, 0};
+
+/* The serial type of an integer (schema format 4: 0 and 1 take no body). */
+static int int_serial(int64_t v)
+{
+    uint64_t u = v < 0 ? ~(uint64_t)v : (uint64_t)v;
+    if (v == 0)
+        return 8;
+    if (v == 1)
+        return 9;
+    if (u <= 127)
+        return 1;
+    if (u <= 32767)
+        return 2;
+    if (u <= 8388607)
+        return 3;
+    if (u <= 2147483647)
+        return 4;
+    if (u <= 0x00007fffffffffffULL)
+        return 5;
+    return 6;
+}
+
+static unsigned char *put_be(unsigned char *p, uint64_t v, int size)
+{
+    for (int i = size - 1; i >= 0; i--) {
+        p[i] = (unsigned char)v;
+        v >>= 8;
+    }
+    return p + size;
+}
+
+#define MAX_LEAF_COLUMNS 100
+
+typedef struct {
+    char kind;
+    const void *values;
+} LeafColumn;
+
+/* Column j of row i as (serial type, integer bits): reals as their IEEE bits. */
+static int cell_value(const LeafColumn *c, Py_ssize_t i, uint64_t *bits)
+{
+    double r;
+    int64_t v;
+    switch (c->kind) {
+    case 'k':
+        return 0;
+    case 'i':
+        v = ((const int64_t *)c->values)[i];
+        *bits = (uint64_t)v;
+        return int_serial(v);
+    default:
+        r = ((const double *)c->values)[i];
+        if (r != r)
+            return 0;
+        if (c->kind == 'n' && r > -9223372036854775808.0 && r < 9223372036854775808.0) {
+            v = (int64_t)r;
+            if ((double)v == r && v != INT64_MIN && v != INT64_MAX) {
+                *bits = (uint64_t)v;
+                return int_serial(v);
+            }
+        }
+        memcpy(bits, &r, sizeof r);
+        return 7;
+    }
+}
+
+/* Packs the rows into out (room for every page); returns the number of pages. */
+static Py_ssize_t pack_leaves(const LeafColumn *cols, int k, Py_ssize_t n, size_t page, int64_t first,
+                              const int64_t *rowids, unsigned char *out, int64_t *keys)
+{
+    int serial[MAX_LEAF_COLUMNS];
+    uint64_t bits[MAX_LEAF_COLUMNS];
+    unsigned char cell[32 + MAX_LEAF_COLUMNS * 10];
+    Py_ssize_t pages = 0;
+    unsigned char *pg = NULL;
+    size_t top = 0;  /* start of the cell content area */
+    int cells = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t rowid = rowids ? rowids[i] : first + i;
+        size_t body = 0;
+        for (int j = 0; j < k; j++) {
+            serial[j] = cell_value(&cols[j], i, &bits[j]);
+            body += (size_t)SERIAL_SIZE[serial[j]];
+        }
+        size_t payload = (size_t)(1 + k) + body;  /* header: its size and one byte a serial type */
+        unsigned char *p = put_varint(cell, payload);
+        p = put_varint(p, (uint64_t)rowid);
+        *p++ = (unsigned char)(1 + k);
+        for (int j = 0; j < k; j++)
+            *p++ = (unsigned char)serial[j];
+        for (int j = 0; j < k; j++) {
+            int s = serial[j];
+            if (SERIAL_SIZE[s])
+                p = put_be(p, bits[j], SERIAL_SIZE[s]);
+        }
+        size_t size = (size_t)(p - cell);
+        if (pg == NULL || 8 + 2 * (size_t)(cells + 1) + size > top) {
+            if (pg != NULL) {
+                put_be(pg + 3, (uint64_t)cells, 2);
+                put_be(pg + 5, (uint64_t)top, 2);
+            }
+            pg = out + (size_t)pages * page;
+            memset(pg, 0, page);
+            pg[0] = 13;
+            top = page;
+            cells = 0;
+            pages++;
+        }
+        top -= size;
+        memcpy(pg + top, cell, size);
+        put_be(pg + 8 + 2 * (size_t)cells, (uint64_t)top, 2);
+        cells++;
+        keys[pages - 1] = rowid;
+    }
+    if (pg != NULL) {
+        put_be(pg + 3, (uint64_t)cells, 2);
+        put_be(pg + 5, (uint64_t)top, 2);
+    }
+    return pages;
+}
+
+static PyObject *table_leaves(PyObject *self, PyObject *args)
+{
+    PyObject *columns_obj, *rowids_obj, *seq = NULL, *pages = NULL, *keys = NULL, *result = NULL;
+    Py_buffer kinds, views[MAX_LEAF_COLUMNS + 1];
+    int held = 0;
+    Py_ssize_t n, page;
+    LeafColumn cols[MAX_LEAF_COLUMNS];
+    const int64_t *rowids = NULL;
+    long long first = 0;
+    (void)self;
+
+    if (!PyArg_ParseTuple(args, "y*OnnO:table_leaves", &kinds, &columns_obj, &n, &page, &rowids_obj))
+        return NULL;
+    seq = PySequence_Fast(columns_obj, "table_leaves: columns must be a sequence");
+    if (!seq)
+        goto done;
+    Py_ssize_t k = kinds.len;
+    if (PySequence_Fast_GET_SIZE(seq) != k || k < 1 || k > MAX_LEAF_COLUMNS) {
+        PyErr_Format(PyExc_ValueError, "table_leaves: %zd kinds, %zd columns (1 to %d, one kind each)",
+                     k, PySequence_Fast_GET_SIZE(seq), MAX_LEAF_COLUMNS);
+        goto done;
+    }
+    if (n < 0 || page < 512 || page > 65536 || (page & (page - 1))) {
+        PyErr_SetString(PyExc_ValueError, "table_leaves: n must not be negative; page_size a power of two "
+                        "from 512 to 65536");
+        goto done;
+    }
+    /* the largest cell (9-byte varints, 8-byte bodies) stays below the local payload limit */
+    if ((Py_ssize_t)(20 + 10 * k) > page - 35 - 8) {
+        PyErr_SetString(PyExc_ValueError, "table_leaves: rows too wide for the page size");
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        char kind = ((const char *)kinds.buf)[j];
+        PyObject *col = PySequence_Fast_GET_ITEM(seq, j);
+        cols[j].kind = kind;
+        cols[j].values = NULL;
+        if (kind == 'k')
+            continue;
+        if (kind != 'i' && kind != 'r' && kind != 'n') {
+            PyErr_Format(PyExc_ValueError, "table_leaves: column %zd: kind %c is not one of i, r, n, k", j, kind);
+            goto done;
+        }
+        if (PyObject_GetBuffer(col, &views[held], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+            goto done;
+        Py_buffer *v = &views[held++];
+        char code = code_of(v);
+        int ok = kind == 'i' ? is_int_code(code) && v->itemsize == 8 : code == 'd';
+        if (!ok || v->len != n * 8) {
+            PyErr_Format(PyExc_ValueError, "table_leaves: column %zd must hold %zd %s", j, n,
+                         kind == 'i' ? "int64 values" : "float64 values");
+            goto done;
+        }
+        cols[j].values = v->buf;
+    }
+    if (PyLong_Check(rowids_obj)) {
+        first = PyLong_AsLongLong(rowids_obj);
+        if (first == -1 && PyErr_Occurred())
+            goto done;
+        if (n > 0 && first > LLONG_MAX - n) {
+            PyErr_SetString(PyExc_OverflowError, "table_leaves: rowids overflow int64");
+            goto done;
+        }
+    } else {
+        if (PyObject_GetBuffer(rowids_obj, &views[held], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+            goto done;
+        Py_buffer *v = &views[held++];
+        if (!is_int_code(code_of(v)) || v->itemsize != 8 || v->len != n * 8) {
+            PyErr_Format(PyExc_ValueError, "table_leaves: rowids must hold %zd int64 values", n);
+            goto done;
+        }
+        rowids = v->buf;
+        for (Py_ssize_t i = 1; i < n; i++) {
+            if (rowids[i] <= rowids[i - 1]) {
+                PyErr_Format(PyExc_ValueError, "table_leaves: rowid %lld at row %zd does not follow %lld",
+                             (long long)rowids[i], i, (long long)rowids[i - 1]);
+                goto done;
+            }
+        }
+    }
+    /* at most one page a row, and never more than the cells' total size needs */
+    size_t cell_max = 20 + 10 * (size_t)k;
+    size_t bound = n ? (size_t)n * (cell_max + 2) / (size_t)(page - 8 - (Py_ssize_t)cell_max - 2) + 1 : 0;
+    if (bound > (size_t)n)
+        bound = (size_t)n;
+    pages = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(bound * (size_t)page));
+    keys = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(bound * 8));
+    if (!pages || !keys)
+        goto done;
+    Py_ssize_t used;
+    Py_BEGIN_ALLOW_THREADS
+    used = pack_leaves(cols, (int)k, n, (size_t)page, (int64_t)first, rowids,
+                       (unsigned char *)PyBytes_AS_STRING(pages), (int64_t *)PyBytes_AS_STRING(keys));
+    Py_END_ALLOW_THREADS
+    if (_PyBytes_Resize(&pages, used * page) < 0 || _PyBytes_Resize(&keys, used * 8) < 0)
+        goto done;
+    result = PyTuple_Pack(2, pages, keys);
+done:
+    for (int i = 0; i < held; i++)
+        PyBuffer_Release(&views[i]);
+    PyBuffer_Release(&kinds);
+    Py_XDECREF(seq);
+    Py_XDECREF(pages);
+    Py_XDECREF(keys);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
     {"format_rows", format_rows, METH_VARARGS,
      "format_rows(pieces, slots, n, sep) -> bytes: n rows of literal pieces and typed slots, joined by sep."},
+    {"table_leaves", table_leaves, METH_VARARGS,
+     "table_leaves(kinds, columns, n, page_size, rowids) -> (pages, keys): sqlite table b-tree leaf pages."},
     {"float_repr", float_repr, METH_O, "float_repr(x) -> str: repr(float(x)), as format_rows prints FLOAT slots."},
     {NULL, NULL, 0, NULL},
 };

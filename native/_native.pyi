@@ -14,3 +14,9 @@ def format_rows(pieces: Sequence[bytes], slots: Sequence[SlotTuple], n: int, sep
 def float_repr(x: float, /) -> str:
     """repr(float(x)), as format_rows prints a FLOAT slot."""
     ...
+
+def table_leaves(kinds: bytes, columns: Sequence[Optional[np.ndarray]], n: int, page_size: int,
+                 rowids: Union[int, np.ndarray], /) -> Tuple[bytes, bytes]:
+    """n rows as sqlite table b-tree leaf pages (kinds: b'i' int64, b'r' REAL, b'n' NUMERIC, b'k'
+    the rowid alias); returns (pages, int64 bytes of each page's last rowid)."""
+    ...

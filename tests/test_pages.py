@@ -1,0 +1,168 @@
+"""Tables written as sqlite pages (msprof_kit.pages, the C packer `table_leaves` and its twin):
+the two packers give the same bytes, and what they write is an ordinary database that sqlite
+checks clean and reads back exactly as if sqlite had inserted the rows itself."""
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import copy_input, needs_shared, run
+
+from msprof_kit import native_impl as N
+from msprof_kit import pages, schema, store
+from msprof_kit.errors import StoreError
+
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+@pytest.fixture(autouse=True)
+def c_only(native_implementation):
+    """Pages are written with the C packer only; these tests choose implementations themselves."""
+    if not N.available():
+        pytest.skip("the C extension msprof_kit._native is not built")
+    if native_implementation != "c":
+        pytest.skip("writes pages with the C packer; runs once")
+
+
+def _ints(n: int, seed: int = 1) -> np.ndarray:
+    """Integers of every serial width sqlite has, with their edges."""
+    rng = np.random.default_rng(seed)
+    edges = [0, 1, -1, 2, 127, 128, -128, -129, 32767, 32768, -32769, 8388607, 8388608, 2147483647,
+             2147483648, -2147483649, 2 ** 47 - 1, 2 ** 47, -(2 ** 47) - 1, INT64_MIN, INT64_MAX]
+    widths = rng.integers(0, 63, n)
+    values = rng.integers(0, 2 ** 62, n, dtype=np.int64) >> widths
+    values[rng.random(n) < 0.5] *= -1
+    values[:len(edges)] = edges[:n]
+    return values
+
+
+def _floats(n: int, seed: int = 2) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    values = rng.normal(0, 1e6, n)
+    values[::3] = np.round(values[::3])          # whole numbers: NUMERIC stores them as integers
+    specials = [0.0, -0.0, np.nan, 1.0, 0.5, 1e300, -1e-300, 9.2233720368547758e18, -9.2233720368547758e18,
+                2.0 ** 62, np.inf, -np.inf, 5e-324]
+    values[:len(specials)] = specials[:n]
+    return values
+
+
+@pytest.mark.parametrize("page_size", [512, 4096, 65536])
+def test_c_and_twin_pack_the_same_bytes(page_size):
+    n = 3000
+    ints, floats = _ints(n), _floats(n)
+    kinds, cols = b"inrk", [ints, floats, floats, None]
+    for rowids in (1, 7 + np.cumsum(np.random.default_rng(3).integers(1, 1000, n))):
+        c = N._native.table_leaves(kinds, cols, n, page_size, rowids)
+        py = N.py_table_leaves(kinds, cols, n, page_size, rowids)
+        assert c == py
+        assert len(c[0]) % page_size == 0 and len(c[0]) // page_size == len(c[1]) // 8 > 1
+
+
+def test_both_packers_refuse_rowids_out_of_order_and_bad_columns():
+    ints = _ints(10)
+    for fn in (N._native.table_leaves, N.py_table_leaves):
+        with pytest.raises(ValueError, match="does not follow"):
+            fn(b"i", [ints], 10, 4096, np.array([1, 2, 3, 3, 5, 6, 7, 8, 9, 10], dtype=np.int64))
+        with pytest.raises(ValueError, match="must hold 10 int64"):
+            fn(b"i", [ints[:9]], 10, 4096, 1)
+        with pytest.raises(ValueError, match="kind"):
+            fn(b"x", [ints], 10, 4096, 1)
+        with pytest.raises(ValueError, match="page_size"):
+            fn(b"i", [ints], 10, 1000, 1)
+    assert N._native.table_leaves(b"i", [ints[:0]], 0, 4096, 1) == (b"", b"")
+
+
+COLS = [("id", "INTEGER PRIMARY KEY"), ("a", "INTEGER"), ("b", "NUMERIC"), ("c", "REAL"), ("d", "INTEGER")]
+
+
+def _frame(n: int) -> pd.DataFrame:
+    rng = np.random.default_rng(5)
+    floats = _floats(n)
+    floats[np.isinf(floats)] = 3.5   # sqlite keeps infinities; both sides agree, but keep the check simple
+    return pd.DataFrame({"id": np.cumsum(rng.integers(1, 50, n)), "a": _ints(n), "b": floats,
+                         "c": np.roll(floats, 1), "d": rng.integers(-5, 5, n).astype(np.float64)})
+
+
+def _write(path: str, frame: pd.DataFrame, impl: str) -> None:
+    previous = N.use(impl)
+    try:
+        with store.TableWriter(path) as out:
+            out.create("T", COLS)
+            if impl == "c":
+                kinds = pages.column_kinds([t for _, t in COLS], [frame[c].to_numpy() for c, _ in COLS])
+                assert kinds == b"kinrn"  # d: reals in an INTEGER column
+                out.spool_start("T")
+                out.spool.add_frame("T", [t for _, t in COLS], frame, [c for c, _ in COLS], kinds)
+            else:
+                store._insert_frame(out.conn, "T", COLS, frame)
+            out.put("TASK", pd.DataFrame({c: np.arange(len(frame), dtype=np.int64) % 97
+                                          for c, _ in schema.UNIFIED["TASK"]}))
+    finally:
+        N.use(previous)
+
+
+def _rows(path: str, sql: str) -> list:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("page_size", [512, 65536])
+def test_pages_read_back_as_sqlite_inserted_rows(tmp_path, monkeypatch, page_size):
+    """At 512-byte pages 60,000 rows need three levels of interior pages."""
+    monkeypatch.setattr(pages, "PAGE_SIZE", page_size)
+    frame = _frame(60_000)
+    ours, theirs = str(tmp_path / "pages.db"), str(tmp_path / "sqlite.db")
+    _write(ours, frame, "c")
+    _write(theirs, frame, "python")
+    assert not os.path.exists(ours + ".pages") and not os.path.exists(pages.Spool(store.partial_path(ours, os.getpid())).path)
+    assert _rows(ours, "PRAGMA integrity_check") == [("ok",)]
+    typed = "SELECT id, a, typeof(b), b, typeof(c), c, typeof(d), d FROM T"
+    assert _rows(ours, typed) == _rows(theirs, typed)
+    assert _rows(ours, "SELECT count(*), min(id), max(id) FROM T WHERE id > 1000") == \
+        _rows(theirs, "SELECT count(*), min(id), max(id) FROM T WHERE id > 1000")
+    # the TASK index was built over pages, and sqlite can go on writing the file
+    assert _rows(ours, "SELECT count(*) FROM TASK INDEXED BY TaskIndex WHERE startNs > 50") == \
+        _rows(theirs, "SELECT count(*) FROM TASK WHERE startNs > 50")
+    conn = sqlite3.connect(ours)
+    conn.execute("INSERT INTO T (a, b, c, d) VALUES (1, 2, 3, 4)")
+    conn.execute("DELETE FROM T WHERE id % 3 = 0")
+    conn.commit()
+    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    conn.close()
+
+
+def test_a_repeated_primary_key_is_a_store_error(tmp_path):
+    frame = _frame(100)
+    frame.loc[50, "id"] = frame.loc[49, "id"]
+    with pytest.raises(StoreError, match="does not follow"):
+        with store.TableWriter(str(tmp_path / "x.db")) as out:
+            out.put("CANN_API", pd.DataFrame({"startNs": frame.a, "endNs": frame.a, "type": 1, "globalTid": 2,
+                                              "connectionId": frame.id, "name": 3}))
+    assert os.listdir(tmp_path) == []
+
+
+def test_columns_that_are_not_plain_numbers_go_through_sqlite():
+    assert pages.column_kinds(["TEXT"], [np.array(["a"], dtype=object)]) is None
+    assert pages.column_kinds(["INTEGER"], [np.array([1, None], dtype=object)]) is None
+    assert pages.column_kinds(["INTEGER"], [np.array([1], dtype=np.uint64)]) is None
+    assert pages.column_kinds(["REAL", "NUMERIC", "INTEGER"], [np.zeros(1, np.int32), np.zeros(1), np.zeros(1)]) == b"rnn"
+
+
+@needs_shared
+@pytest.mark.parametrize("case", ["910b_mixed", "910b_two_devices"])
+def test_golden_store_and_unified_db_pass_sqlites_check(case, tmp_path, capsys):
+    prof = copy_input(case, str(tmp_path))
+    assert run(["import", "-dir", prof], capsys)[0] == 0
+    assert run(["export", "db", "-dir", prof], capsys)[0] == 0
+    dbs = [store.store_path(prof)] + [os.path.join(prof, f) for f in os.listdir(prof) if f.startswith("msprof_")]
+    assert len(dbs) == 2
+    for path in dbs:
+        assert _rows(path, "PRAGMA integrity_check") == [("ok",)], path
+    assert _rows(dbs[1], "SELECT count(*) FROM TASK_PMU_INFO")[0][0] > 0
