@@ -8,6 +8,7 @@ a bad record costs that record, and device tasks pair with host tasks by time as
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -19,7 +20,8 @@ from .parsers import device as D
 from .parsers import host as H
 from .parsers import records as R
 from .parsers.stream import decode_stream, locate, read_stream
-from . import memory, metrics
+from . import forked, memory, metrics
+from .forked import Forked, can_fork
 from .errors import Diagnostics, MissingControlFile, NoData
 from .layout import NPU_NAMES, Chip, Collection, ResultDir, data_files
 from .timebase import Clock, device_clock, host_clock, wall_offset_ns
@@ -985,12 +987,30 @@ def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.nda
     return gid[~skip]
 
 
-def build(coll: Collection, diag: Diagnostics, put: Sink) -> List[Tuple[int, str, str]]:
+def _load_device_job(rd: ResultDir, coll: Collection, chip: Chip) -> Tuple[Optional[DeviceData], List[str]]:
+    local = Diagnostics()
+    return load_device(rd, coll, chip, local), local.warnings
+
+
+def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List[Tuple[int, str, str]]:
     """Parse and associate a whole collection, handing each store table to `put` as soon as it is
-    final (and dropping it then). Returns the KIT_INFO rows."""
+    final (and dropping it then). Returns the KIT_INFO rows. With jobs > 1 the devices' raw data is
+    decoded in forked workers (one a device, at most `jobs`) while this process reads the host's."""
     chip = coll.chip()
     info: List[Tuple[int, str, str]] = []
-    host = load_host(coll.host, coll, diag) if coll.host is not None else None
+    loaders: List[Forked] = []
+    if jobs > 1 and coll.devices and can_fork():
+        loads = [functools.partial(_load_device_job, rd, coll, chip) for rd in coll.devices]
+        if len(loads) <= jobs:  # a worker a device
+            loaders = [Forked(fn, f"device {rd.device_id}") for fn, rd in zip(loads, coll.devices)]
+        else:  # one worker running a pool of `jobs`
+            loaders = [Forked(functools.partial(forked.each, loads, jobs, "device"), "devices", daemon=False)]
+    try:
+        host = load_host(coll.host, coll, diag) if coll.host is not None else None
+    except BaseException:
+        for loader in loaders:
+            loader.cancel()
+        raise
     if coll.host is None:
         diag.warn(f"{coll.path}: no host/ directory; device tasks are kept without op names")
     strings = StringPool(["release", "allocate"])
@@ -1001,8 +1021,22 @@ def build(coll: Collection, diag: Diagnostics, put: Sink) -> List[Tuple[int, str
     compute = host.compute if host else pd.DataFrame()
 
     devices: List[Tuple[ResultDir, DeviceData]] = []
-    for rd in coll.devices:
-        dev = load_device(rd, coll, chip, diag)
+    loaded = None
+    if loaders:
+        try:
+            loaded = [loader.result() for loader in loaders]
+        finally:
+            for loader in loaders:
+                loader.cancel()
+        if len(loaded) < len(coll.devices):
+            loaded = loaded[0]
+    for i, rd in enumerate(coll.devices):
+        if loaded is not None:
+            dev, warnings = loaded[i]
+            loaded[i] = None
+            diag.extend(warnings)
+        else:
+            dev = load_device(rd, coll, chip, diag)
         memory.give_back()
         if dev is not None:
             devices.append((rd, dev))

@@ -8,6 +8,7 @@ from typing import List, Optional
 
 from . import __version__, importer, memory, show
 from .errors import BadOption, Diagnostics, MsprofKitError
+from .forked import default_jobs
 from .exporters.run import export as run_export
 
 
@@ -17,6 +18,23 @@ WRITE_CHUNK = 1 << 16  # characters of show's output written at a time
 def _dir_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("-dir", "--collection-dir", dest="dir", required=True, metavar="DIR",
                    help="a PROF_xxx collection, or a folder holding several")
+    _jobs_arg(p)
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of processes, 1 or more, not {text!r}")
+    return value
+
+
+def _jobs_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-j", "--jobs", type=_jobs, default=default_jobs(), metavar="N",
+                   help="processes sharing the work: collections, and a collection's devices "
+                        f"(default: the core count, {default_jobs()} here)")
 
 
 def _scope_args(p: argparse.ArgumentParser) -> None:
@@ -164,7 +182,7 @@ def _report(diag: Diagnostics) -> None:
 
 
 def cmd_import(args: argparse.Namespace, diag: Diagnostics) -> int:
-    done = importer.import_path(args.dir, diag)
+    done = importer.import_path(args.dir, diag, args.jobs)
     _report(diag)
     for item in done:
         print(f"Imported {item.collection.path} -> {item.store}")
@@ -172,7 +190,7 @@ def cmd_import(args: argparse.Namespace, diag: Diagnostics) -> int:
 
 
 def cmd_export_db(args: argparse.Namespace, diag: Diagnostics) -> int:
-    written = importer.export_db(args.dir, diag)
+    written = importer.export_db(args.dir, diag, args.jobs)
     _report(diag)
     for path in written:
         print(f"Wrote {path}")
@@ -182,7 +200,7 @@ def cmd_export_db(args: argparse.Namespace, diag: Diagnostics) -> int:
 def cmd_export(args: argparse.Namespace, diag: Diagnostics) -> int:
     written = run_export(args.dir, args.what, diag, model_id=args.model_id, iteration_id=args.iteration_id,
                          iteration_count=args.iteration_count, fmt=getattr(args, "format", "csv"), clear=args.clear,
-                         reports=getattr(args, "reports", None))
+                         reports=getattr(args, "reports", None), jobs=args.jobs)
     _report(diag)
     for path in written:
         print(f"Wrote {path}")
@@ -190,7 +208,7 @@ def cmd_export(args: argparse.Namespace, diag: Diagnostics) -> int:
 
 
 def cmd_query(args: argparse.Namespace, diag: Diagnostics) -> int:
-    rows = importer.query_rows(args.dir, diag)
+    rows = importer.query_rows(args.dir, diag, args.jobs)
     _report(diag)
     sys.stdout.write(importer.format_query(rows))
     return 0

@@ -1,4 +1,4 @@
-"""Work done in a forked child process, so that two cores share an export.
+"""Work done in forked child processes, so that several cores share an import or an export.
 
 A forked child starts at once (it shares the parent's loaded modules and data, copy-on-write) and
 runs one function; the parent collects its return value, or its exception, with `result()`.
@@ -8,10 +8,11 @@ the function. Where fork does not exist, `Forked` runs the function at once, in 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import sys
-from multiprocessing.connection import Connection
-from typing import Any, Callable, Optional
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .errors import MsprofKitError
 
@@ -25,9 +26,10 @@ def can_fork() -> bool:
 
 
 class Forked:
-    """`fn()` running in a forked child. Use `result()` once; `cancel()` stops it unasked."""
+    """`fn()` running in a forked child. Use `result()` once; `cancel()` stops it unasked. A child
+    that is not `daemon` may fork workers of its own (the pool of `each` uses that)."""
 
-    def __init__(self, fn: Callable[[], Any], name: str) -> None:
+    def __init__(self, fn: Callable[[], Any], name: str, daemon: bool = True) -> None:
         self.name = name
         self._proc: Optional[Any] = None
         if not can_fork():
@@ -38,9 +40,14 @@ class Forked:
                 stream.flush()
         ctx = multiprocessing.get_context("fork")
         self._recv, send = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_run, args=(fn, send), name=name, daemon=True)
+        self._proc = ctx.Process(target=_run, args=(fn, send), name=name, daemon=daemon)
         self._proc.start()
         send.close()
+
+    @property
+    def handle(self) -> Optional[Connection]:
+        """What `multiprocessing.connection.wait` watches for the result (None: already there)."""
+        return self._recv if self._proc is not None else None
 
     def result(self) -> Any:
         """The child's return value; its exception is raised here."""
@@ -71,6 +78,55 @@ class Forked:
         self._recv.close()
         self._proc = None
         return pid
+
+
+def default_jobs() -> int:
+    """The `--jobs` default: the cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def each(fns: Sequence[Callable[[], Any]], jobs: int, name: str, daemon: bool = True) -> List[Any]:
+    """`fn()` of each, in forked children, at most `jobs` at a time; the results in order. With one
+    job, one function or no fork, they run here, one after another.
+
+    When some fail, no more are started, the ones after the first failure (in order) are stopped,
+    the ones before it are waited for, and the first failure in order is raised: the same error
+    as a run one after another would give. Children that fork workers of their own need
+    daemon=False."""
+    if jobs <= 1 or len(fns) <= 1 or not can_fork():
+        return [fn() for fn in fns]
+    results: List[Any] = [None] * len(fns)
+    failed: Dict[int, BaseException] = {}
+    running: Dict[int, Forked] = {}
+    started = 0
+    try:
+        while running or (started < len(fns) and not failed):
+            while started < len(fns) and len(running) < jobs and not failed:
+                running[started] = Forked(fns[started], f"{name} {started + 1}", daemon=daemon)
+                started += 1
+            if failed:  # stop what comes after the first failure
+                first = min(failed)
+                for i in [i for i in running if i > first]:
+                    running.pop(i).cancel()
+                if not running:
+                    break
+            handles = {f.handle: i for i, f in running.items() if f.handle is not None}
+            done = [handles[h] for h in wait(list(handles))] if handles else list(running)
+            for i in done:
+                job = running.pop(i)
+                try:
+                    results[i] = job.result()
+                except BaseException as exc:  # raised below, once the earlier jobs are in
+                    failed[i] = exc
+    finally:
+        for job in running.values():
+            job.cancel()
+    if failed:
+        raise failed[min(failed)]
+    return results
 
 
 def _run(fn: Callable[[], Any], send: Connection) -> None:

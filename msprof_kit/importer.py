@@ -1,11 +1,12 @@
 """`import`, `export db` and `query`: the library side of those commands (no printing here)."""
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import List, Tuple
 
-from . import store
+from . import forked, store
 from .errors import Diagnostics, UnreadableFile
 from .layout import Collection, find_collections
 
@@ -17,38 +18,44 @@ class Imported:
     warnings: List[str]
 
 
-def _write(coll: Collection, diag: Diagnostics) -> str:
+def _write(coll: Collection, diag: Diagnostics, jobs: int = 1) -> str:
     try:
-        return store.write_store(coll.path, coll, diag)
+        return store.write_store(coll.path, coll, diag, jobs)
     except OSError as exc:
         raise UnreadableFile(f"cannot read: {exc.strerror or exc}", path=exc.filename or coll.path) from exc
 
 
-def import_path(path: str, diag: Diagnostics) -> List[Imported]:
-    """Parse every collection at `path` into its store (re-import replaces it)."""
-    done: List[Imported] = []
-    for coll in find_collections(path, diag):
-        local = Diagnostics()
-        written = _write(coll, local)
-        diag.extend(local.warnings)
-        done.append(Imported(coll, written, local.warnings))
+def _import_one(coll: Collection, jobs: int) -> Imported:
+    local = Diagnostics()
+    return Imported(coll, _write(coll, local, jobs), local.warnings)
+
+
+def _import_all(colls: List[Collection], diag: Diagnostics, jobs: int) -> List[Imported]:
+    """Import collections, up to `jobs` at once (each then decodes its devices in jobs / that many)."""
+    at_once = max(1, min(jobs, len(colls)))
+    inner = max(1, jobs // at_once)
+    done = forked.each([functools.partial(_import_one, c, inner) for c in colls], at_once, "import", daemon=False)
+    for item in done:
+        diag.extend(item.warnings)
     return done
 
 
-def ensure_imported(path: str, diag: Diagnostics) -> List[Collection]:
+def import_path(path: str, diag: Diagnostics, jobs: int = 1) -> List[Imported]:
+    """Parse every collection at `path` into its store (re-import replaces it); `jobs` processes
+    share the work (collections, and a collection's devices)."""
+    return _import_all(find_collections(path, diag), diag, jobs)
+
+
+def ensure_imported(path: str, diag: Diagnostics, jobs: int = 1) -> List[Collection]:
     """Collections at `path`, importing those without a store (as the reference parses before export)."""
-    out: List[Collection] = []
-    for coll in find_collections(path, diag):
-        if not os.path.exists(store.store_path(coll.path)):
-            local = Diagnostics()
-            _write(coll, local)
-            diag.extend(local.warnings)
-        out.append(coll)
-    return out
+    found = find_collections(path, diag)
+    _import_all([c for c in found if not os.path.exists(store.store_path(c.path))], diag, jobs)
+    return found
 
 
-def export_db(path: str, diag: Diagnostics) -> List[str]:
-    return [store.export_db(c.path) for c in ensure_imported(path, diag)]
+def export_db(path: str, diag: Diagnostics, jobs: int = 1) -> List[str]:
+    colls = ensure_imported(path, diag, jobs)
+    return forked.each([functools.partial(store.export_db, c.path) for c in colls], jobs, "unified DB")
 
 
 QUERY_HEADER = ["Job Info", "Device ID", "Dir Name", "Collection Time", "Model ID", "Iteration Number",
@@ -72,10 +79,10 @@ def iterations(steps: List[Tuple[int, int, int]]) -> List[Tuple[int, int, int, i
     return out
 
 
-def query_rows(path: str, diag: Diagnostics) -> List[List[str]]:
+def query_rows(path: str, diag: Diagnostics, jobs: int = 1) -> List[List[str]]:
     """The reference's query table: one row per device result dir and model."""
     rows: List[List[str]] = []
-    for coll in ensure_imported(path, diag):
+    for coll in ensure_imported(path, diag, jobs):
         conn = store.open_store(coll.path)
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}

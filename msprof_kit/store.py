@@ -263,11 +263,12 @@ def write_tables(path: str, tables: Dict[str, pd.DataFrame]) -> None:
             out.put(table, frame)
 
 
-def write_store(collection_path: str, coll: Collection, diag: Diagnostics) -> str:
-    """Build a collection and write its store table by table; returns the store's path."""
+def write_store(collection_path: str, coll: Collection, diag: Diagnostics, jobs: int = 1) -> str:
+    """Build a collection and write its store table by table; returns the store's path. `jobs`:
+    processes decoding its devices at once."""
     path = store_path(collection_path)
     with TableWriter(path) as out:
-        info = (build_job if coll.kind == "job" else build)(coll, diag, out.put)
+        info = build_job(coll, diag, out.put) if coll.kind == "job" else build(coll, diag, out.put, jobs)
         for name, cols, rows in (
                 ("KIT_INFO", schema.EXTENSIONS["KIT_INFO"], list(info)),
                 ("KIT_WARNINGS", schema.EXTENSIONS["KIT_WARNINGS"], [(w,) for w in diag.warnings]),

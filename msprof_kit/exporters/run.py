@@ -6,12 +6,13 @@ import glob
 import json
 import os
 import sqlite3
-from typing import List, Optional, Set
+from typing import List, Optional, Set, Tuple
 
-from .. import store
+from .. import forked, pages, store
 from ..errors import Diagnostics, PathNotFound
 from ..forked import Forked
 from ..importer import ensure_imported
+from ..layout import Collection
 from .context import open_context
 from . import soc
 from .readme import write_readme
@@ -25,61 +26,77 @@ DB_TABLES = ("TASK", "CANN_API", "COMPUTE_TASK_INFO")
 
 def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = None,
            iteration_id: Optional[int] = None, iteration_count: int = 1, fmt: str = "csv",
-           stamp: Optional[str] = None, clear: bool = False, reports: Optional[str] = None) -> List[str]:
+           stamp: Optional[str] = None, clear: bool = False, reports: Optional[str] = None,
+           jobs: int = 1) -> List[str]:
     """Write the `what` ('timeline' or 'summary') exports of each collection at `path`, importing
-    first where needed. With `clear`, the store msprof-kit made is removed afterwards (and
-    nothing else). Returns the files written."""
+    first where needed; up to `jobs` collections at once. With `clear`, the store msprof-kit made
+    is removed afterwards (and nothing else). Returns the files written."""
     check_options(model_id, iteration_id)
     layers = read_reports(reports, diag) if reports else None
     written: List[str] = []
-    collections = ensure_imported(path, diag)
+    collections = ensure_imported(path, diag, jobs)
     try:
-        for coll in collections:
-            ctx = open_context(coll.path, stamp=stamp)
-            db: Optional[Forked] = None
-            try:
-                ctx.scope = resolve(ctx, model_id, iteration_id, iteration_count)
-                ctx.layers = layers
-                if ctx.flavour == "cpp" and ctx.scope.all_export and not soc.is_job(ctx) \
-                        and any(ctx.has(t) for t in DB_TABLES) \
-                        and unified_db_wanted(coll.path, diag):
-                    # the C++ exporters write the unified DB alongside: a second process, forked
-                    # before this one starts any thread, writes it while this one writes the exports
-                    db = Forked(functools.partial(store.export_db, coll.path, ctx.stamp), "unified DB")
-                if soc.is_job(ctx) and what == "timeline":  # legacy JOB collections: the SoC tool's files
-                    soc.write_timeline(ctx)
-                elif soc.is_job(ctx):
-                    soc.write_summary(ctx, fmt)
-                elif what == "timeline":
-                    from .timeline import write_timeline
-                    write_timeline(ctx)
-                else:
-                    from .summary import write_summary
-                    write_summary(ctx, fmt)
-                    write_step_trace_csv(ctx)
-            except BaseException:
-                if db is not None:  # stop the DB writer and remove what it wrote
-                    target = store.db_path(coll.path, ctx.stamp)
-                    pid = db.cancel()
-                    for leftover in (target, store.partial_path(target, pid) if pid else None):
-                        if leftover and os.path.exists(leftover):
-                            os.remove(leftover)
-                raise
-            finally:
-                ctx.conn.close()
-            db_path = db.result() if db is not None else None
-            if db_path:
-                written.append(db_path)
-            written += ctx.written
-            if not ctx.written:
-                diag.warn(f"{coll.path}: there is no {what} data to export")
-            elif not soc.is_job(ctx):
-                written.append(write_readme(coll.path))
+        one = functools.partial(_export_one, what=what, model_id=model_id, iteration_id=iteration_id,
+                                iteration_count=iteration_count, fmt=fmt, stamp=stamp, layers=layers)
+        for files, warnings in forked.each([functools.partial(one, c) for c in collections], jobs, "export",
+                                           daemon=False):
+            diag.extend(warnings)
+            written += files
     finally:
         if clear:
             for coll in collections:
                 clear_store(coll.path)
     return written
+
+
+def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_id: Optional[int],
+                iteration_count: int, fmt: str, stamp: Optional[str],
+                layers: Optional[Set[str]]) -> Tuple[List[str], List[str]]:
+    """One collection's exports: (files written, warnings)."""
+    diag = Diagnostics()
+    written: List[str] = []
+    ctx = open_context(coll.path, stamp=stamp)
+    db: Optional[Forked] = None
+    try:
+        ctx.scope = resolve(ctx, model_id, iteration_id, iteration_count)
+        ctx.layers = layers
+        if ctx.flavour == "cpp" and ctx.scope.all_export and not soc.is_job(ctx) \
+                and any(ctx.has(t) for t in DB_TABLES) \
+                and unified_db_wanted(coll.path, diag):
+            # the C++ exporters write the unified DB alongside: a second process, forked
+            # before this one starts any thread, writes it while this one writes the exports
+            db = Forked(functools.partial(store.export_db, coll.path, ctx.stamp), "unified DB")
+        if soc.is_job(ctx) and what == "timeline":  # legacy JOB collections: the SoC tool's files
+            soc.write_timeline(ctx)
+        elif soc.is_job(ctx):
+            soc.write_summary(ctx, fmt)
+        elif what == "timeline":
+            from .timeline import write_timeline
+            write_timeline(ctx)
+        else:
+            from .summary import write_summary
+            write_summary(ctx, fmt)
+            write_step_trace_csv(ctx)
+    except BaseException:
+        if db is not None:  # stop the DB writer and remove what it wrote
+            target = store.db_path(coll.path, ctx.stamp)
+            pid = db.cancel()
+            partial = store.partial_path(target, pid) if pid else None
+            for leftover in (target, partial, partial and pages.Spool(partial).path):
+                if leftover and os.path.exists(leftover):
+                    os.remove(leftover)
+        raise
+    finally:
+        ctx.conn.close()
+    db_path = db.result() if db is not None else None
+    if db_path:
+        written.append(db_path)
+    written += ctx.written
+    if not ctx.written:
+        diag.warn(f"{coll.path}: there is no {what} data to export")
+    elif not soc.is_job(ctx):
+        written.append(write_readme(coll.path))
+    return written, diag.warnings
 
 
 REPORT_KEYS = frozenset((
