@@ -5,11 +5,11 @@ sqlite inserts a few million rows a second; the stores and `msprof_{ts}.db` hold
 packs the rows into table b-tree leaf pages itself (`native_impl.table_leaves`, in C) and puts
 them into the database file after sqlite has written everything else:
 
-1. sqlite creates the table as usual (so its schema row is sqlite's own) with an empty root page;
-2. the leaf pages go to a spool file beside the database while the import or export runs;
-3. once sqlite has committed and closed the file, `Spool.splice` appends the leaves and the
-   interior pages above them to the file, writes the top page of each table over its empty root
-   page, and sets the header's page count.
+1. sqlite creates the table as usual (so its schema row is sqlite's own) with an empty root page,
+   commits and closes the file;
+2. `Appender` appends the leaf pages to the file as they are packed, then the interior pages
+   above them, writes the top page over the empty root page and sets the header's page count;
+3. sqlite opens the file again and goes on with the next table, appending after those pages.
 
 The result is an ordinary database (tests run `PRAGMA integrity_check` over it). The file format is
 sqlite's "Database File Format" (sqlite.org/fileformat2.html): big-endian, 1-based page numbers, the
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from dataclasses import dataclass, field
 from typing import BinaryIO, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -72,126 +71,89 @@ def _as_packed(kind: int, arr: np.ndarray) -> Optional[np.ndarray]:
     return np.ascontiguousarray(arr, dtype=np.float64)
 
 
-@dataclass
-class _Run:
-    """One table's leaves in the spool."""
-    root: int                 # the page sqlite gave the table
-    first: int                # index of its first leaf in the spool
-    keys: List[np.ndarray] = field(default_factory=list)
-    last_rowid: Optional[int] = None
+class Appender:
+    """Pages of one table appended to a database file that sqlite has closed: `add` the rows (in
+    rowid order), then `finish` puts the interior pages above them and the top page over the root
+    page sqlite gave the table, and sets the header's page count."""
 
-    @property
-    def leaves(self) -> int:
-        return sum(len(k) for k in self.keys)
+    def __init__(self, db_path: str, table: str, root: int) -> None:
+        self.db_path, self.table, self.root = db_path, table, root
+        self.file: BinaryIO = open(db_path, "r+b")
+        try:
+            header = self.file.read(100)
+            size = int.from_bytes(header[16:18], "big")
+            if (65536 if size == 1 else size) != PAGE_SIZE:
+                raise StoreError(f"internal: page size {size}, expected {PAGE_SIZE}", path=db_path)
+            end = self.file.seek(0, os.SEEK_END)
+            if end % PAGE_SIZE:
+                raise StoreError("internal: the database file is not a whole number of pages", path=db_path)
+        except BaseException:
+            self.file.close()
+            raise
+        self.first = end // PAGE_SIZE + 1   # the first leaf's page number
+        self.count = end // PAGE_SIZE
+        self.keys: List[np.ndarray] = []
+        self.last_rowid: Optional[int] = None
 
-
-class Spool:
-    """Leaf pages waiting for their database file to be closed by sqlite."""
-
-    def __init__(self, db_path: str) -> None:
-        self.db_path = db_path
-        self.path = db_path + ".pages"
-        self.file: Optional[BinaryIO] = None
-        self.pages = 0
-        self.runs: Dict[str, _Run] = {}
-
-    def start(self, table: str, root: int) -> None:
-        if table in self.runs:
-            raise StoreError(f"internal: table {table} spooled twice", path=self.db_path)
-        self.runs[table] = _Run(root=root, first=self.pages)
-
-    def add(self, table: str, kinds: bytes, arrays: Sequence[Optional[np.ndarray]], n: int,
-            rowids: Union[int, np.ndarray, None] = None) -> None:
-        """Append n rows to a started table, CHUNK_ROWS at a time. rowids: the rowid-alias column
-        (strictly increasing across every call for the table), or None for consecutive rowids."""
-        run = self.runs[table]
-        if self.file is None:
-            self.file = open(self.path, "wb")
+    def add(self, kinds: bytes, arrays: Sequence[Optional[np.ndarray]], n: int,
+            rowids: Union[np.ndarray, None] = None) -> None:
+        """Append n rows, CHUNK_ROWS at a time. rowids: the rowid-alias column (strictly increasing
+        across every call), or None for consecutive rowids."""
         for lo in range(0, n, CHUNK_ROWS):
             hi = min(n, lo + CHUNK_ROWS)
             if rowids is None:
-                ids: Union[int, np.ndarray] = (run.last_rowid or 0) + 1
-                last = (run.last_rowid or 0) + (hi - lo)
+                ids: Union[int, np.ndarray] = (self.last_rowid or 0) + 1
+                last = (self.last_rowid or 0) + (hi - lo)
             else:
                 ids = np.ascontiguousarray(np.asarray(rowids)[lo:hi], dtype=np.int64)
-                if run.last_rowid is not None and len(ids) and ids[0] <= run.last_rowid:
-                    raise StoreError(f"internal: table {table}: rowid {ids[0]} after {run.last_rowid}",
-                                     path=self.db_path)
+                if self.last_rowid is not None and len(ids) and ids[0] <= self.last_rowid:
+                    raise StoreError(f"cannot write table {self.table}: rowid {ids[0]} does not follow "
+                                     f"{self.last_rowid}", path=self.db_path)
                 last = int(ids[-1])
             cols = [None if a is None else a[lo:hi] for a in arrays]
             try:
                 leaves, keys = native_impl.table_leaves(kinds, cols, hi - lo, PAGE_SIZE, ids)
             except ValueError as exc:  # rowids out of order: an INTEGER PRIMARY KEY repeated
-                raise StoreError(f"cannot write table {table}: {exc}", path=self.db_path) from exc
+                raise StoreError(f"cannot write table {self.table}: {exc}", path=self.db_path) from exc
             self.file.write(leaves)
             got = np.frombuffer(keys, dtype=np.int64)
-            run.keys.append(got)
-            self.pages += len(got)
-            run.last_rowid = last
+            self.keys.append(got)
+            self.count += len(got)
+            self.last_rowid = last
 
-    def add_frame(self, table: str, types: Sequence[str], frame: Union[pd.DataFrame, Dict[str, np.ndarray]],
-                  names: Sequence[str], kinds: bytes) -> None:
+    def add_frame(self, frame: Union[pd.DataFrame, Dict[str, np.ndarray]], names: Sequence[str],
+                  kinds: bytes) -> None:
         arrays = [np.asarray(frame[name]) for name in names]
         key = [a for a, k in zip(arrays, kinds) if k == ord("k")]
         n = len(arrays[0]) if arrays else 0
-        self.add(table, kinds, [_as_packed(k, a) for k, a in zip(kinds, arrays)], n,
+        self.add(kinds, [_as_packed(k, a) for k, a in zip(kinds, arrays)], n,
                  np.asarray(key[0], dtype=np.int64) if key else None)
 
-    def discard(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-        if os.path.exists(self.path):
-            os.remove(self.path)
-
-    def splice(self) -> None:
-        """Put the spooled tables into the closed database file, then remove the spool."""
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-        if not self.runs:
-            self.discard()
-            return
-        with open(self.db_path, "r+b") as db:
-            header = db.read(100)
-            size = int.from_bytes(header[16:18], "big")
-            size = 65536 if size == 1 else size
-            if size != PAGE_SIZE:
-                raise StoreError(f"internal: page size {size}, expected {PAGE_SIZE}", path=self.db_path)
-            db.seek(0, os.SEEK_END)
-            end = db.tell()
-            if end % PAGE_SIZE:
-                raise StoreError("internal: the database file is not a whole number of pages", path=self.db_path)
-            count = end // PAGE_SIZE
-            with open(self.path, "rb") as spool:
-                for table, run in self.runs.items():
-                    count = self._place(db, spool, run, count)
-            db.seek(HEADER_PAGE_COUNT)
-            db.write(count.to_bytes(4, "big"))
-        self.discard()
-
-    def _place(self, db: BinaryIO, spool: BinaryIO, run: _Run, count: int) -> int:
-        """Write one table's pages; returns the file's page count after them."""
-        keys = np.concatenate(run.keys) if run.keys else np.zeros(0, np.int64)
+    def finish(self) -> None:
+        keys = np.concatenate(self.keys) if self.keys else np.zeros(0, np.int64)
         leaves = len(keys)
-        if leaves == 0:
-            return count
-        if leaves == 1:
-            spool.seek(run.first * PAGE_SIZE)
-            _write_page(db, run.root, spool.read(PAGE_SIZE))
-            return count
-        _copy(spool, run.first * PAGE_SIZE, db, count * PAGE_SIZE, leaves * PAGE_SIZE)
-        children = np.arange(count + 1, count + 1 + leaves, dtype=np.int64)
-        count += leaves
-        while True:
-            pages, children, keys = _interior_level(children, keys)
-            if len(pages) == 1:
-                _write_page(db, run.root, pages[0])
-                return count
-            db.seek(count * PAGE_SIZE)
-            db.write(b"".join(pages))
-            children = np.arange(count + 1, count + 1 + len(pages), dtype=np.int64)
-            count += len(pages)
+        if leaves == 1:  # the leaf is the root: moved there, the file shortened again
+            self.file.seek((self.first - 1) * PAGE_SIZE)
+            page = self.file.read(PAGE_SIZE)
+            _write_page(self.file, self.root, page)
+            self.count -= 1
+            self.file.truncate(self.count * PAGE_SIZE)
+        elif leaves > 1:
+            children = np.arange(self.first, self.first + leaves, dtype=np.int64)
+            while True:
+                level, keys = _interior_level(children, keys)
+                if len(level) == 1:
+                    _write_page(self.file, self.root, level[0])
+                    break
+                self.file.seek(self.count * PAGE_SIZE)
+                self.file.write(b"".join(level))
+                children = np.arange(self.count + 1, self.count + 1 + len(level), dtype=np.int64)
+                self.count += len(level)
+        self.file.seek(HEADER_PAGE_COUNT)
+        self.file.write(self.count.to_bytes(4, "big"))
+
+    def close(self) -> None:
+        self.file.close()
 
 
 def _write_page(db: BinaryIO, number: int, page: bytes) -> None:
@@ -199,37 +161,13 @@ def _write_page(db: BinaryIO, number: int, page: bytes) -> None:
     db.write(page)
 
 
-def _copy(src: BinaryIO, src_at: int, dst: BinaryIO, dst_at: int, length: int) -> None:
-    """length bytes between files, inside the kernel where it can."""
-    dst.flush()
-    done = 0
-    if hasattr(os, "copy_file_range"):
-        try:
-            while done < length:
-                got = os.copy_file_range(src.fileno(), dst.fileno(), length - done, src_at + done, dst_at + done)
-                if got == 0:
-                    break
-                done += got
-        except OSError:
-            pass  # a filesystem pair the call does not serve: the rest is copied below
-    step = 1 << 24
-    while done < length:
-        src.seek(src_at + done)
-        block = src.read(min(step, length - done))
-        if not block:
-            raise StoreError("internal: the page spool ended early", path=getattr(src, "name", None))
-        dst.seek(dst_at + done)
-        dst.write(block)
-        done += len(block)
-
-
 def _varint(v: int) -> bytes:
     return native_impl._varint(v)
 
 
-def _interior_level(children: np.ndarray, keys: np.ndarray) -> Tuple[List[bytes], np.ndarray, np.ndarray]:
+def _interior_level(children: np.ndarray, keys: np.ndarray) -> Tuple[List[bytes], np.ndarray]:
     """Interior pages over these children (page numbers, each with its largest rowid): the pages,
-    and for the level above, placeholders for their numbers and their keys."""
+    and their keys for the level above."""
     per_page = (PAGE_SIZE - INTERIOR_HEADER) // INTERIOR_CELL_MAX + 1  # + 1: the right-most child
     n = len(children)
     groups = -(-n // per_page)
@@ -251,7 +189,7 @@ def _interior_level(children: np.ndarray, keys: np.ndarray) -> Tuple[List[bytes]
         page[8:12] = int(children[hi - 1]).to_bytes(4, "big")
         pages.append(bytes(page))
     upper_keys = np.array([keys[hi - 1] for hi in bounds[1:]], dtype=np.int64)
-    return pages, np.zeros(len(pages), np.int64), upper_keys
+    return pages, upper_keys
 
 
 def root_page(conn: sqlite3.Connection, table: str) -> int:

@@ -6,6 +6,7 @@ atomically (temp file, then rename). `export_db` copies its unified tables to `m
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -146,13 +147,20 @@ class TableWriter:
         self.tmp = partial_path(path, os.getpid())
         if os.path.exists(self.tmp):
             os.remove(self.tmp)
-        self.conn = sqlite3.connect(_uri(self.tmp), uri=True)
-        self.conn.execute(f"PRAGMA page_size={pages.PAGE_SIZE}")
-        self.conn.execute("PRAGMA journal_mode=OFF")
-        self.conn.execute("PRAGMA synchronous=OFF")
-        self.conn.execute("BEGIN")
+        self.attached: Optional[str] = None
+        self.conn = self._connect()
         self.tables: List[str] = []
-        self.spool = pages.Spool(self.tmp) if pages.enabled() else None
+        self.paged = pages.enabled()  # numeric tables written as pages (msprof_kit.pages)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(_uri(self.tmp), uri=True)
+        conn.execute(f"PRAGMA page_size={pages.PAGE_SIZE}")
+        conn.execute("PRAGMA journal_mode=OFF")
+        conn.execute("PRAGMA synchronous=OFF")
+        if self.attached:
+            conn.execute("ATTACH DATABASE ? AS src", (_uri(self.attached) + "?mode=ro",))
+        conn.execute("BEGIN")
+        return conn
 
     def __enter__(self) -> "TableWriter":
         return self
@@ -162,8 +170,6 @@ class TableWriter:
             self._finish()
             return
         self.conn.close()
-        if self.spool is not None:
-            self.spool.discard()
         if os.path.exists(self.tmp):
             os.remove(self.tmp)
         if isinstance(exc, sqlite3.Error):
@@ -183,10 +189,10 @@ class TableWriter:
         if missing:
             raise StoreError(f"internal: table {table} lacks columns {missing}", path=self.path)
         self.create(table, cols)
-        kinds = self.spool and pages.column_kinds([c[1] for c in cols], [np.asarray(frame[c[0]]) for c in cols])
+        kinds = self.paged and pages.column_kinds([c[1] for c in cols], [np.asarray(frame[c[0]]) for c in cols])
         if kinds:
-            self.spool_start(table)
-            self.spool.add_frame(table, [c[1] for c in cols], frame, [c[0] for c in cols], kinds)
+            with self.pages_of(table) as out:
+                out.add_frame(frame, [c[0] for c in cols], kinds)
         else:
             _insert_frame(self.conn, table, cols, frame)
         if table in schema.MIRRORED:
@@ -206,6 +212,7 @@ class TableWriter:
     def attach(self, path: str) -> None:
         """Attach another database, read-only, as `src` (for `copy`)."""
         self.conn.commit()
+        self.attached = path
         self.conn.execute("ATTACH DATABASE ? AS src", (_uri(path) + "?mode=ro",))
         self.conn.execute("BEGIN")
 
@@ -218,10 +225,20 @@ class TableWriter:
         names = ", ".join(c[0] for c in cols)
         self.conn.execute(f'INSERT INTO main.{table} SELECT {names} FROM src."{table}" ORDER BY rowid')
 
-    def spool_start(self, table: str) -> None:
-        """The created (empty) table's rows will be spooled as pages (`self.spool.add`)."""
-        assert self.spool is not None
-        self.spool.start(table, pages.root_page(self.conn, table))
+    @contextlib.contextmanager
+    def pages_of(self, table: str) -> Iterator[pages.Appender]:
+        """The rows of a created, empty table as pages: sqlite commits and closes the file, the
+        caller adds the rows to the `pages.Appender` given, and sqlite opens the file again."""
+        root = pages.root_page(self.conn, table)
+        self.conn.commit()
+        self.conn.close()
+        out = pages.Appender(self.tmp, table, root)
+        try:
+            yield out
+            out.finish()
+        finally:
+            out.close()
+            self.conn = self._connect()
 
     def create(self, table: str, cols: Sequence[schema.Column]) -> None:
         if table in self.tables:
@@ -231,28 +248,12 @@ class TableWriter:
 
     def _finish(self) -> None:
         try:
+            if "TASK" in self.tables:
+                for sql in schema.INDEXES:
+                    self.conn.execute(sql)
             self.conn.commit()
         finally:
             self.conn.close()
-        try:
-            if self.spool is not None:
-                self.spool.splice()
-            if "TASK" in self.tables:
-                conn = sqlite3.connect(_uri(self.tmp), uri=True)
-                try:
-                    conn.execute("PRAGMA journal_mode=OFF")
-                    conn.execute("PRAGMA synchronous=OFF")
-                    for sql in schema.INDEXES:
-                        conn.execute(sql)
-                    conn.commit()
-                finally:
-                    conn.close()
-        except BaseException:
-            if self.spool is not None:
-                self.spool.discard()
-            if os.path.exists(self.tmp):
-                os.remove(self.tmp)
-            raise
         os.replace(self.tmp, self.path)
 
 
@@ -301,10 +302,10 @@ def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
         out = db_path(collection_path, stamp or time.strftime("%Y%m%d%H%M%S"))
         with TableWriter(out) as dest:
             dest.attach(store_path(collection_path))
-            mirrors = _mirrors(src) if dest.spool is not None and "KIT_COLUMNS" in present else {}
+            mirrors = _mirrors(src) if dest.paged and "KIT_COLUMNS" in present else {}
             for name, cols in schema.UNIFIED.items():
                 if name in present:
-                    if name in mirrors and _spool_mirror(dest, src, name, cols, mirrors[name]):
+                    if name in mirrors and _paged_mirror(dest, src, name, cols, mirrors[name]):
                         continue
                     dest.copy(name, cols)
             if info.get("pmu_prefixed") == "1" and "KIT_COLUMNS" in present and "STRING_IDS" in present:
@@ -340,7 +341,7 @@ def _blob_column(src: sqlite3.Connection, where: Tuple[int, np.dtype], lo: int, 
     return np.frombuffer(blob_slice(src, rowid, lo * dtype.itemsize, (hi - lo) * dtype.itemsize), dtype=dtype)
 
 
-def _spool_mirror(dest: "TableWriter", src: sqlite3.Connection, table: str, cols: Sequence[schema.Column],
+def _paged_mirror(dest: "TableWriter", src: sqlite3.Connection, table: str, cols: Sequence[schema.Column],
                   stored: Dict[str, Tuple[int, np.dtype]]) -> bool:
     """Write a mirrored table from its column-wise copy as pages, pages.CHUNK_ROWS rows at a time
     (False, and nothing written, when the mirror lacks a column)."""
@@ -351,15 +352,14 @@ def _spool_mirror(dest: "TableWriter", src: sqlite3.Connection, table: str, cols
     if n == 0:
         return True
     kinds = b"".join(b"k" if "PRIMARY KEY" in decl else b"i" for _, decl in cols)
-    assert dest.spool is not None
     dest.create(table, cols)
-    dest.spool_start(table)
-    for lo in range(0, n, pages.CHUNK_ROWS):
-        hi = min(n, lo + pages.CHUNK_ROWS)
-        arrays = [_blob_column(src, stored[name], lo, hi).astype(np.int64, copy=False) for name, _ in cols]
-        key = [a for a, k in zip(arrays, kinds) if k == ord("k")]
-        dest.spool.add(table, kinds, [None if k == ord("k") else a for a, k in zip(arrays, kinds)], hi - lo,
-                       key[0] if key else None)
+    with dest.pages_of(table) as out:
+        for lo in range(0, n, pages.CHUNK_ROWS):
+            hi = min(n, lo + pages.CHUNK_ROWS)
+            arrays = [_blob_column(src, stored[name], lo, hi).astype(np.int64, copy=False) for name, _ in cols]
+            key = [a for a, k in zip(arrays, kinds) if k == ord("k")]
+            out.add(kinds, [None if k == ord("k") else a for a, k in zip(arrays, kinds)], hi - lo,
+                    key[0] if key else None)
     return True
 
 
@@ -382,8 +382,8 @@ def _put_long_pmu(dest: "TableWriter", src: sqlite3.Connection) -> None:
     n = src.execute("SELECT length(data) FROM KIT_COLUMNS WHERE rowid = ?", (rowid,)).fetchone()[0] // dtype.itemsize
     gid = column("globalTaskId", 0, n)
     first = ~pd.Series(gid).duplicated().to_numpy()
-    if dest.spool is not None:
-        _spool_long_pmu(dest, gid, first, metrics, metric_ids, column)
+    if dest.paged:
+        _paged_long_pmu(dest, gid, first, metrics, metric_ids, column)
         return
     cols = [("globalTaskId", "INTEGER")] + [(f"m{i}", "") for i in range(len(metrics))]
     dest.conn.execute(f"PRAGMA temp.cache_size = -{TEMP_CACHE_KIB}")  # small runs never touch the disk
@@ -403,13 +403,17 @@ def _put_long_pmu(dest: "TableWriter", src: sqlite3.Connection) -> None:
     dest.conn.execute("DROP TABLE temp.wide_pmu")
 
 
-def _spool_long_pmu(dest: "TableWriter", gid: np.ndarray, first: np.ndarray, metrics: Sequence[str],
+def _paged_long_pmu(dest: "TableWriter", gid: np.ndarray, first: np.ndarray, metrics: Sequence[str],
                     metric_ids: Dict[str, int], column) -> None:
     """TASK_PMU_INFO as pages: metric by metric, PMU_CHUNK wide rows at a time, in the order of
     the sqlite path (and its NUMERIC affinity: whole values stored as integers)."""
-    assert dest.spool is not None
     dest.create("TASK_PMU_INFO", schema.UNIFIED["TASK_PMU_INFO"])
-    dest.spool_start("TASK_PMU_INFO")
+    with dest.pages_of("TASK_PMU_INFO") as out:
+        _long_pmu_pages(out, gid, first, metrics, metric_ids, column)
+
+
+def _long_pmu_pages(out: pages.Appender, gid: np.ndarray, first: np.ndarray, metrics: Sequence[str],
+                    metric_ids: Dict[str, int], column) -> None:
     n = len(gid)
     step = pages.CHUNK_ROWS
     for metric in metrics:
@@ -425,4 +429,4 @@ def _spool_long_pmu(dest: "TableWriter", gid: np.ndarray, first: np.ndarray, met
                 names, kind_n = np.full(len(ids), np.nan), b"n"
             else:
                 names, kind_n = np.full(len(ids), name_id, dtype=np.int64), b"i"
-            dest.spool.add("TASK_PMU_INFO", b"i" + kind_n + kind_v, [ids, names, values], len(ids))
+            out.add(b"i" + kind_n + kind_v, [ids, names, values], len(ids))

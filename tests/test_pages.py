@@ -95,8 +95,8 @@ def _write(path: str, frame: pd.DataFrame, impl: str) -> None:
             if impl == "c":
                 kinds = pages.column_kinds([t for _, t in COLS], [frame[c].to_numpy() for c, _ in COLS])
                 assert kinds == b"kinrn"  # d: reals in an INTEGER column
-                out.spool_start("T")
-                out.spool.add_frame("T", [t for _, t in COLS], frame, [c for c, _ in COLS], kinds)
+                with out.pages_of("T") as appender:
+                    appender.add_frame(frame, [c for c, _ in COLS], kinds)
             else:
                 store._insert_frame(out.conn, "T", COLS, frame)
             out.put("TASK", pd.DataFrame({c: np.arange(len(frame), dtype=np.int64) % 97
@@ -121,7 +121,7 @@ def test_pages_read_back_as_sqlite_inserted_rows(tmp_path, monkeypatch, page_siz
     ours, theirs = str(tmp_path / "pages.db"), str(tmp_path / "sqlite.db")
     _write(ours, frame, "c")
     _write(theirs, frame, "python")
-    assert not os.path.exists(ours + ".pages") and not os.path.exists(pages.Spool(store.partial_path(ours, os.getpid())).path)
+    assert sorted(os.listdir(tmp_path)) == ["pages.db", "sqlite.db"]
     assert _rows(ours, "PRAGMA integrity_check") == [("ok",)]
     typed = "SELECT id, a, typeof(b), b, typeof(c), c, typeof(d), d FROM T"
     assert _rows(ours, typed) == _rows(theirs, typed)

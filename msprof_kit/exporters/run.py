@@ -8,7 +8,7 @@ import os
 import sqlite3
 from typing import List, Optional, Set, Tuple
 
-from .. import forked, pages, store
+from .. import forked, store
 from ..errors import Diagnostics, PathNotFound
 from ..forked import Forked
 from ..importer import ensure_imported
@@ -82,7 +82,7 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
             target = store.db_path(coll.path, ctx.stamp)
             pid = db.cancel()
             partial = store.partial_path(target, pid) if pid else None
-            for leftover in (target, partial, partial and pages.Spool(partial).path):
+            for leftover in (target, partial):
                 if leftover and os.path.exists(leftover):
                     os.remove(leftover)
         raise
