@@ -233,11 +233,38 @@ def _tree_mask(apis: pd.DataFrame) -> np.ndarray:
     return mask
 
 
-def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Optional[HostData]:
+def _tensor_job(rd: ResultDir, files) -> Tuple[pd.DataFrame, np.ndarray, List[str]]:
+    local = Diagnostics()
+    tensors, table = _tensor_texts(rd, files, local)
+    return tensors, table, local.warnings
+
+
+def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, jobs: int = 1) -> Optional[HostData]:
+    """The host's APIs, tracks and compute tasks, associated. With jobs > 1 the tensor texts are
+    rendered in a forked worker meanwhile."""
     files = data_files(rd)
     if not files:
         diag.warn(f"{rd.data_dir}: no host data files; expected *.api_event.data.slice_N and friends")
         return None
+    worker = Forked(functools.partial(_tensor_job, rd, files), "tensor texts") \
+        if jobs > 1 and can_fork() else None
+
+    def tensor_texts() -> Tuple[pd.DataFrame, np.ndarray]:
+        if worker is None:
+            return _tensor_texts(rd, files, diag)
+        tensors, table, warnings = worker.result()
+        diag.extend(warnings)
+        return tensors, table
+
+    try:
+        return _load_host(rd, coll, diag, files, tensor_texts)
+    finally:
+        if worker is not None:
+            worker.cancel()
+
+
+def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
+               tensor_texts: Callable[[], Tuple[pd.DataFrame, np.ndarray]]) -> HostData:
     clock = host_clock_of(rd, coll, diag)
     hashes = _dictionary(files, "hash_dic", False, diag)
     types = _dictionary(files, "type_info_dic", True, diag)
@@ -278,7 +305,7 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Optional[Ho
     tracks = records("task_track")
     nbi = records("node_basic_info")
     ctx = _context_ids(rd, files, diag)
-    tensors, tensor_table = _tensor_texts(rd, files, diag)
+    tensors, tensor_table = tensor_texts()
     models = _model_names(rd, files, hashes, diag)
 
     node = tree & (apis["level"].to_numpy() == LEVEL_NODE)
@@ -1006,7 +1033,7 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List
         else:  # one worker running a pool of `jobs`
             loaders = [Forked(functools.partial(forked.each, loads, jobs, "device"), "devices", daemon=False)]
     try:
-        host = load_host(coll.host, coll, diag) if coll.host is not None else None
+        host = load_host(coll.host, coll, diag, jobs) if coll.host is not None else None
     except BaseException:
         for loader in loaders:
             loader.cancel()

@@ -27,12 +27,13 @@ def can_fork() -> bool:
 
 class Forked:
     """`fn()` running in a forked child. Use `result()` once; `cancel()` stops it unasked. A child
-    that is not `daemon` may fork workers of its own (the pool of `each` uses that)."""
+    that is not `daemon` may fork workers of its own (the pool of `each` uses that). `inline` (or
+    a system without fork) runs `fn` here and now instead (`-j 1`)."""
 
-    def __init__(self, fn: Callable[[], Any], name: str, daemon: bool = True) -> None:
+    def __init__(self, fn: Callable[[], Any], name: str, daemon: bool = True, inline: bool = False) -> None:
         self.name = name
         self._proc: Optional[Any] = None
-        if not can_fork():
+        if inline or not can_fork():
             self._value = fn()
             return
         for stream in (sys.stdout, sys.stderr):  # else the child would print the buffered text again
@@ -113,8 +114,9 @@ def each(fns: Sequence[Callable[[], Any]], jobs: int, name: str, daemon: bool = 
                     running.pop(i).cancel()
                 if not running:
                     break
-            handles = {f.handle: i for i, f in running.items() if f.handle is not None}
-            done = [handles[h] for h in wait(list(handles))] if handles else list(running)
+            handles = {id(f.handle): i for i, f in running.items() if f.handle is not None}
+            watched = [f.handle for f in running.values() if f.handle is not None]
+            done = [handles[id(h)] for h in wait(watched)] if watched else list(running)
             for i in done:
                 job = running.pop(i)
                 try:

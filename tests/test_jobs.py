@@ -146,3 +146,33 @@ def test_a_bad_collection_gives_the_error_one_process_gives(tmp_path, capsys):
     assert results[0] == results[1]
     code, _, err = results[0]
     assert code == 4 and "PROF_000002_B" in err and "PROF_000003_C" not in err
+
+
+def _outputs(prof: str) -> dict:
+    """Export files by name without their time stamp -> bytes."""
+    out = os.path.join(prof, "mindstudio_profiler_output")
+    found = {}
+    for name in os.listdir(out):
+        stem, ext = os.path.splitext(name)
+        found[stem.rsplit("_", 1)[0] + ext] = open(os.path.join(out, name), "rb").read()
+    return found
+
+
+@needs_shared
+@pytest.mark.parametrize("case", ["910b_two_devices", "310p_hwts"])
+def test_exports_with_workers_equal_those_of_one_process(case, tmp_path, capsys):
+    """-j 1 runs no worker at all (unified DB, timeline device layers, op_summary all here);
+    -j 3 forks them. The files are the same, byte for byte, and listed in the same order."""
+    one, many = copy_input(case, str(tmp_path / "one")), copy_input(case, str(tmp_path / "many"))
+    listed = []
+    for prof, jobs in ((one, "1"), (many, "3")):
+        names = []
+        for what in ("summary", "timeline"):
+            code, out, err = run(["export", what, "-dir", prof, "--jobs", jobs], capsys)
+            assert code == 0, err
+            names += [os.path.basename(line.split()[1]).split("_2")[0] for line in out.splitlines()]
+        listed.append(names)
+    assert listed[0] == listed[1]
+    assert _outputs(one) == _outputs(many)
+    dbs = [[f for f in os.listdir(p) if f.startswith("msprof_") and f.endswith(".db")] for p in (one, many)]
+    assert [len(d) for d in dbs] == ([1, 1] if case.startswith("910b") else [0, 0])

@@ -36,9 +36,11 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
     written: List[str] = []
     collections = ensure_imported(path, diag, jobs)
     try:
+        at_once = max(1, min(jobs, len(collections)))
         one = functools.partial(_export_one, what=what, model_id=model_id, iteration_id=iteration_id,
-                                iteration_count=iteration_count, fmt=fmt, stamp=stamp, layers=layers)
-        for files, warnings in forked.each([functools.partial(one, c) for c in collections], jobs, "export",
+                                iteration_count=iteration_count, fmt=fmt, stamp=stamp, layers=layers,
+                                jobs=max(1, jobs // at_once))
+        for files, warnings in forked.each([functools.partial(one, c) for c in collections], at_once, "export",
                                            daemon=False):
             diag.extend(warnings)
             written += files
@@ -51,8 +53,8 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
 
 def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_id: Optional[int],
                 iteration_count: int, fmt: str, stamp: Optional[str],
-                layers: Optional[Set[str]]) -> Tuple[List[str], List[str]]:
-    """One collection's exports: (files written, warnings)."""
+                layers: Optional[Set[str]], jobs: int = 1) -> Tuple[List[str], List[str]]:
+    """One collection's exports: (files written, warnings); with jobs > 1 forked workers help."""
     diag = Diagnostics()
     written: List[str] = []
     ctx = open_context(coll.path, stamp=stamp)
@@ -60,12 +62,13 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
     try:
         ctx.scope = resolve(ctx, model_id, iteration_id, iteration_count)
         ctx.layers = layers
+        ctx.jobs = jobs
         if ctx.flavour == "cpp" and ctx.scope.all_export and not soc.is_job(ctx) \
                 and any(ctx.has(t) for t in DB_TABLES) \
                 and unified_db_wanted(coll.path, diag):
             # the C++ exporters write the unified DB alongside: a second process, forked
             # before this one starts any thread, writes it while this one writes the exports
-            db = Forked(functools.partial(store.export_db, coll.path, ctx.stamp), "unified DB")
+            db = Forked(functools.partial(store.export_db, coll.path, ctx.stamp), "unified DB", inline=jobs < 2)
         if soc.is_job(ctx) and what == "timeline":  # legacy JOB collections: the SoC tool's files
             soc.write_timeline(ctx)
         elif soc.is_job(ctx):

@@ -21,8 +21,11 @@ per device (the C++ path drops tasks whose stream and task id repeat on another 
 """
 from __future__ import annotations
 
+import functools
+import glob
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -31,6 +34,7 @@ import pandas as pd
 from numpy.dtypes import StringDType
 
 from .. import native_impl
+from ..forked import Forked, can_fork
 from ..native_impl import Slot, fixed_slot, format_rows, int_slot, overlay, text_slot, text_table, trim_slot
 from .context import ExportContext
 
@@ -1021,32 +1025,68 @@ def summary_flavour(ctx: ExportContext) -> str:
     return ctx.flavour if ctx.scope.all_export else "python"
 
 
-def summary_tables(ctx: ExportContext, flavour: str) -> Iterator[Tuple[str, Table]]:
-    """(kind, table) of each summary the store has data for, built one at a time."""
+def summary_tables(ctx: ExportContext, flavour: str, skip: Sequence[str] = ()) -> Iterator[Tuple[str, Table]]:
+    """(kind, table) of each summary the store has data for, built one at a time (but the `skip`
+    kinds)."""
     strings = load_strings(ctx)
     tasks = load_tasks(ctx, strings)
     if tasks is not None:
         for kind, build in (("op_summary", op_summary_table), ("op_statistic", op_statistic_table),
                             ("task_time", task_time_table)):
+            if kind in skip:
+                continue
             table = build(ctx, tasks, flavour)
             if table is not None and table.n_rows:
                 yield kind, table
-    table = api_statistic_table(ctx, strings, flavour)
-    if table is not None and table.n_rows:
-        yield "api_statistic", table
+    if "api_statistic" not in skip:
+        table = api_statistic_table(ctx, strings, flavour)
+        if table is not None and table.n_rows:
+            yield "api_statistic", table
+
+
+def _write_one(ctx: ExportContext, kind: str, table: Table, flavour: str, fmt: str) -> None:
+    if fmt == "json" and flavour == "python":
+        write_json(ctx, kind, _json_table(table))
+    else:
+        write_csv(ctx, kind, table, flavour)
+
+
+def _op_summary_job(ctx: ExportContext, flavour: str, fmt: str) -> List[str]:
+    """op_summary alone, in a forked child (on a connection of its own); the files it wrote."""
+    ctx = ctx.reopened()
+    try:
+        strings = load_strings(ctx)
+        tasks = load_tasks(ctx, strings)
+        table = op_summary_table(ctx, tasks, flavour) if tasks is not None else None
+        if table is not None and table.n_rows:
+            _write_one(ctx, "op_summary", table, flavour, fmt)
+        return ctx.written
+    finally:
+        ctx.conn.close()
 
 
 def write_summary(ctx: ExportContext, fmt: str = "csv") -> None:
     """Write op_summary, op_statistic, task_time and api_statistic where the store has their data.
+    With ctx.jobs > 1 a forked child writes op_summary (the largest) meanwhile.
 
     `fmt` 'json' writes JSON summaries where the Python path would; the C++ path writes these kinds
     as CSV whatever the format (outputs.md §2.3)."""
     flavour = summary_flavour(ctx)
-    for kind, table in summary_tables(ctx, flavour):
-        if fmt == "json" and flavour == "python":
-            write_json(ctx, kind, _json_table(table))
-        else:
-            write_csv(ctx, kind, table, flavour)
+    helper = Forked(functools.partial(_op_summary_job, ctx, flavour, fmt), "op_summary") \
+        if ctx.jobs > 1 and can_fork() and ctx.has("TASK") else None
+    mine: List[str] = []
+    try:
+        before = len(ctx.written)
+        for kind, table in summary_tables(ctx, flavour, skip=("op_summary",) if helper else ()):
+            _write_one(ctx, kind, table, flavour, fmt)
+        mine = ctx.written[before:]
+        if helper is not None:
+            ctx.written[before:] = helper.result() + mine
+    except BaseException:
+        if helper is not None and helper.cancel() is not None:
+            for leftover in glob.glob(os.path.join(ctx.out_dir, f"op_summary_*{ctx.stamp}.*")):
+                os.remove(leftover)
+        raise
 
 
 def _json_table(table: Table) -> Table:

@@ -897,7 +897,7 @@ def write_timeline(ctx: ExportContext) -> None:
     path = ctx.path_for("msprof", "json")
     part_path = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.devices")
     device_part = Forked(lambda: _write_device_layers(ctx, part_path, facts, tasks, started, steps, arrows=cann),
-                         "timeline")
+                         "timeline", inline=ctx.jobs < 2)
     try:
         with TraceWriter(path) as out:
             if cann:
