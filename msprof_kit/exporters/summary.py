@@ -1025,11 +1025,14 @@ def summary_flavour(ctx: ExportContext) -> str:
     return ctx.flavour if ctx.scope.all_export else "python"
 
 
-def summary_tables(ctx: ExportContext, flavour: str, skip: Sequence[str] = ()) -> Iterator[Tuple[str, Table]]:
+def summary_tables(ctx: ExportContext, flavour: str, skip: Sequence[str] = (),
+                   loaded: Optional[Tuple[np.ndarray, Optional[Tasks]]] = None) -> Iterator[Tuple[str, Table]]:
     """(kind, table) of each summary the store has data for, built one at a time (but the `skip`
-    kinds)."""
-    strings = load_strings(ctx)
-    tasks = load_tasks(ctx, strings)
+    kinds). `loaded`: the strings and tasks when the caller has read them already."""
+    strings, tasks = loaded if loaded is not None else (None, None)
+    if loaded is None:
+        strings = load_strings(ctx)
+        tasks = load_tasks(ctx, strings)
     if tasks is not None:
         for kind, build in (("op_summary", op_summary_table), ("op_statistic", op_statistic_table),
                             ("task_time", task_time_table)):
@@ -1051,13 +1054,12 @@ def _write_one(ctx: ExportContext, kind: str, table: Table, flavour: str, fmt: s
         write_csv(ctx, kind, table, flavour)
 
 
-def _op_summary_job(ctx: ExportContext, flavour: str, fmt: str) -> List[str]:
-    """op_summary alone, in a forked child (on a connection of its own); the files it wrote."""
+def _op_summary_job(ctx: ExportContext, tasks: Tasks, flavour: str, fmt: str) -> List[str]:
+    """op_summary alone, in a forked child (on a connection of its own, sharing the parent's tasks
+    copy-on-write); the files it wrote."""
     ctx = ctx.reopened()
     try:
-        strings = load_strings(ctx)
-        tasks = load_tasks(ctx, strings)
-        table = op_summary_table(ctx, tasks, flavour) if tasks is not None else None
+        table = op_summary_table(ctx, tasks, flavour)
         if table is not None and table.n_rows:
             _write_one(ctx, "op_summary", table, flavour, fmt)
         return ctx.written
@@ -1072,12 +1074,15 @@ def write_summary(ctx: ExportContext, fmt: str = "csv") -> None:
     `fmt` 'json' writes JSON summaries where the Python path would; the C++ path writes these kinds
     as CSV whatever the format (outputs.md §2.3)."""
     flavour = summary_flavour(ctx)
-    helper = Forked(functools.partial(_op_summary_job, ctx, flavour, fmt), "op_summary") \
-        if ctx.jobs > 1 and can_fork() and ctx.has("TASK") else None
+    strings = load_strings(ctx)
+    tasks = load_tasks(ctx, strings)
+    helper = Forked(functools.partial(_op_summary_job, ctx, tasks, flavour, fmt), "op_summary") \
+        if ctx.jobs > 1 and can_fork() and tasks is not None else None
     mine: List[str] = []
     try:
         before = len(ctx.written)
-        for kind, table in summary_tables(ctx, flavour, skip=("op_summary",) if helper else ()):
+        for kind, table in summary_tables(ctx, flavour, skip=("op_summary",) if helper else (),
+                                          loaded=(strings, tasks)):
             _write_one(ctx, kind, table, flavour, fmt)
         mine = ctx.written[before:]
         if helper is not None:
