@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import sqlite3
+import threading
 import time
 import urllib.parse
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -140,8 +142,14 @@ class TableWriter:
     holds the whole store in memory. Empty tables are skipped (the reference creates only tables
     with rows). Use as a context manager; an error removes the temporary file."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, background: bool = False) -> None:
         self.path = path
+        # background: `put` hands the table to a writing thread and returns (sqlite and the page
+        # packer let go of the GIL while they write, so the caller computes the next table meanwhile)
+        self._queue: Optional["queue.Queue[Optional[Tuple[str, Table]]]"] = queue.Queue(maxsize=1) \
+            if background else None
+        self._thread: Optional[threading.Thread] = None
+        self._error: Optional[BaseException] = None
         folder = os.path.dirname(path) or "."
         os.makedirs(folder, exist_ok=True)
         self.tmp = partial_path(path, os.getpid())
@@ -153,7 +161,7 @@ class TableWriter:
         self.paged = pages.enabled()  # numeric tables written as pages (msprof_kit.pages)
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(_uri(self.tmp), uri=True)
+        conn = sqlite3.connect(_uri(self.tmp), uri=True, check_same_thread=False)  # one user at a time
         conn.execute(f"PRAGMA page_size={pages.PAGE_SIZE}")
         conn.execute("PRAGMA journal_mode=OFF")
         conn.execute("PRAGMA synchronous=OFF")
@@ -169,6 +177,7 @@ class TableWriter:
         if kind is None:
             self._finish()
             return
+        self._stop()
         self.conn.close()
         if os.path.exists(self.tmp):
             os.remove(self.tmp)
@@ -179,6 +188,46 @@ class TableWriter:
         """Write one table: a DataFrame, or for a columnar table also a dict of column arrays."""
         if _is_empty(frame):
             return
+        if self._queue is None:
+            self._put(table, frame)
+            return
+        self._raise()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._drain, name="store writer", daemon=True)
+            self._thread.start()
+        self._queue.put((table, frame))
+
+    def _drain(self) -> None:
+        assert self._queue is not None
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._error is None:  # after a failure the rest is only taken off the queue
+                try:
+                    self._put(*item)
+                except BaseException as exc:  # raised in the caller's thread, at its next call
+                    self._error = exc
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _stop(self) -> None:
+        """Let the writing thread finish what it was given, and end."""
+        if self._thread is not None:
+            assert self._queue is not None
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _sync(self) -> None:
+        """Before the caller uses the connection itself: everything handed over is written."""
+        self._stop()
+        self._raise()
+
+    def _put(self, table: str, frame: Table) -> None:
         if table in schema.COLUMNAR:
             self._put_columns(table, encode_columns(table, frame))
             return
@@ -206,11 +255,13 @@ class TableWriter:
         self.conn.executemany(schema.insert_sql("KIT_COLUMNS", cols), rows)
 
     def put_rows(self, table: str, cols: Sequence[schema.Column], rows: Iterable[Tuple[object, ...]]) -> None:
+        self._sync()
         self.create(table, cols)
         self.conn.executemany(schema.insert_sql(table, cols), rows)
 
     def attach(self, path: str) -> None:
         """Attach another database, read-only, as `src` (for `copy`)."""
+        self._sync()
         self.conn.commit()
         self.attached = path
         self.conn.execute("ATTACH DATABASE ? AS src", (_uri(path) + "?mode=ro",))
@@ -248,6 +299,15 @@ class TableWriter:
 
     def _finish(self) -> None:
         try:
+            self._sync()
+        except BaseException as exc:
+            self.conn.close()
+            if os.path.exists(self.tmp):
+                os.remove(self.tmp)
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"cannot write the database: {exc}", path=self.path) from exc
+            raise
+        try:
             if "TASK" in self.tables:
                 for sql in schema.INDEXES:
                     self.conn.execute(sql)
@@ -268,7 +328,7 @@ def write_store(collection_path: str, coll: Collection, diag: Diagnostics, jobs:
     """Build a collection and write its store table by table; returns the store's path. `jobs`:
     processes decoding its devices at once."""
     path = store_path(collection_path)
-    with TableWriter(path) as out:
+    with TableWriter(path, background=True) as out:
         info = build_job(coll, diag, out.put) if coll.kind == "job" else build(coll, diag, out.put, jobs)
         for name, cols, rows in (
                 ("KIT_INFO", schema.EXTENSIONS["KIT_INFO"], list(info)),

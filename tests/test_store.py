@@ -79,3 +79,19 @@ def test_blob_slices_read_the_same_with_and_without_blobopen(tmp_path):
         got = np.frombuffer(store.blob_slice(reader, 1, 8 * 10, 8 * 5), dtype="<i8")
         assert got.tolist() == [10, 11, 12, 13, 14]
     conn.close()
+
+
+def test_a_failure_in_the_background_writer_reaches_the_caller(tmp_path):
+    """The import's writer hands tables to a thread; a table that cannot be written (a repeated
+    INTEGER PRIMARY KEY) fails the whole store, with the store error, and leaves no file."""
+    import numpy as np
+    import pandas as pd
+    from msprof_kit import store
+    from msprof_kit.errors import StoreError
+    ids = np.array([1, 2, 2, 3], dtype=np.int64)
+    api = pd.DataFrame({"startNs": ids, "endNs": ids, "type": 1, "globalTid": 2, "connectionId": ids, "name": 3})
+    with pytest.raises(StoreError):
+        with store.TableWriter(str(tmp_path / "s.db"), background=True) as out:
+            out.put("CANN_API", api)
+            out.put("TASK", pd.DataFrame({c: ids for c, _ in store.schema.UNIFIED["TASK"]}))
+    assert os.listdir(tmp_path) == []
