@@ -71,16 +71,23 @@ def wall_offset(rd: ResultDir, coll: Collection) -> int:
                                  path=rd.files.get("start_info", rd.path)) from exc
 
 
-def session_ns(coll: Collection) -> Tuple[int, int]:
-    """(start, end) of the collection in local ns, from start_info / end_info."""
+def control_times(rds: Sequence[ResultDir]) -> Tuple[int, int]:
+    """(start, end) in local ns: the first collectionTimeBegin of their start_info and the first
+    collectionTimeEnd of their end_info (µs there); 0 where none has one."""
     start = end = 0
-    for rd in coll.result_dirs():
+    for rd in rds:
         b = str(rd.start_info.get("collectionTimeBegin", "") or "")
         e = str(rd.end_info.get("collectionTimeEnd", "") or "")
         if b.isdigit() and not start:
             start = int(b) * 1000
         if e.isdigit() and not end:
             end = int(e) * 1000
+    return start, end
+
+
+def session_ns(coll: Collection) -> Tuple[int, int]:
+    """(start, end) of the collection in local ns, from start_info / end_info."""
+    start, end = control_times(coll.result_dirs())
     if start and not end:
         end = start + 30 * 60 * 10 ** 9  # the reference's default when end_info is absent
     return start, end
@@ -1026,12 +1033,11 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List
     chip = coll.chip()
     info: List[Tuple[int, str, str]] = []
     loaders: List[Forked] = []
+    pooled = len(coll.devices) > jobs  # one worker running a pool of `jobs`, else a worker a device
     if jobs > 1 and coll.devices and can_fork():
         loads = [functools.partial(_load_device_job, rd, coll, chip) for rd in coll.devices]
-        if len(loads) <= jobs:  # a worker a device
-            loaders = [Forked(fn, f"device {rd.device_id}") for fn, rd in zip(loads, coll.devices)]
-        else:  # one worker running a pool of `jobs`
-            loaders = [Forked(functools.partial(forked.each, loads, jobs, "device"), "devices", daemon=False)]
+        loaders = [Forked(functools.partial(forked.each, loads, jobs, "device"), "devices", daemon=False)] \
+            if pooled else [Forked(fn, f"device {rd.device_id}") for fn, rd in zip(loads, coll.devices)]
     try:
         host = load_host(coll.host, coll, diag, jobs) if coll.host is not None else None
     except BaseException:
@@ -1051,12 +1057,11 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List
     loaded = None
     if loaders:
         try:
-            loaded = [loader.result() for loader in loaders]
+            results = [loader.result() for loader in loaders]
         finally:
             for loader in loaders:
                 loader.cancel()
-        if len(loaded) < len(coll.devices):
-            loaded = loaded[0]
+        loaded = results[0] if pooled else results
     for i, rd in enumerate(coll.devices):
         if loaded is not None:
             dev, warnings = loaded[i]

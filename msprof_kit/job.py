@@ -26,7 +26,7 @@ from .parsers import device as D
 from .parsers import job as J
 from .parsers.host import parse_dictionary
 from .parsers.stream import Issue, Piece, locate, read_stream
-from .build import StringPool
+from .build import StringPool, control_times
 from .errors import BadRecords, Diagnostics, MissingControlFile, NoData
 from .layout import CHIPS, NPU_NAMES, Collection, JobFile, JobLayout, ResultDir
 from .timebase import Clock, wall_offset_ns
@@ -453,14 +453,7 @@ def _time_span(tables: Spans) -> Tuple[int, int]:
 
 
 def _put_small(coll: Collection, platform: Optional[int], span: Tuple[int, int], put: Sink) -> None:
-    start = end = 0
-    for rd in coll.devices:
-        b = str(rd.start_info.get("collectionTimeBegin", "") or "")
-        e = str(rd.end_info.get("collectionTimeEnd", "") or "")
-        if b.isdigit() and not start:
-            start = int(b) * 1000
-        if e.isdigit() and not end:
-            end = int(e) * 1000
+    start, end = control_times(coll.devices)
     if not start:
         start, end = span
     elif not end:

@@ -318,7 +318,7 @@ def py_format_rows(pieces: Sequence[bytes], slots: Sequence[Slot], n: int, sep: 
 LEAF_KINDS = b"irnk"  # INT int64, REAL float64, NUMERIC float64, rowid alias (stored as NULL)
 
 
-def _varint(v: int) -> bytes:
+def varint(v: int) -> bytes:
     """sqlite's variable-length integer: 7 bits a byte, big-endian; a 9th byte holds 8 bits."""
     v &= (1 << 64) - 1
     if v > 0x00FFFFFFFFFFFFFF:
@@ -415,7 +415,7 @@ def py_table_leaves(kinds: bytes, columns: Sequence[Optional[np.ndarray]], n: in
     for i in range(n):
         values = [_leaf_value(kind, col, i) for kind, col in zip(kinds, cols)]
         record = bytes([1 + len(values)] + [s for s, _ in values]) + b"".join(b for _, b in values)
-        cell = _varint(len(record)) + _varint(keys_of[i]) + record
+        cell = varint(len(record)) + varint(keys_of[i]) + record
         if not pages and not cells or used + 2 + len(cell) > page_size:
             if cells:
                 close()

@@ -95,22 +95,24 @@ class Appender:
         self.keys: List[np.ndarray] = []
         self.last_rowid: Optional[int] = None
 
-    def add(self, kinds: bytes, arrays: Sequence[Optional[np.ndarray]], n: int,
-            rowids: Union[np.ndarray, None] = None) -> None:
-        """Append n rows, CHUNK_ROWS at a time. rowids: the rowid-alias column (strictly increasing
-        across every call), or None for consecutive rowids."""
+    def add(self, kinds: bytes, arrays: Sequence[np.ndarray], n: int) -> None:
+        """Append n rows, CHUNK_ROWS at a time: one array a column, in the order of `kinds`. The
+        values of the 'k' column (INTEGER PRIMARY KEY) are the rowids, strictly increasing across
+        calls; a table without one numbers its rows on from the last call."""
+        packed = [_as_packed(k, a) for k, a in zip(kinds, arrays)]
+        key = next((np.asarray(a, dtype=np.int64) for k, a in zip(kinds, arrays) if k == ord("k")), None)
         for lo in range(0, n, CHUNK_ROWS):
             hi = min(n, lo + CHUNK_ROWS)
-            if rowids is None:
+            if key is None:
                 ids: Union[int, np.ndarray] = (self.last_rowid or 0) + 1
                 last = (self.last_rowid or 0) + (hi - lo)
             else:
-                ids = np.ascontiguousarray(np.asarray(rowids)[lo:hi], dtype=np.int64)
+                ids = np.ascontiguousarray(key[lo:hi])
                 if self.last_rowid is not None and len(ids) and ids[0] <= self.last_rowid:
                     raise StoreError(f"cannot write table {self.table}: rowid {ids[0]} does not follow "
                                      f"{self.last_rowid}", path=self.db_path)
                 last = int(ids[-1])
-            cols = [None if a is None else a[lo:hi] for a in arrays]
+            cols = [None if a is None else a[lo:hi] for a in packed]
             try:
                 leaves, keys = native_impl.table_leaves(kinds, cols, hi - lo, PAGE_SIZE, ids)
             except ValueError as exc:  # rowids out of order: an INTEGER PRIMARY KEY repeated
@@ -124,10 +126,7 @@ class Appender:
     def add_frame(self, frame: Union[pd.DataFrame, Dict[str, np.ndarray]], names: Sequence[str],
                   kinds: bytes) -> None:
         arrays = [np.asarray(frame[name]) for name in names]
-        key = [a for a, k in zip(arrays, kinds) if k == ord("k")]
-        n = len(arrays[0]) if arrays else 0
-        self.add(kinds, [_as_packed(k, a) for k, a in zip(kinds, arrays)], n,
-                 np.asarray(key[0], dtype=np.int64) if key else None)
+        self.add(kinds, arrays, len(arrays[0]) if arrays else 0)
 
     def finish(self) -> None:
         keys = np.concatenate(self.keys) if self.keys else np.zeros(0, np.int64)
@@ -161,10 +160,6 @@ def _write_page(db: BinaryIO, number: int, page: bytes) -> None:
     db.write(page)
 
 
-def _varint(v: int) -> bytes:
-    return native_impl._varint(v)
-
-
 def _interior_level(children: np.ndarray, keys: np.ndarray) -> Tuple[List[bytes], np.ndarray]:
     """Interior pages over these children (page numbers, each with its largest rowid): the pages,
     and their keys for the level above."""
@@ -176,7 +171,7 @@ def _interior_level(children: np.ndarray, keys: np.ndarray) -> Tuple[List[bytes]
         bounds[-2] = (bounds[-3] + bounds[-1]) // 2
     pages: List[bytes] = []
     for lo, hi in zip(bounds, bounds[1:]):
-        cells = [int(c).to_bytes(4, "big") + _varint(int(k)) for c, k in zip(children[lo:hi - 1], keys[lo:hi - 1])]
+        cells = [int(c).to_bytes(4, "big") + native_impl.varint(int(k)) for c, k in zip(children[lo:hi - 1], keys[lo:hi - 1])]
         page = bytearray(PAGE_SIZE)
         top = PAGE_SIZE
         for i, cell in enumerate(cells):

@@ -416,10 +416,7 @@ def _paged_mirror(dest: "TableWriter", src: sqlite3.Connection, table: str, cols
     with dest.pages_of(table) as out:
         for lo in range(0, n, pages.CHUNK_ROWS):
             hi = min(n, lo + pages.CHUNK_ROWS)
-            arrays = [_blob_column(src, stored[name], lo, hi).astype(np.int64, copy=False) for name, _ in cols]
-            key = [a for a, k in zip(arrays, kinds) if k == ord("k")]
-            out.add(kinds, [None if k == ord("k") else a for a, k in zip(arrays, kinds)], hi - lo,
-                    key[0] if key else None)
+            out.add(kinds, [_blob_column(src, stored[name], lo, hi) for name, _ in cols], hi - lo)
     return True
 
 
@@ -465,28 +462,21 @@ def _put_long_pmu(dest: "TableWriter", src: sqlite3.Connection) -> None:
 
 def _paged_long_pmu(dest: "TableWriter", gid: np.ndarray, first: np.ndarray, metrics: Sequence[str],
                     metric_ids: Dict[str, int], column) -> None:
-    """TASK_PMU_INFO as pages: metric by metric, PMU_CHUNK wide rows at a time, in the order of
-    the sqlite path (and its NUMERIC affinity: whole values stored as integers)."""
+    """TASK_PMU_INFO as pages: metric by metric, pages.CHUNK_ROWS wide rows at a time, in the order
+    of the sqlite path (and with its NUMERIC affinity: whole values stored as integers)."""
     dest.create("TASK_PMU_INFO", schema.UNIFIED["TASK_PMU_INFO"])
-    with dest.pages_of("TASK_PMU_INFO") as out:
-        _long_pmu_pages(out, gid, first, metrics, metric_ids, column)
-
-
-def _long_pmu_pages(out: pages.Appender, gid: np.ndarray, first: np.ndarray, metrics: Sequence[str],
-                    metric_ids: Dict[str, int], column) -> None:
     n = len(gid)
-    step = pages.CHUNK_ROWS
-    for metric in metrics:
-        name_id = metric_ids.get(metric)
-        for lo in range(0, n, step):
-            hi = min(n, lo + step)
-            keep = first[lo:hi]
-            ids = np.ascontiguousarray(gid[lo:hi][keep], dtype=np.int64)
-            values = column(metric, lo, hi)[keep]
-            kind_v = b"i" if values.dtype.kind in "iub" else b"n"
-            values = np.ascontiguousarray(values, dtype=np.int64 if kind_v == b"i" else np.float64)
-            if name_id is None:  # no STRING_IDS row: a NULL name, as sqlite binds None
-                names, kind_n = np.full(len(ids), np.nan), b"n"
-            else:
-                names, kind_n = np.full(len(ids), name_id, dtype=np.int64), b"i"
-            out.add(b"i" + kind_n + kind_v, [ids, names, values], len(ids))
+    with dest.pages_of("TASK_PMU_INFO") as out:
+        for metric in metrics:
+            name_id = metric_ids.get(metric)
+            for lo in range(0, n, pages.CHUNK_ROWS):
+                hi = min(n, lo + pages.CHUNK_ROWS)
+                keep = first[lo:hi]
+                ids = gid[lo:hi][keep]
+                values = column(metric, lo, hi)[keep]
+                kind_v = b"i" if values.dtype.kind in "iub" else b"n"
+                if name_id is None:  # no STRING_IDS row: a NULL name, as sqlite binds None
+                    names, kind_n = np.full(len(ids), np.nan), b"n"
+                else:
+                    names, kind_n = np.full(len(ids), name_id, dtype=np.int64), b"i"
+                out.add(b"i" + kind_n + kind_v, [ids, names, values], len(ids))

@@ -1078,15 +1078,13 @@ def write_summary(ctx: ExportContext, fmt: str = "csv") -> None:
     tasks = load_tasks(ctx, strings)
     helper = Forked(functools.partial(_op_summary_job, ctx, tasks, flavour, fmt), "op_summary") \
         if ctx.jobs > 1 and can_fork() and tasks is not None else None
-    mine: List[str] = []
     try:
         before = len(ctx.written)
         for kind, table in summary_tables(ctx, flavour, skip=("op_summary",) if helper else (),
                                           loaded=(strings, tasks)):
             _write_one(ctx, kind, table, flavour, fmt)
-        mine = ctx.written[before:]
-        if helper is not None:
-            ctx.written[before:] = helper.result() + mine
+        if helper is not None:  # op_summary's files first, as one process lists them
+            ctx.written[before:before] = helper.result()
     except BaseException:
         if helper is not None and helper.cancel() is not None:
             for leftover in glob.glob(os.path.join(ctx.out_dir, f"op_summary_*{ctx.stamp}.*")):
