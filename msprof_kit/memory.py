@@ -1,11 +1,15 @@
-"""Keeping the resident size of a large import near its live data (glibc; no-ops elsewhere).
+"""How the command line has glibc's allocator treat the large arrays of a big collection (no-ops
+off glibc).
 
-An import allocates and frees arrays of tens to hundreds of MB phase after phase. glibc serves
-mid-sized blocks from its heap and raises its mmap threshold as big blocks are freed, so freed
-pages stay resident and the peak RSS becomes the sum of the phases instead of the largest one.
-The command line therefore fixes the mmap threshold (`tune_allocator`) and returns free heap
-pages between phases (`give_back`). Measured on 1M tasks: peak RSS 1.13 GB -> 0.89 GB, for
-about 1 s more wall time (docs/benchmarks.md).
+An import or export allocates and frees arrays of tens to hundreds of MB phase after phase. By
+default glibc maps every block above its mmap threshold on its own and unmaps it when it is freed,
+so each phase's arrays are new pages that the kernel must zero again; on a virtual machine whose
+host reclaims freed guest pages, touching a new page costs several times more (measured here:
+1.3 s to first touch 1 GiB in a new process, 0.16 s to touch it again). `tune_allocator` therefore
+serves every block from the heap and leaves freed memory there for the next phase to reuse.
+`give_back` returns the free heap pages to the system between the import's phases, only when they
+exceed KEEP_FREE, so a small collection keeps its pages and a large one its peak. Measured on 1M
+tasks (docs/benchmarks.md): the three steps 22.1 s -> 15 s.
 """
 from __future__ import annotations
 
@@ -14,8 +18,17 @@ import ctypes.util
 import sys
 from typing import Optional
 
-M_MMAP_THRESHOLD = -3          # mallopt parameter number (glibc malloc.h)
-MMAP_THRESHOLD = 4 << 20       # blocks of 4 MiB and more are mapped, and unmapped when freed
+# mallopt parameter numbers (glibc malloc.h)
+M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_MAX = -1, -2, -4
+TRIM_THRESHOLD = 1 << 30    # free memory at the top of the heap kept before glibc trims it itself
+TOP_PAD = 64 << 20          # the heap grows by at least this much at a time
+KEEP_FREE = 1 << 30         # give_back leaves free heap memory below this in place
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+        "keepcost")]
 
 
 def _libc() -> Optional[ctypes.CDLL]:
@@ -25,19 +38,37 @@ def _libc() -> Optional[ctypes.CDLL]:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     except OSError:
         return None
-    return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
+    if not (hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt")):
+        return None
+    if hasattr(libc, "mallinfo2"):  # glibc 2.33+
+        libc.mallinfo2.restype = _MallInfo2
+    return libc
 
 
 _LIBC = _libc()
 
 
 def tune_allocator() -> None:
-    """Fix glibc's mmap threshold for this process (call once, from the command line)."""
+    """Serve large blocks from the heap and keep freed memory for reuse (call once, from the
+    command line; forked workers inherit it)."""
     if _LIBC is not None:
-        _LIBC.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        _LIBC.mallopt(M_MMAP_MAX, 0)
+        _LIBC.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+        _LIBC.mallopt(M_TOP_PAD, TOP_PAD)
+
+
+def free_heap() -> Optional[int]:
+    """Bytes free inside the main heap (None where glibc cannot tell)."""
+    if _LIBC is None or not hasattr(_LIBC, "mallinfo2"):
+        return None
+    return int(_LIBC.mallinfo2().fordblks)
 
 
 def give_back() -> None:
-    """Return free heap pages to the system (between phases of a large import)."""
-    if _LIBC is not None:
+    """Between phases of a large import: return free heap pages to the system once they exceed
+    KEEP_FREE."""
+    if _LIBC is None:
+        return
+    free = free_heap()
+    if free is None or free > KEEP_FREE:
         _LIBC.malloc_trim(0)
