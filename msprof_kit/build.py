@@ -45,7 +45,7 @@ COMPUTE_HOST_TYPES = ("KERNEL_AICORE", "KERNEL_AIVEC", "FFTS_PLUS", "KERNEL_MIX_
 
 
 # receives each finished store table: (name, rows); columnar tables may come as dicts of arrays
-Sink = Callable[[str, Union[pd.DataFrame, Dict[str, np.ndarray]]], None]
+Sink = Callable[[str, Union[pd.DataFrame, Dict[str, Union[np.ndarray, "CodedTexts"]]]], None]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -130,12 +130,29 @@ def device_clock_of(rd: ResultDir, coll: Collection) -> Clock:
 
 @dataclass
 class HostData:
-    apis: pd.DataFrame           # one row per API (events merged), with connection ids
+    apis: pd.DataFrame           # one row per API (events merged), with connection ids; its name,
+                                 # mode and item_text are codes into api_texts' tables
     tracks: pd.DataFrame         # one row per task_track, associated
     compute: pd.DataFrame        # one row per host compute task (COMPUTE_TASK_INFO source)
     models: pd.DataFrame         # model id -> name
     pid: int
     tensor_table: np.ndarray = field(default_factory=lambda: _texts((1, 6), "N/A"))  # compute["tensors"] rows
+    api_texts: Dict[str, np.ndarray] = field(default_factory=dict)  # apis column -> its texts
+
+
+@dataclass
+class CodedTexts:
+    """A column of texts as codes into a table of texts (row i reads texts[codes[i]]; the table
+    may hold a text more than once): millions of API rows share a few hundred names."""
+    codes: np.ndarray
+    texts: np.ndarray
+
+    def first_seen(self) -> Tuple[np.ndarray, np.ndarray]:
+        """(codes, labels) as pd.factorize gives them of the texts themselves: the distinct texts
+        in the order of their first row, each row's position among them."""
+        rows, used = pd.factorize(self.codes, use_na_sentinel=False)
+        canon, labels = pd.factorize(np.asarray(self.texts, dtype=object)[used], use_na_sentinel=False)
+        return canon[rows], labels
 
 
 def _read_group(rd: ResultDir, files: Dict[Tuple[str, str], List[str]], kind: str,
@@ -170,31 +187,48 @@ def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
 
 def _merge_events(cols: Dict[str, np.ndarray], diag: Diagnostics, where: str) -> pd.DataFrame:
     """Api records as they are; Event records paired in stream order on (level, type, thread,
-    request, item): first = begin, second = end. Returns one frame of APIs with `order`."""
+    request, item): first = begin, second = end. Returns one frame of APIs with `order` (the
+    record's position in the stream; a pair's is its second record's), the Api records first,
+    then the pairs in the order of their first records."""
     n = len(cols["level"])
-    df = pd.DataFrame({
+    frame = {
         "level": cols["level"].astype(np.int64), "type": cols["type"].astype(np.int64),
         "thread": cols["thread_id"].astype(np.int64), "reserve": cols["reserve"].astype(np.int64),
         "begin": cols["begin"].astype(np.int64), "end": cols["end"].view(np.int64),
-        "item": cols["item_id"], "order": np.arange(n, dtype=np.int64), "is_event": cols["is_event"],
-    })
+        "item": cols["item_id"], "order": np.arange(n, dtype=np.int64),
+    }
+    is_event = np.asarray(cols["is_event"], dtype=bool)
     cols.clear()  # the frame holds copies; let the record columns go
-    apis = df[~df["is_event"]]
-    ev = df[df["is_event"]]
-    if len(ev):
-        keys = ["level", "type", "thread", "reserve", "item"]
-        ev = ev.sort_values("order", kind="stable")
-        rank = ev.groupby(keys, sort=False).cumcount().to_numpy()
-        ev = ev.assign(rank=rank, pair=rank // 2)
-        first = ev[ev["rank"] % 2 == 0]
-        second = ev[ev["rank"] % 2 == 1]
-        merged = first.merge(second[keys + ["pair", "begin", "order"]], on=keys + ["pair"], suffixes=("", "_2"))
-        leftover = len(ev) - 2 * len(merged)
-        if leftover:
-            diag.warn(f"{where}: {leftover} begin/end event records have no partner; dropped")
-        merged = merged.assign(end=merged["begin_2"], order=merged["order_2"])
-        apis = pd.concat([apis, merged[apis.columns]], ignore_index=True)
-    return apis.drop(columns="is_event").reset_index(drop=True)
+    apis = np.flatnonzero(~is_event)
+    events = np.flatnonzero(is_event)
+    if not len(events):
+        return pd.DataFrame(frame)
+    # the events grouped by key, each group in stream order: ranks 0, 1 pair, 2, 3 pair ...
+    keys = [frame[k][events] for k in ("item", "reserve", "thread", "type", "level")]
+    by_key = np.lexsort([events] + keys)
+    keys = [k[by_key] for k in keys]
+    new_key = np.zeros(len(events), dtype=bool)
+    new_key[0] = True
+    for k in keys:
+        new_key[1:] |= k[1:] != k[:-1]
+    del keys
+    at = np.arange(len(events))
+    rank = at - np.maximum.accumulate(np.where(new_key, at, 0))
+    first = (rank % 2 == 0)
+    first[-1] = False
+    first[:-1] &= ~new_key[1:]  # a begin whose end is the next record of its group
+    begins = events[by_key[first]]
+    ends = events[by_key[np.flatnonzero(first) + 1]]
+    leftover = len(events) - 2 * len(begins)
+    if leftover:
+        diag.warn(f"{where}: {leftover} begin/end event records have no partner; dropped")
+    in_order = np.argsort(begins, kind="stable")
+    begins, ends = begins[in_order], ends[in_order]
+    rows = np.concatenate([apis, begins])
+    out = {k: v[rows] for k, v in frame.items()}
+    out["end"][len(apis):] = frame["begin"][ends]
+    out["order"][len(apis):] = ends
+    return pd.DataFrame(out)
 
 
 def _contain(p_thread: np.ndarray, p_time: np.ndarray, a_thread: np.ndarray, a_begin: np.ndarray,
@@ -288,7 +322,9 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
     if zero.any():
         diag.warn(f"{rd.data_dir}: {int(zero.sum())} API records have begin time 0; dropped")
         apis = apis[~zero].reset_index(drop=True)
-    apis = _api_texts(_name_apis(apis, types, hashes), hashes).drop(columns="type")
+    apis, names = _name_apis(apis, types, hashes)
+    apis, api_texts = _api_texts(apis, names, hashes)
+    apis = apis.drop(columns="type")
     apis["start_ns"] = clock.to_ns(apis["begin"].to_numpy())
     apis["end_ns"] = clock.to_ns(apis["end"].to_numpy())
     # connection ids number the APIs by (begin, level descending), ties by thread then stream order
@@ -333,7 +369,7 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
     if tracks.empty:
         empty = pd.DataFrame()
         return HostData(apis=_cann_columns(apis), tracks=empty, compute=empty, models=models, pid=pid,
-                        tensor_table=tensor_table)
+                        tensor_table=tensor_table, api_texts=api_texts)
 
     # deepest tree API containing each task track
     t_thread = tracks["thread_id"].to_numpy().astype(np.int64)
@@ -374,7 +410,8 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
     del a_thread, a_begin, a_end, level, t_thread, t_time, parent, model_api, type_names
     apis = _cann_columns(apis)
     compute = _compute_tasks(tracks, nbi, tensors, tensor_table, ctx, attach, hashes)
-    return HostData(apis=apis, tracks=tracks, compute=compute, models=models, pid=pid, tensor_table=tensor_table)
+    return HostData(apis=apis, tracks=tracks, compute=compute, models=models, pid=pid, tensor_table=tensor_table,
+                    api_texts=api_texts)
 
 
 def _cann_columns(apis: pd.DataFrame) -> pd.DataFrame:
@@ -421,34 +458,49 @@ def _where_text(values: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
     return _per_distinct(values, lambda u: bool(test(str(u))), bool)
 
 
-def _name_apis(apis: pd.DataFrame, types: Dict[str, str], hashes: Dict[str, str]) -> pd.DataFrame:
-    """API names: type_info_dic '<level>_<type>' (decimal type if unknown); HCCL APIs by item hash."""
+def _name_apis(apis: pd.DataFrame, types: Dict[str, str], hashes: Dict[str, str]
+               ) -> Tuple[pd.DataFrame, np.ndarray]:
+    """API names: type_info_dic '<level>_<type>' (decimal type if unknown); HCCL APIs by item hash.
+    Returns the APIs with `name` as codes into the returned table of names."""
     level = apis["level"].to_numpy()
     typ = apis["type"].to_numpy()
-    names = _per_distinct((level << 32) | typ,
-                          lambda k: types.get(f"{int(k) >> 32}_{int(k) & 0xFFFFFFFF}", str(int(k) & 0xFFFFFFFF)))
+    codes, keys = pd.factorize((level << 32) | typ)
+    texts = [types.get(f"{k >> 32}_{k & 0xFFFFFFFF}", str(k & 0xFFFFFFFF)) for k in keys.tolist()]
     hccl = level == LEVEL_HCCL
     if hccl.any():
-        names[hccl] = _hash_names(apis["item"].to_numpy()[hccl], hashes)
-    return apis.assign(name=names)
+        by_item, items = pd.factorize(apis["item"].to_numpy()[hccl])
+        codes[hccl] = len(texts) + by_item
+        texts += [hashes.get(str(u), "") for u in items.tolist()]
+    return apis.assign(name=codes.astype(np.int64)), np.array(texts, dtype=object)
 
 
-def _api_texts(apis: pd.DataFrame, hashes: Dict[str, str]) -> pd.DataFrame:
+def _api_texts(apis: pd.DataFrame, names: np.ndarray, hashes: Dict[str, str]
+               ) -> Tuple[pd.DataFrame, Dict[str, np.ndarray]]:
     """The texts the timeline shows of each API besides its name (KIT_API): `mode`, the reference's
     struct type (the ACL category for ACL APIs, else the API's type name), and `item_text`, its item
     id (a model id as a number for model-level and node-level step_info APIs, else the hash
-    dictionary's text, "0" for no item, the decimal hash when the dictionary lacks it)."""
+    dictionary's text, "0" for no item, the decimal hash when the dictionary lacks it).
+
+    `name` is codes into `names`; the APIs come back with `mode` and `item_text` as codes too, and
+    the three tables of texts by column."""
     level = apis["level"].to_numpy()
-    names = apis["name"].to_numpy()
-    mode = names.copy()
+    name = apis["name"].to_numpy()
+    mode = name.copy()
+    modes = list(names.tolist())
     acl = level == LEVEL_ACL
     if acl.any():
-        mode[acl] = _lookup(apis["type"].to_numpy()[acl] >> 16, ACL_API_TAGS)
-    item = apis["item"].to_numpy()
-    by_number = (level == LEVEL_MODEL) | ((level == LEVEL_NODE) & _where_text(names, lambda t: t == STEP_INFO_API))
-    item_text = np.where(by_number, _per_distinct(item, lambda u: str(int(u))),
-                         _per_distinct(item, lambda u: hashes.get(str(int(u)), str(int(u))) if int(u) else "0"))
-    return apis.assign(mode=mode, item_text=item_text)
+        tag_codes, tags = pd.factorize(apis["type"].to_numpy()[acl] >> 16)
+        mode[acl] = len(modes) + tag_codes
+        modes += [ACL_API_TAGS.get(t, str(t)) for t in tags.tolist()]
+    step_info = np.array([t == STEP_INFO_API for t in names.tolist()], dtype=bool)
+    by_number = (level == LEVEL_MODEL) | ((level == LEVEL_NODE) & step_info[name])
+    item_codes, items = pd.factorize(apis["item"].to_numpy())
+    values = [int(u) for u in items.tolist()]
+    # the table: each distinct item as a number, then as its hash text
+    item_texts = [str(u) for u in values] + [hashes.get(str(u), str(u)) if u else "0" for u in values]
+    item = np.where(by_number, item_codes, len(values) + item_codes).astype(np.int64)
+    texts = {"name": names, "mode": np.array(modes, dtype=object), "item_text": np.array(item_texts, dtype=object)}
+    return apis.assign(mode=mode, item_text=item), texts
 
 
 def _context_ids(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
@@ -905,11 +957,15 @@ class StringPool:
             got = self.ids[s] = len(self.ids)
         return got
 
-    def ids_of(self, values: np.ndarray) -> np.ndarray:
-        """Ids of an array of strings (vectorized over distinct values)."""
-        if len(values) == 0:
-            return np.zeros(0, dtype=np.int64)
-        codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+    def ids_of(self, values: Union[np.ndarray, "CodedTexts"]) -> np.ndarray:
+        """Ids of an array of strings, or of coded texts (vectorized over distinct values); new
+        strings are numbered in the order of their first row."""
+        if isinstance(values, CodedTexts):
+            codes, uniq = values.first_seen()
+        else:
+            if len(values) == 0:
+                return np.zeros(0, dtype=np.int64)
+            codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
         return np.array([self.id(str(u)) for u in uniq], dtype=np.int64)[codes]
 
     def frame(self) -> pd.DataFrame:
@@ -988,9 +1044,11 @@ def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.nda
         put("CANN_API", pd.DataFrame({
             "startNs": a["start_ns"].to_numpy(), "endNs": a["end_ns"].to_numpy(), "type": a["level"].to_numpy(),
             "globalTid": (np.int64(host.pid) << 32) | a["thread"].to_numpy().astype(np.int64),
-            "connectionId": a["conn"].to_numpy(), "name": strings.ids_of(a["name"].to_numpy())}))
-        put("KIT_API", {"connectionId": a["conn"].to_numpy(), "mode": a["mode"].to_numpy(),
-                        "itemId": a["item_text"].to_numpy()})
+            "connectionId": a["conn"].to_numpy(),
+            "name": strings.ids_of(CodedTexts(a["name"].to_numpy(), host.api_texts["name"]))}))
+        put("KIT_API", {"connectionId": a["conn"].to_numpy(),
+                        "mode": CodedTexts(a["mode"].to_numpy(), host.api_texts["mode"]),
+                        "itemId": CodedTexts(a["item_text"].to_numpy(), host.api_texts["item_text"])})
     host.apis = a = pd.DataFrame()
     c = host.compute
     if c.empty:

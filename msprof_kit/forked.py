@@ -4,15 +4,21 @@ A forked child starts at once (it shares the parent's loaded modules and data, c
 runs one function; the parent collects its return value, or its exception, with `result()`.
 Fork only where the parent runs no other thread that the child could need: the child runs just
 the function. Where fork does not exist, `Forked` runs the function at once, in this process.
+
+A large result (arrays of millions of rows) does not go through the pipe: the child pickles it
+with its array buffers out of band (pickle protocol 5) and writes those into an anonymous shared
+file made before the fork (memfd); the parent maps the file and unpickles the arrays over the
+mapping, without a copy. Where memfd does not exist, everything goes through the pipe.
 """
 from __future__ import annotations
 
+import mmap
 import multiprocessing
 import os
 import pickle
 import sys
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .errors import MsprofKitError
 
@@ -41,7 +47,8 @@ class Forked:
                 stream.flush()
         ctx = multiprocessing.get_context("fork")
         self._recv, send = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_run, args=(fn, send), name=name, daemon=daemon)
+        self._shared = _shared_file()
+        self._proc = ctx.Process(target=_run, args=(fn, send, self._shared), name=name, daemon=daemon)
         self._proc.start()
         send.close()
 
@@ -55,11 +62,11 @@ class Forked:
         if self._proc is None:
             return self._value
         try:
-            ok, value = self._recv.recv()
+            ok, value = _load(self._recv.recv(), self._shared)
         except EOFError:
             ok, value = False, None
         finally:
-            self._recv.close()
+            self._close()
             self._proc.join()
             code, self._proc = self._proc.exitcode, None
             self._value = None
@@ -76,9 +83,15 @@ class Forked:
         pid = self._proc.pid
         self._proc.terminate()
         self._proc.join()
-        self._recv.close()
+        self._close()
         self._proc = None
         return pid
+
+    def _close(self) -> None:
+        self._recv.close()
+        if self._shared is not None:
+            os.close(self._shared)
+            self._shared = None
 
 
 def default_jobs() -> int:
@@ -131,14 +144,57 @@ def each(fns: Sequence[Callable[[], Any]], jobs: int, name: str, daemon: bool = 
     return results
 
 
-def _run(fn: Callable[[], Any], send: Connection) -> None:
+def _shared_file() -> Optional[int]:
+    """A new anonymous shared file for a child's array buffers (None where memfd is missing)."""
+    if not hasattr(os, "memfd_create"):
+        return None
+    try:
+        return os.memfd_create("msprof-kit result", os.MFD_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _dump(outcome: Tuple[bool, Any], shared: Optional[int]) -> Tuple[Any, ...]:
+    """What the child sends: ("pipe", outcome), or ("shared", pickle, buffer sizes) with the
+    buffers written one after another into the shared file."""
+    if shared is None:
+        return ("pipe", outcome)
+    buffers: List[pickle.PickleBuffer] = []
+    head = pickle.dumps(outcome, protocol=5, buffer_callback=buffers.append)
+    sizes = []
+    with os.fdopen(os.dup(shared), "wb") as out:
+        for buf in buffers:
+            raw = buf.raw()
+            out.write(raw)
+            sizes.append(raw.nbytes)
+    return ("shared", head, sizes)
+
+
+def _load(message: Tuple[Any, ...], shared: Optional[int]) -> Tuple[bool, Any]:
+    if message[0] == "pipe":
+        return message[1]
+    _, head, sizes = message
+    views = []
+    if sum(sizes):
+        assert shared is not None
+        whole = memoryview(mmap.mmap(shared, sum(sizes)))  # the arrays keep the mapping alive
+        offset = 0
+        for size in sizes:
+            views.append(whole[offset:offset + size])
+            offset += size
+    else:
+        views = [memoryview(b"")] * len(sizes)
+    return pickle.loads(head, buffers=views)
+
+
+def _run(fn: Callable[[], Any], send: Connection, shared: Optional[int] = None) -> None:
     try:
         outcome = (True, fn())
     except BaseException as exc:  # handed to the parent, which raises it
         outcome = (False, exc)
     try:
-        send.send(outcome)
+        send.send(_dump(outcome, shared))
     except (pickle.PicklingError, TypeError, AttributeError):
-        send.send((False, WorkerDied(f"{type(outcome[1]).__name__}: {outcome[1]}")))
+        send.send(("pipe", (False, WorkerDied(f"{type(outcome[1]).__name__}: {outcome[1]}"))))
     finally:
         send.close()

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from . import pages, schema
-from .build import build
+from .build import CodedTexts, build
 from .job import build_job
 from .errors import Diagnostics, StoreError
 from .layout import Collection
@@ -31,7 +31,7 @@ BATCH_ROWS = 50_000
 ROWS_PER_INSERT = 200
 PMU_CHUNK = 100_000
 TEMP_CACHE_KIB = 64 * 1024  # page cache of the temporary wide PMU table
-Table = Union[pd.DataFrame, Dict[str, np.ndarray]]
+Table = Union[pd.DataFrame, Dict[str, Union[np.ndarray, CodedTexts]]]
 
 
 def _uri(path: str) -> str:
@@ -50,6 +50,11 @@ def encode_columns(table: str, frame: Table) -> Iterator[Tuple[object, ...]]:
     if missing:
         raise StoreError(f"internal: table {table} lacks columns {missing}")
     for name in list(frame.keys()):
+        if isinstance(frame[name], CodedTexts):
+            codes, labels = frame[name].first_seen()
+            yield (table, name, "<i4", memoryview(codes.astype("<i4")),
+                   json.dumps([str(x) for x in labels], ensure_ascii=False))
+            continue
         values = np.asarray(frame[name])
         if values.dtype == object:
             codes, labels = pd.factorize(values, use_na_sentinel=False)

@@ -1,0 +1,61 @@
+"""Vectorized steps of the import checked against plain loops that state their rule directly."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from msprof_kit import build
+from msprof_kit.errors import Diagnostics
+
+
+def _records(rng: np.random.Generator, n: int) -> dict:
+    """Api and Event records with few distinct keys, so that groups have many events."""
+    return {
+        "level": rng.choice([5000, 10000, 20000], n).astype(np.uint16),
+        "type": rng.integers(0, 3, n).astype(np.uint32),
+        "thread_id": rng.integers(1, 4, n).astype(np.uint32),
+        "reserve": rng.integers(0, 2, n).astype(np.uint32),
+        "begin": rng.integers(1, 10 ** 9, n).astype(np.uint64),
+        "end": rng.integers(1, 10 ** 9, n).astype(np.uint64),
+        "item_id": rng.integers(0, 3, n).astype(np.uint64) * (2 ** 63 + 7),  # values above int64's range too
+        "is_event": rng.random(n) < 0.7,
+    }
+
+
+def _pairs_by_loop(cols: dict):
+    """(api rows, [(first, second)] in the order of the firsts, unpaired count): each event's
+    begin is the next unpaired event of its key, in stream order."""
+    open_by_key: dict = {}
+    pairs = []
+    for i in range(len(cols["level"])):
+        if not cols["is_event"][i]:
+            continue
+        key = tuple(int(cols[c][i]) for c in ("level", "type", "thread_id", "reserve", "item_id"))
+        if key in open_by_key:
+            pairs.append((open_by_key.pop(key), i))
+        else:
+            open_by_key[key] = i
+    pairs.sort()
+    apis = [i for i in range(len(cols["level"])) if not cols["is_event"][i]]
+    return apis, pairs, len(open_by_key)
+
+
+@pytest.mark.parametrize("n, seed", [(0, 0), (1, 1), (2, 2), (7, 3), (500, 4), (5000, 5)])
+def test_events_pair_as_a_loop_pairs_them(n, seed):
+    cols = _records(np.random.default_rng(seed), n)
+    apis, pairs, unpaired = _pairs_by_loop(cols)
+    keep = {k: v.copy() for k, v in cols.items()}
+    diag = Diagnostics()
+    got = build._merge_events(cols, diag, "here")
+    assert cols == {}  # the record columns are let go
+    rows = apis + [first for first, _ in pairs]
+    assert len(got) == len(rows)
+    assert got["order"].tolist() == apis + [second for _, second in pairs]
+    assert got["begin"].tolist() == keep["begin"][rows].astype(np.int64).tolist()
+    ends = np.concatenate([keep["end"][apis].view(np.int64),
+                           keep["begin"][[second for _, second in pairs]].astype(np.int64)])
+    assert got["end"].tolist() == ends.tolist()
+    assert got["item"].tolist() == keep["item_id"][rows].tolist()
+    assert got["thread"].tolist() == keep["thread_id"][rows].astype(np.int64).tolist()
+    assert list(got.columns) == ["level", "type", "thread", "reserve", "begin", "end", "item", "order"]
+    assert any(f"{unpaired} begin/end event records have no partner" in w for w in diag.warnings) == bool(unpaired)
