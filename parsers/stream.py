@@ -6,6 +6,7 @@ files, logs or prints: problems come back as `Issue` values for the caller to re
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -106,7 +107,25 @@ def decode_stream(record: Record, buf: np.ndarray, pieces: Sequence[Piece],
 
 
 def read_stream(paths: Sequence[str]) -> Tuple[np.ndarray, List[Piece]]:
-    """Read slice files into one byte array, with each file's place in it."""
+    """Read slice files into one byte array, with each file's place in it: each file is read
+    straight into its place in an array sized from the files' sizes (one copy of the stream)."""
+    sizes = [os.path.getsize(path) for path in paths]
+    buf = np.empty(sum(sizes), dtype=np.uint8)
+    pieces: List[Piece] = []
+    start = 0
+    for path, size in zip(paths, sizes):
+        with open(path, "rb") as f:
+            got = f.readinto(memoryview(buf)[start:start + size]) if size else 0
+            rest = f.read()  # a slice still being written: whatever came after the size was taken
+        if rest or got != size:
+            return _read_stream_again(paths)
+        pieces.append(Piece(path, start, size))
+        start += size
+    return buf, pieces
+
+
+def _read_stream_again(paths: Sequence[str]) -> Tuple[np.ndarray, List[Piece]]:
+    """read_stream for files that changed size while being read: each read whole, then joined."""
     pieces: List[Piece] = []
     chunks: List[np.ndarray] = []
     start = 0
@@ -117,5 +136,4 @@ def read_stream(paths: Sequence[str]) -> Tuple[np.ndarray, List[Piece]]:
         start += len(data)
     if not chunks:
         return np.zeros(0, dtype=np.uint8), pieces
-    buf = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
-    return buf, pieces
+    return (chunks[0] if len(chunks) == 1 else np.concatenate(chunks)), pieces
