@@ -188,47 +188,49 @@ def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
 def _merge_events(cols: Dict[str, np.ndarray], diag: Diagnostics, where: str) -> pd.DataFrame:
     """Api records as they are; Event records paired in stream order on (level, type, thread,
     request, item): first = begin, second = end. Returns one frame of APIs with `order` (the
-    record's position in the stream; a pair's is its second record's), the Api records first,
-    then the pairs in the order of their first records."""
+    record's position in the stream; a pair's is its second record's), in stream order (a pair
+    at its first record)."""
     n = len(cols["level"])
+    is_event = np.asarray(cols["is_event"], dtype=bool)
     frame = {
         "level": cols["level"].astype(np.int64), "type": cols["type"].astype(np.int64),
         "thread": cols["thread_id"].astype(np.int64), "reserve": cols["reserve"].astype(np.int64),
-        "begin": cols["begin"].astype(np.int64), "end": cols["end"].view(np.int64),
+        "begin": cols["begin"].astype(np.int64), "end": cols["end"].view(np.int64).copy(),
         "item": cols["item_id"], "order": np.arange(n, dtype=np.int64),
     }
-    is_event = np.asarray(cols["is_event"], dtype=bool)
     cols.clear()  # the frame holds copies; let the record columns go
-    apis = np.flatnonzero(~is_event)
     events = np.flatnonzero(is_event)
-    if not len(events):
-        return pd.DataFrame(frame)
-    # the events grouped by key, each group in stream order: ranks 0, 1 pair, 2, 3 pair ...
-    keys = [frame[k][events] for k in ("item", "reserve", "thread", "type", "level")]
-    by_key = np.lexsort([events] + keys)
-    keys = [k[by_key] for k in keys]
-    new_key = np.zeros(len(events), dtype=bool)
-    new_key[0] = True
-    for k in keys:
-        new_key[1:] |= k[1:] != k[:-1]
-    del keys
-    at = np.arange(len(events))
-    rank = at - np.maximum.accumulate(np.where(new_key, at, 0))
-    first = (rank % 2 == 0)
-    first[-1] = False
-    first[:-1] &= ~new_key[1:]  # a begin whose end is the next record of its group
-    begins = events[by_key[first]]
-    ends = events[by_key[np.flatnonzero(first) + 1]]
-    leftover = len(events) - 2 * len(begins)
-    if leftover:
-        diag.warn(f"{where}: {leftover} begin/end event records have no partner; dropped")
-    in_order = np.argsort(begins, kind="stable")
-    begins, ends = begins[in_order], ends[in_order]
-    rows = np.concatenate([apis, begins])
-    out = {k: v[rows] for k, v in frame.items()}
-    out["end"][len(apis):] = frame["begin"][ends]
-    out["order"][len(apis):] = ends
-    return pd.DataFrame(out)
+    if len(events):
+        # the events grouped by key, each group in stream order: ranks 0, 1 pair, 2, 3 pair ...
+        group = np.zeros(len(events), dtype=np.int64)
+        room = 1
+        for key in ("item", "reserve", "thread", "type", "level"):
+            codes, uniq = pd.factorize(frame[key][events])
+            if room > (2 ** 62) // max(1, len(uniq)):  # too many combinations for one int64: renumber
+                group = pd.factorize(group)[0]
+                room = int(group.max()) + 1
+            group = group * len(uniq) + codes
+            room *= max(1, len(uniq))
+        by_key = np.argsort(group, kind="stable")
+        grouped = group[by_key]
+        new_key = np.ones(len(events), dtype=bool)
+        new_key[1:] = grouped[1:] != grouped[:-1]
+        at = np.arange(len(events))
+        rank = at - np.maximum.accumulate(np.where(new_key, at, 0))
+        first = (rank % 2 == 0)
+        first[-1] = False
+        first[:-1] &= ~new_key[1:]  # a begin whose end is the next record of its group
+        begins = events[by_key[first]]
+        ends = events[by_key[np.flatnonzero(first) + 1]]
+        leftover = len(events) - 2 * len(begins)
+        if leftover:
+            diag.warn(f"{where}: {leftover} begin/end event records have no partner; dropped")
+        frame["end"][begins] = frame["begin"][ends]
+        frame["order"][begins] = ends
+        keep = ~is_event
+        keep[begins] = True
+        frame = {k: v[keep] for k, v in frame.items()}
+    return pd.DataFrame(frame, copy=False)  # a block a column: no copy, and columns free one by one
 
 
 def _contain(p_thread: np.ndarray, p_time: np.ndarray, a_thread: np.ndarray, a_begin: np.ndarray,
@@ -417,8 +419,16 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
 def _cann_columns(apis: pd.DataFrame) -> pd.DataFrame:
     """What the store needs of the APIs once they are associated (CANN_API's columns), as a new
     frame so that the other columns are freed."""
-    return pd.DataFrame({c: apis[c].to_numpy().copy() for c in ("start_ns", "end_ns", "level", "thread", "conn",
-                                                                "name", "mode", "item_text")})
+    return pd.DataFrame({c: _own_column(apis[c].to_numpy()) for c in ("start_ns", "end_ns", "level", "thread",
+                                                                       "conn", "name", "mode", "item_text")},
+                        copy=False)
+
+
+def _own_column(values: np.ndarray) -> np.ndarray:
+    """The column itself, or a copy when it is a view into a block of several columns (which it
+    would keep alive)."""
+    base = values.base
+    return values.copy() if isinstance(base, np.ndarray) and base.size > values.size else values
 
 
 def _per_distinct(values: np.ndarray, fn: Callable[[object], object], dtype: type = object) -> np.ndarray:

@@ -48,13 +48,15 @@ def test_events_pair_as_a_loop_pairs_them(n, seed):
     diag = Diagnostics()
     got = build._merge_events(cols, diag, "here")
     assert cols == {}  # the record columns are let go
-    rows = apis + [first for first, _ in pairs]
+    # one row per Api record and per pair, in stream order (a pair at its first record)
+    second_of = dict(pairs)
+    rows = sorted(apis + list(second_of))
     assert len(got) == len(rows)
-    assert got["order"].tolist() == apis + [second for _, second in pairs]
+    assert got["order"].tolist() == [second_of.get(r, r) for r in rows]
     assert got["begin"].tolist() == keep["begin"][rows].astype(np.int64).tolist()
-    ends = np.concatenate([keep["end"][apis].view(np.int64),
-                           keep["begin"][[second for _, second in pairs]].astype(np.int64)])
-    assert got["end"].tolist() == ends.tolist()
+    ends = [int(keep["begin"][second_of[r]]) if r in second_of else int(keep["end"][r].view(np.int64))
+            for r in rows]
+    assert got["end"].tolist() == ends
     assert got["item"].tolist() == keep["item_id"][rows].tolist()
     assert got["thread"].tolist() == keep["thread_id"][rows].astype(np.int64).tolist()
     assert list(got.columns) == ["level", "type", "thread", "reserve", "begin", "end", "item", "order"]
