@@ -65,10 +65,25 @@ def encode_columns(table: str, frame: Table) -> Iterator[Tuple[object, ...]]:
             yield (table, name, arr.dtype.str, memoryview(arr), None)
 
 
+NARROW = tuple(np.dtype(t) for t in ("<i1", "<i2", "<i4"))
+
+
+def narrowest(values: np.ndarray) -> np.ndarray:
+    """Integers in the smallest signed little-endian type that holds them all (int64 at most)."""
+    if len(values):
+        lo, hi = int(values.min()), int(values.max())
+        for dtype in NARROW:
+            info = np.iinfo(dtype)
+            if info.min <= lo and hi <= info.max:
+                return values.astype(dtype)
+    return np.ascontiguousarray(values.astype("<i8", copy=False))
+
+
 def encode_ints(table: str, cols: Sequence[schema.Column], frame: pd.DataFrame) -> Iterator[Tuple[object, ...]]:
-    """KIT_COLUMNS rows mirroring an all-integer unified table (schema.MIRRORED), in schema order."""
+    """KIT_COLUMNS rows mirroring an all-integer unified table (schema.MIRRORED), in schema order,
+    each column in the narrowest integer type that holds it (readers widen them to int64)."""
     for name, _ in cols:
-        arr = np.ascontiguousarray(frame[name].to_numpy().astype("<i8", copy=False))
+        arr = narrowest(frame[name].to_numpy())
         yield (table, name, arr.dtype.str, memoryview(arr), None)
 
 
@@ -402,8 +417,10 @@ def _mirrors(src: sqlite3.Connection) -> Dict[str, Dict[str, Tuple[int, np.dtype
 
 
 def _blob_column(src: sqlite3.Connection, where: Tuple[int, np.dtype], lo: int, hi: int) -> np.ndarray:
+    """Rows lo:hi of a mirror column, as int64."""
     rowid, dtype = where
-    return np.frombuffer(blob_slice(src, rowid, lo * dtype.itemsize, (hi - lo) * dtype.itemsize), dtype=dtype)
+    part = np.frombuffer(blob_slice(src, rowid, lo * dtype.itemsize, (hi - lo) * dtype.itemsize), dtype=dtype)
+    return part.astype(np.int64, copy=False)
 
 
 def _paged_mirror(dest: "TableWriter", src: sqlite3.Connection, table: str, cols: Sequence[schema.Column],

@@ -95,3 +95,42 @@ def test_a_failure_in_the_background_writer_reaches_the_caller(tmp_path):
             out.put("CANN_API", api)
             out.put("TASK", pd.DataFrame({c: ids for c, _ in store.schema.UNIFIED["TASK"]}))
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("values, dtype", [
+    ([0, 127, -128], "|i1"), ([0, 128], "<i2"), ([-129], "<i2"), ([32767, -32768], "<i2"), ([32768], "<i4"),
+    ([2 ** 31 - 1, -2 ** 31], "<i4"), ([2 ** 31], "<i8"), ([4294967295, 1], "<i8"), ([-2 ** 63, 2 ** 63 - 1], "<i8"),
+    ([], "<i8")])
+def test_mirror_columns_take_the_narrowest_type_that_holds_them(values, dtype):
+    arr = np.array(values, dtype=np.int64)
+    got = store.narrowest(arr)
+    assert got.dtype.str == dtype
+    assert got.astype(np.int64).tolist() == arr.tolist()
+
+
+def test_mirrors_read_back_as_the_sqlite_tables_hold_them(tmp_path):
+    """Narrowed mirror columns widen to exactly the table's values, through ExportContext.ints."""
+    from msprof_kit import schema
+    from msprof_kit.exporters.context import open_context
+    prof = tmp_path / "PROF_1"
+    (prof / "sqlite").mkdir(parents=True)
+    rng = np.random.default_rng(3)
+    cols = schema.UNIFIED["OVERLAP_ANALYSIS"]
+    n = 1000
+    frame = pd.DataFrame({"id": np.arange(n), "deviceId": rng.integers(0, 8, n),
+                          "startNs": rng.integers(0, 2 ** 62, n), "endNs": rng.integers(0, 2 ** 62, n),
+                          "type": rng.integers(0, 4, n)})[[c[0] for c in cols]]
+    with store.TableWriter(store.store_path(str(prof))) as out:
+        out.put("OVERLAP_ANALYSIS", frame)
+    conn = sqlite3.connect(store.store_path(str(prof)))
+    dtypes = dict(conn.execute("SELECT name, dtype FROM KIT_COLUMNS WHERE tableName = 'OVERLAP_ANALYSIS'"))
+    assert dtypes == {"id": "<i2", "deviceId": "|i1", "startNs": "<i8", "endNs": "<i8", "type": "|i1"}
+    table = conn.execute("SELECT * FROM OVERLAP_ANALYSIS ORDER BY rowid").fetchall()
+    conn.close()
+    ctx = open_context(str(prof))
+    try:
+        got = ctx.ints("OVERLAP_ANALYSIS", [c[0] for c in cols])
+    finally:
+        ctx.conn.close()
+    assert all(a.dtype == np.int64 for a in got.values())
+    assert list(zip(*(got[c[0]].tolist() for c in cols))) == table
