@@ -13,6 +13,7 @@ import sys
 from collections import Counter, defaultdict
 from typing import Dict, List, Tuple
 
+import numpy as np
 import pytest
 
 from conftest import COMPARE, DEGRADED_CASES, GOLDEN, INTACT_CASES, copy_input, needs_shared
@@ -218,3 +219,13 @@ def test_perfetto_loads_every_complete_event(case, exported):
         assert count("SELECT COUNT(*) FROM stats WHERE severity IN ('error', 'data_loss') AND value > 0") == 0
     finally:
         tp.close()
+
+
+@pytest.mark.parametrize("keys", [[], [5], [3, -2, 3, 7, -2], [0, 2 ** 40, 5, 0], list(range(-50, 50)) * 3])
+def test_dense_codes_map_each_key_to_its_distinct_value(keys):
+    from msprof_kit.exporters.timeline import _dense_codes
+    arr = np.array(keys, dtype=np.int64)
+    codes, uniq = _dense_codes(arr)
+    assert codes.dtype == np.int32
+    assert uniq[codes].tolist() == keys
+    assert sorted(set(uniq.tolist())) == sorted(set(keys)) and len(uniq) == len(set(keys))

@@ -225,8 +225,23 @@ OVERLAP_EVENT = Template('{"name":', "name", ',"pid":', "pid", ',"tid":', "tid",
 
 def _coded(keys: np.ndarray, literal_of: Callable[[int], str]) -> Slot:
     """A TEXT slot of integer keys: each distinct key's literal made once."""
-    codes, uniq = pd.factorize(np.asarray(keys, dtype=np.int64))
-    return text_slot(codes.astype(np.int32), text_table(literal_of(k) for k in uniq.tolist()))
+    codes, uniq = _dense_codes(np.asarray(keys, dtype=np.int64))
+    return text_slot(codes, text_table(literal_of(k) for k in uniq.tolist()))
+
+
+def _dense_codes(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(int32 code of each key, the distinct keys): for keys within a narrow range, by a table over
+    the range (sorted keys, no hashing), else as pd.factorize gives them."""
+    if len(keys):
+        lo, hi = int(keys.min()), int(keys.max())
+        if hi - lo < max(1 << 20, 2 * len(keys)):
+            shifted = keys - lo
+            present = np.zeros(hi - lo + 1, dtype=bool)
+            present[shifted] = True
+            code_of = np.cumsum(present, dtype=np.int32) - 1
+            return code_of[shifted], np.flatnonzero(present) + lo
+    codes, uniq = pd.factorize(keys)
+    return codes.astype(np.int32), uniq
 
 
 def _json_texts(values: np.ndarray) -> Slot:
