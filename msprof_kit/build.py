@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -153,6 +153,14 @@ class CodedTexts:
         rows, used = pd.factorize(self.codes, use_na_sentinel=False)
         canon, labels = pd.factorize(np.asarray(self.texts, dtype=object)[used], use_na_sentinel=False)
         return canon[rows], labels
+
+
+def text_codes(values: Union[np.ndarray, CodedTexts]) -> Tuple[np.ndarray, np.ndarray]:
+    """(codes, labels) of a column of texts, given as texts or as CodedTexts: the distinct texts in
+    the order of their first row, each row's position among them."""
+    if isinstance(values, CodedTexts):
+        return values.first_seen()
+    return pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
 
 
 def _read_group(rd: ResultDir, files: Dict[Tuple[str, str], List[str]], kind: str,
@@ -431,12 +439,18 @@ def _own_column(values: np.ndarray) -> np.ndarray:
     return values.copy() if isinstance(base, np.ndarray) and base.size > values.size else values
 
 
+def _distinct(values: np.ndarray, fn: Callable[[Any], Any]) -> Tuple[np.ndarray, List[Any]]:
+    """(code of each value, `fn` of each distinct value): `fn` evaluated once per distinct value."""
+    codes, uniq = pd.factorize(np.asarray(values), use_na_sentinel=False)
+    return codes, [fn(u) for u in uniq]
+
+
 def _per_distinct(values: np.ndarray, fn: Callable[[object], object], dtype: type = object) -> np.ndarray:
     """`fn` of each value, evaluated once per distinct value (ids, type codes and texts repeat a lot)."""
     if len(values) == 0:
         return np.zeros(0, dtype=dtype)
-    codes, uniq = pd.factorize(np.asarray(values), use_na_sentinel=False)
-    return np.array([fn(u) for u in uniq], dtype=dtype)[codes]
+    codes, mapped = _distinct(values, fn)
+    return np.array(mapped, dtype=dtype)[codes]
 
 
 def _map_names(values: np.ndarray, types: Dict[str, str]) -> np.ndarray:
@@ -444,14 +458,24 @@ def _map_names(values: np.ndarray, types: Dict[str, str]) -> np.ndarray:
     return _per_distinct(values, lambda u: types.get(f"5000_{int(u)}", str(int(u))))
 
 
+def _hash_text(hashes: Dict[str, str], missing: str = "") -> Callable[[object], str]:
+    """The text of a hash id (hash_dic); `missing` for an unknown id, "" for id 0."""
+    return lambda u: hashes.get(str(int(u)), missing if int(u) else "")
+
+
+def _code_text(table: Dict[int, str]) -> Callable[[object], str]:
+    """The name of an integer code, the decimal code when the table lacks it."""
+    return lambda u: table.get(int(u), str(int(u)))
+
+
 def _hash_names(values: np.ndarray, hashes: Dict[str, str], missing: str = "") -> np.ndarray:
     """Texts of hash ids (hash_dic); `missing` for an unknown id, "" for id 0."""
-    return _per_distinct(values, lambda u: hashes.get(str(int(u)), missing if int(u) else ""))
+    return _per_distinct(values, _hash_text(hashes, missing))
 
 
 def _lookup(values: np.ndarray, table: Dict[int, str]) -> np.ndarray:
     """Names of integer codes, the decimal code when the table lacks it."""
-    return _per_distinct(values, lambda u: table.get(int(u), str(int(u))))
+    return _per_distinct(values, _code_text(table))
 
 
 def _ge_names(values: np.ndarray) -> np.ndarray:
@@ -474,13 +498,13 @@ def _name_apis(apis: pd.DataFrame, types: Dict[str, str], hashes: Dict[str, str]
     Returns the APIs with `name` as codes into the returned table of names."""
     level = apis["level"].to_numpy()
     typ = apis["type"].to_numpy()
-    codes, keys = pd.factorize((level << 32) | typ)
-    texts = [types.get(f"{k >> 32}_{k & 0xFFFFFFFF}", str(k & 0xFFFFFFFF)) for k in keys.tolist()]
+    codes, texts = _distinct((level << 32) | typ,
+                             lambda k: types.get(f"{int(k) >> 32}_{int(k) & 0xFFFFFFFF}", str(int(k) & 0xFFFFFFFF)))
     hccl = level == LEVEL_HCCL
     if hccl.any():
-        by_item, items = pd.factorize(apis["item"].to_numpy()[hccl])
+        by_item, more = _distinct(apis["item"].to_numpy()[hccl], _hash_text(hashes))
         codes[hccl] = len(texts) + by_item
-        texts += [hashes.get(str(u), "") for u in items.tolist()]
+        texts += more
     return apis.assign(name=codes.astype(np.int64)), np.array(texts, dtype=object)
 
 
@@ -499,13 +523,12 @@ def _api_texts(apis: pd.DataFrame, names: np.ndarray, hashes: Dict[str, str]
     modes = list(names.tolist())
     acl = level == LEVEL_ACL
     if acl.any():
-        tag_codes, tags = pd.factorize(apis["type"].to_numpy()[acl] >> 16)
+        tag_codes, tags = _distinct(apis["type"].to_numpy()[acl] >> 16, _code_text(ACL_API_TAGS))
         mode[acl] = len(modes) + tag_codes
-        modes += [ACL_API_TAGS.get(t, str(t)) for t in tags.tolist()]
+        modes += tags
     step_info = np.array([t == STEP_INFO_API for t in names.tolist()], dtype=bool)
     by_number = (level == LEVEL_MODEL) | ((level == LEVEL_NODE) & step_info[name])
-    item_codes, items = pd.factorize(apis["item"].to_numpy())
-    values = [int(u) for u in items.tolist()]
+    item_codes, values = _distinct(apis["item"].to_numpy(), int)
     # the table: each distinct item as a number, then as its hash text
     item_texts = [str(u) for u in values] + [hashes.get(str(u), str(u)) if u else "0" for u in values]
     item = np.where(by_number, item_codes, len(values) + item_codes).astype(np.int64)
@@ -970,12 +993,7 @@ class StringPool:
     def ids_of(self, values: Union[np.ndarray, "CodedTexts"]) -> np.ndarray:
         """Ids of an array of strings, or of coded texts (vectorized over distinct values); new
         strings are numbered in the order of their first row."""
-        if isinstance(values, CodedTexts):
-            codes, uniq = values.first_seen()
-        else:
-            if len(values) == 0:
-                return np.zeros(0, dtype=np.int64)
-            codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+        codes, uniq = text_codes(values)
         return np.array([self.id(str(u)) for u in uniq], dtype=np.int64)[codes]
 
     def frame(self) -> pd.DataFrame:
@@ -1092,6 +1110,26 @@ def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.nda
 def _load_device_job(rd: ResultDir, coll: Collection, chip: Chip) -> Tuple[Optional[DeviceData], List[str]]:
     local = Diagnostics()
     return load_device(rd, coll, chip, local), local.warnings
+
+
+SAMPLE_KEYS = ("ai_core_metrics", "aiv_metrics", "ai_core_profiling_events", "aiv_profiling_events")
+
+
+def device_info_rows(rd: ResultDir, info: List[Tuple[int, str, str]], sample_keys: Sequence[str] = SAMPLE_KEYS
+                     ) -> None:
+    """KIT_INFO rows of a result directory: its folder, pid, the sample settings named and the
+    device's counts and frequencies."""
+    info.append((rd.device_id, "dir", rd.name))
+    pid = str(rd.info.get("pid", "")).strip()
+    if pid.isdigit():
+        info.append((rd.device_id, "pid", pid))
+    for key in sample_keys:
+        if key in rd.sample:
+            info.append((rd.device_id, key, str(rd.sample[key])))
+    di = rd.device_info()
+    for key in ("aic_frequency", "ai_core_num", "aiv_num", "hwts_frequency"):
+        if key in di:
+            info.append((rd.device_id, key, str(di[key])))
 
 
 def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List[Tuple[int, str, str]]:
@@ -1282,18 +1320,7 @@ def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, D
         if rows:
             put("AICORE_FREQ", pd.DataFrame(rows, columns=["deviceId", "timestampNs", "freq", "dieId"]))
     for rd in coll.result_dirs():
-        info.append((rd.device_id, "dir", rd.name))
-        pid = str(rd.info.get("pid", "")).strip()
-        if pid.isdigit():
-            info.append((rd.device_id, "pid", pid))
-        for key in ("ai_core_metrics", "aiv_metrics", "ai_core_profiling_events", "aiv_profiling_events",
-                    "ai_core_profiling_mode"):
-            if key in rd.sample:
-                info.append((rd.device_id, key, str(rd.sample[key])))
-        di = rd.device_info()
-        for key in ("aic_frequency", "ai_core_num", "aiv_num", "hwts_frequency"):
-            if key in di:
-                info.append((rd.device_id, key, str(di[key])))
+        device_info_rows(rd, info, SAMPLE_KEYS + ("ai_core_profiling_mode",))
     info.append((-1, "platform_version", str(chip.platform)))
     info.append((-1, "chip", chip.name))
     info.append((-1, "collection", coll.path))

@@ -174,16 +174,14 @@ def _load(message: Tuple[Any, ...], shared: Optional[int]) -> Tuple[bool, Any]:
     if message[0] == "pipe":
         return message[1]
     _, head, sizes = message
+    assert shared is not None  # a child sends "shared" only when it was given the file
+    # the arrays keep the mapping alive; only empty buffers (or none): nothing to map
+    whole = memoryview(mmap.mmap(shared, sum(sizes))) if sum(sizes) else memoryview(b"")
     views = []
-    if sum(sizes):
-        assert shared is not None
-        whole = memoryview(mmap.mmap(shared, sum(sizes)))  # the arrays keep the mapping alive
-        offset = 0
-        for size in sizes:
-            views.append(whole[offset:offset + size])
-            offset += size
-    else:
-        views = [memoryview(b"")] * len(sizes)
+    offset = 0
+    for size in sizes:
+        views.append(whole[offset:offset + size])
+        offset += size
     return pickle.loads(head, buffers=views)
 
 

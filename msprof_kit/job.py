@@ -26,7 +26,7 @@ from .parsers import device as D
 from .parsers import job as J
 from .parsers.host import parse_dictionary
 from .parsers.stream import Issue, Piece, locate, read_stream
-from .build import StringPool, control_times
+from .build import StringPool, control_times, device_info_rows
 from .errors import BadRecords, Diagnostics, MissingControlFile, NoData
 from .layout import CHIPS, NPU_NAMES, Collection, JobFile, JobLayout, ResultDir
 from .timebase import Clock, wall_offset_ns
@@ -480,20 +480,6 @@ def _platform(coll: Collection, info: InfoRows) -> Optional[int]:
     return None
 
 
-def _device_info(rd: ResultDir, info: InfoRows) -> None:
-    info.append((rd.device_id, "dir", rd.name))
-    pid = str(rd.info.get("pid", "")).strip()
-    if pid.isdigit():
-        info.append((rd.device_id, "pid", pid))
-    for key in ("ai_core_metrics", "aiv_metrics", "ai_core_profiling_events", "aiv_profiling_events"):
-        if key in rd.sample:
-            info.append((rd.device_id, key, str(rd.sample[key])))
-    di = rd.device_info()
-    for key in ("aic_frequency", "ai_core_num", "aiv_num", "hwts_frequency"):
-        if key in di:
-            info.append((rd.device_id, key, str(di[key])))
-
-
 def build_job(coll: Collection, diag: Diagnostics, put: Sink) -> InfoRows:
     """Parse a JOB collection, handing each store table to `put`. Returns the KIT_INFO rows."""
     layout = coll.job
@@ -505,7 +491,7 @@ def build_job(coll: Collection, diag: Diagnostics, put: Sink) -> InfoRows:
     info: InfoRows = [(-1, "layout", "job"), (-1, "job_name", layout.name), (-1, "collection", coll.path)]
     platform = _platform(coll, info)
     for rd in coll.devices:
-        _device_info(rd, info)
+        device_info_rows(rd, info)
     open_slices = [f for f in layout.files if not f.done]
     if open_slices:
         names = ", ".join(f.path.rsplit("/", 1)[-1] for f in open_slices[:3])

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from . import pages, schema
-from .build import CodedTexts, build
+from .build import CodedTexts, build, text_codes
 from .job import build_job
 from .errors import Diagnostics, StoreError
 from .layout import Collection
@@ -50,17 +50,13 @@ def encode_columns(table: str, frame: Table) -> Iterator[Tuple[object, ...]]:
     if missing:
         raise StoreError(f"internal: table {table} lacks columns {missing}")
     for name in list(frame.keys()):
-        if isinstance(frame[name], CodedTexts):
-            codes, labels = frame[name].first_seen()
-            yield (table, name, "<i4", memoryview(codes.astype("<i4")),
-                   json.dumps([str(x) for x in labels], ensure_ascii=False))
-            continue
-        values = np.asarray(frame[name])
-        if values.dtype == object:
-            codes, labels = pd.factorize(values, use_na_sentinel=False)
+        values = frame[name]
+        if isinstance(values, CodedTexts) or np.asarray(values).dtype == object:
+            codes, labels = text_codes(values)
             yield (table, name, "<i4", memoryview(codes.astype("<i4")),
                    json.dumps([str(x) for x in labels], ensure_ascii=False))
         else:
+            values = np.asarray(values)
             arr = np.ascontiguousarray(values.astype(values.dtype.newbyteorder("<"), copy=False))
             yield (table, name, arr.dtype.str, memoryview(arr), None)
 
