@@ -33,6 +33,7 @@ HEADER_PAGE_COUNT = 28       # the header's database size in pages (4 bytes)
 INTERIOR_HEADER = 12
 INTERIOR_CELL_MAX = 4 + 9 + 2  # child page number, a varint key, its cell pointer
 CHUNK_ROWS = 1 << 20          # rows packed per call
+LOCK_BYTE = 1 << 30           # sqlite's lock-byte offset: the page holding it is never a b-tree page
 
 
 def enabled() -> bool:
@@ -90,10 +91,30 @@ class Appender:
         except BaseException:
             self.file.close()
             raise
-        self.first = end // PAGE_SIZE + 1   # the first leaf's page number
-        self.count = end // PAGE_SIZE
+        self.count = end // PAGE_SIZE       # pages in the file
+        self.leaves: List[np.ndarray] = []  # page numbers of the leaves
         self.keys: List[np.ndarray] = []
         self.last_rowid: Optional[int] = None
+
+    def _append(self, block: bytes) -> np.ndarray:
+        """Write whole pages after the last one; their page numbers. The lock-byte page (the one
+        holding file offset 2**30) is left zero and skipped: sqlite never reads it as a b-tree page
+        and reports a file that uses it as malformed."""
+        n = len(block) // PAGE_SIZE
+        numbers = np.arange(self.count + 1, self.count + 1 + n, dtype=np.int64)
+        lock = lock_page()
+        self.file.seek(self.count * PAGE_SIZE)
+        if self.count < lock <= self.count + n:
+            cut = (lock - self.count - 1) * PAGE_SIZE
+            self.file.write(block[:cut])
+            self.file.write(bytes(PAGE_SIZE))
+            self.file.write(block[cut:])
+            numbers[numbers >= lock] += 1
+            self.count += 1
+        else:
+            self.file.write(block)
+        self.count += n
+        return numbers
 
     def add(self, kinds: bytes, arrays: Sequence[np.ndarray], n: int) -> None:
         """Append n rows, CHUNK_ROWS at a time: one array a column, in the order of `kinds`. The
@@ -117,10 +138,8 @@ class Appender:
                 leaves, keys = native_impl.table_leaves(kinds, cols, hi - lo, PAGE_SIZE, ids)
             except ValueError as exc:  # rowids out of order: an INTEGER PRIMARY KEY repeated
                 raise StoreError(f"cannot write table {self.table}: {exc}", path=self.db_path) from exc
-            self.file.write(leaves)
-            got = np.frombuffer(keys, dtype=np.int64)
-            self.keys.append(got)
-            self.count += len(got)
+            self.leaves.append(self._append(leaves))
+            self.keys.append(np.frombuffer(keys, dtype=np.int64))
             self.last_rowid = last
 
     def add_frame(self, frame: Union[pd.DataFrame, Dict[str, np.ndarray]], names: Sequence[str],
@@ -130,29 +149,31 @@ class Appender:
 
     def finish(self) -> None:
         keys = np.concatenate(self.keys) if self.keys else np.zeros(0, np.int64)
-        leaves = len(keys)
-        if leaves == 1:  # the leaf is the root: moved there, the file shortened again
-            self.file.seek((self.first - 1) * PAGE_SIZE)
+        children = np.concatenate(self.leaves) if self.leaves else np.zeros(0, np.int64)
+        if len(children) == 1:  # the leaf is the root: moved there, the file shortened again
+            leaf = int(children[0])
+            self.file.seek((leaf - 1) * PAGE_SIZE)
             page = self.file.read(PAGE_SIZE)
             _write_page(self.file, self.root, page)
-            self.count -= 1
+            self.count = leaf - 1 if leaf - 1 != lock_page() else leaf - 2  # never end on the lock page
             self.file.truncate(self.count * PAGE_SIZE)
-        elif leaves > 1:
-            children = np.arange(self.first, self.first + leaves, dtype=np.int64)
+        elif len(children) > 1:
             while True:
                 level, keys = _interior_level(children, keys)
                 if len(level) == 1:
                     _write_page(self.file, self.root, level[0])
                     break
-                self.file.seek(self.count * PAGE_SIZE)
-                self.file.write(b"".join(level))
-                children = np.arange(self.count + 1, self.count + 1 + len(level), dtype=np.int64)
-                self.count += len(level)
+                children = self._append(b"".join(level))
         self.file.seek(HEADER_PAGE_COUNT)
         self.file.write(self.count.to_bytes(4, "big"))
 
     def close(self) -> None:
         self.file.close()
+
+
+def lock_page() -> int:
+    """The page number of sqlite's lock-byte page at this page size."""
+    return LOCK_BYTE // PAGE_SIZE + 1
 
 
 def _write_page(db: BinaryIO, number: int, page: bytes) -> None:

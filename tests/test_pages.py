@@ -166,3 +166,27 @@ def test_golden_store_and_unified_db_pass_sqlites_check(case, tmp_path, capsys):
     for path in dbs:
         assert _rows(path, "PRAGMA integrity_check") == [("ok",)], path
     assert _rows(dbs[1], "SELECT count(*) FROM TASK_PMU_INFO")[0][0] > 0
+
+
+@pytest.mark.parametrize("rows", [20_000, 1])
+def test_pages_skip_sqlites_lock_byte_page(tmp_path, rows):
+    """A table whose pages reach the file's first GiB must leave the page holding byte 2**30 alone:
+    sqlite reports a b-tree that uses it as malformed. A 10M-task store crossed it in CANN_API.
+    A zeroblob fills the file to a few pages below the mark, then the table's leaves and interior
+    pages run across it (one leaf alone: moved to the root, and the file never ends on that page)."""
+    path = str(tmp_path / "big.db")
+    lock = pages.lock_page()
+    with store.TableWriter(path) as out:
+        out.conn.execute("CREATE TABLE pad (b BLOB)")
+        half = (lock - 4) * pages.PAGE_SIZE // 2  # a blob holds at most 10**9 bytes
+        out.conn.executemany("INSERT INTO pad VALUES (zeroblob(?))", [(half,), (half,)])
+        out.create("T", COLS)
+        frame = _frame(rows)
+        with out.pages_of("T") as appender:
+            appender.add_frame(frame, [c for c, _ in COLS], b"kinrn")
+            if rows > 1:
+                assert appender.count > lock
+        out.put("TASK", pd.DataFrame({c: np.arange(5, dtype=np.int64) for c, _ in schema.UNIFIED["TASK"]}))
+    assert os.path.getsize(path) > pages.LOCK_BYTE
+    assert _rows(path, "PRAGMA integrity_check") == [("ok",)]
+    assert _rows(path, "SELECT id, a FROM T") == list(zip(frame["id"].tolist(), frame["a"].tolist()))
