@@ -83,6 +83,49 @@ def encode_ints(table: str, cols: Sequence[schema.Column], frame: pd.DataFrame) 
         yield (table, name, arr.dtype.str, memoryview(arr), None)
 
 
+class StoredColumns:
+    """The columns of a column-wise table in KIT_COLUMNS, read whole or by row range without
+    loading the rest of the BLOB (docs/store.md). Values come as stored: the narrowest integer
+    type of a mirror, int32 codes of a text column (`labels` gives its distinct texts)."""
+
+    def __init__(self, conn: sqlite3.Connection, table: str) -> None:
+        self.conn, self.table = conn, table
+        self.where: Dict[str, Tuple[int, np.dtype, int]] = {}
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name='KIT_COLUMNS'").fetchone():
+            for rowid, name, dtype, size in conn.execute(
+                    "SELECT rowid, name, dtype, length(data) FROM KIT_COLUMNS WHERE tableName = ? ORDER BY rowid",
+                    (table,)):
+                kind = np.dtype(dtype)
+                self.where[name] = (int(rowid), kind, int(size) // kind.itemsize)
+
+    @property
+    def names(self) -> List[str]:
+        return list(self.where)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.where
+
+    def __len__(self) -> int:
+        """Rows of the table (of its first column; 0 when it has none)."""
+        return next(iter(self.where.values()))[2] if self.where else 0
+
+    def read(self, name: str, lo: int = 0, hi: Optional[int] = None) -> np.ndarray:
+        """Rows lo:hi of a column, as stored (read-only)."""
+        rowid, dtype, n = self.where[name]
+        hi = n if hi is None else min(hi, n)
+        lo = min(lo, hi)
+        if lo == 0 and hi == n:
+            blob = self.conn.execute("SELECT data FROM KIT_COLUMNS WHERE rowid = ?", (rowid,)).fetchone()[0]
+        else:
+            blob = blob_slice(self.conn, rowid, lo * dtype.itemsize, (hi - lo) * dtype.itemsize)
+        return np.frombuffer(blob, dtype=dtype)
+
+    def labels(self, name: str) -> Optional[np.ndarray]:
+        """The distinct texts of a text column (None for a numeric one)."""
+        row = self.conn.execute("SELECT labels FROM KIT_COLUMNS WHERE rowid = ?", (self.where[name][0],)).fetchone()
+        return np.array(json.loads(row[0]), dtype=object) if row[0] is not None else None
+
+
 def iter_columns(conn: sqlite3.Connection, table: str) -> Iterator[Tuple[str, np.ndarray, Optional[np.ndarray]]]:
     """(name, values, labels) of each stored column of a column-wise table, one at a time (nothing
     when the store has no KIT_COLUMNS): values are the array as stored (a text column's int32
@@ -442,20 +485,14 @@ def _put_long_pmu(dest: "TableWriter", src: sqlite3.Connection) -> None:
     """TASK_PMU_INFO rows (globalTaskId, name id, value), metric by metric, from the first PMU row of
     each task. The wide rows go into a temporary table PMU_CHUNK rows at a time (each column's
     slice read from its BLOB), then each metric is one INSERT..SELECT."""
-    stored = {name: (rowid, np.dtype(dtype)) for rowid, name, dtype in src.execute(
-        "SELECT rowid, name, dtype FROM KIT_COLUMNS WHERE tableName = 'KIT_TASK_PMU' ORDER BY rowid")}
+    stored = StoredColumns(src, "KIT_TASK_PMU")
     if "globalTaskId" not in stored:
         return
     metric_ids = dict(src.execute("SELECT value, id FROM STRING_IDS").fetchall())
-    metrics = [m for m in stored if m not in ("taskRow", "globalTaskId")]
-
-    def column(name: str, lo: int, hi: int) -> np.ndarray:
-        rowid, dtype = stored[name]
-        return np.frombuffer(blob_slice(src, rowid, lo * dtype.itemsize, (hi - lo) * dtype.itemsize), dtype=dtype)
-
-    rowid, dtype = stored["globalTaskId"]
-    n = src.execute("SELECT length(data) FROM KIT_COLUMNS WHERE rowid = ?", (rowid,)).fetchone()[0] // dtype.itemsize
-    gid = column("globalTaskId", 0, n)
+    metrics = [m for m in stored.names if m not in ("taskRow", "globalTaskId")]
+    column = stored.read
+    gid = column("globalTaskId")
+    n = len(gid)
     first = ~pd.Series(gid).duplicated().to_numpy()
     if dest.paged:
         _paged_long_pmu(dest, gid, first, metrics, metric_ids, column)

@@ -523,12 +523,9 @@ def _freq_frame(device: Sequence[object], ts_us: Sequence[float], mhz: Sequence[
 def _table_frame(table: object, kind: str) -> pd.DataFrame:
     """A summary Table built by the exporter (exporters/summary.py), as a normalized frame: its
     cells rendered as the CSV would hold them, a chunk of rows at a time."""
-    from .exporters.summary import CHUNK_ROWS
-    n = table.n_rows  # type: ignore[attr-defined]
     parts = []
-    for lo in range(0, n, CHUNK_ROWS):
-        rows = slice(lo, min(n, lo + CHUNK_ROWS))
-        cells = {c.name: c.csv(rows) for c in table.columns}  # type: ignore[attr-defined]
+    for columns, rows in table.pieces(0, table.n_rows):  # type: ignore[attr-defined]
+        cells = {c.name: c.csv(rows) for c in columns}
         text = pd.DataFrame(cells, dtype=object)
         # the CSV quoting of a text field (shapes) is undone as a CSV reader would
         for name in text.columns:

@@ -228,10 +228,12 @@ def test_wait_is_the_gap_since_the_previous_end_on_the_same_device():
     end = np.array([140, 170, 200, 130, 310])
     wait, first = S._wait_ns(rank, start, end)
     assert wait.tolist() == [0, 10, 0, 0, 170] and first.tolist() == [True, False, False, True, False]
-    cpp = S._wait_cells(wait, first, "cpp").render(slice(0, 5)).tolist()
-    py = S._wait_cells(wait, first, "python").render(slice(0, 5)).tolist()
+    cpp = S._wait_cells(wait, first, "cpp", top=True).render(slice(0, 5)).tolist()
+    py = S._wait_cells(wait, first, "python", top=True).render(slice(0, 5)).tolist()
     assert cpp == ["0", "0.010000", "0.000000", "0.000000", "0.170000"]
     assert py == ["0", "0.01", "0.0", "0", "0.17"]
+    # a later block of the table: C++ writes its first row as any other
+    assert S._wait_cells(wait, first, "cpp", top=False).render(slice(0, 2)).tolist() == ["0.000000", "0.010000"]
 
 
 def test_csv_parts_follow_each_writers_naming():
@@ -249,3 +251,30 @@ def test_pmu_headers():
         ["aicore_time(us)", "aicore_time(us)", "aiv_time(us)", "aic_mac_time(us)", "aic_mac_ratio",
          "ub_read_bw(GB/s)", "l2_datas(KB)"]
     assert S.pmu_header("l2_datas", "python") == "l2_datas"
+
+
+def _files(prof: str) -> dict:
+    """The summary files of an export by kind (the stamp left out), with their bytes."""
+    out = {}
+    for path in glob.glob(os.path.join(prof, "mindstudio_profiler_output", "*_*.*")):
+        name = os.path.basename(path)
+        if name.split("_")[0] in ("op", "api", "task"):
+            with open(path, "rb") as f:
+                out[name.rsplit("_", 1)[0] + os.path.splitext(name)[1]] = f.read()
+    return out
+
+
+@needs_shared
+@pytest.mark.parametrize("case, extra", [(c, ()) for c in INTACT_CASES + DEGRADED_CASES]
+                         + [("910b_steps", ("--model-id", "1", "--iteration-id", "3")),
+                            ("310p_hwts", ("--format", "json"))])
+def test_blocks_of_a_few_rows_write_the_same_files(case, extra, tmp_path, capsys, monkeypatch):
+    """Per-task summaries are built BLOCK_ROWS rows at a time and api_statistic reads CANN_API
+    API_BLOCK rows at a time: with blocks of a few rows (wait times, first rows and sums crossing
+    block edges) every file is byte for byte the one-block export."""
+    whole = _files(export_summary(case, tmp_path / "whole", capsys, *extra))
+    assert whole
+    monkeypatch.setattr(S, "BLOCK_ROWS", 7)
+    monkeypatch.setattr(S, "API_BLOCK", 5)
+    monkeypatch.setattr(S, "CHUNK_ROWS", 3)
+    assert _files(export_summary(case, tmp_path / "blocks", capsys, *extra)) == whole

@@ -112,23 +112,28 @@ class ExportContext:
         labels is None)."""
         return store.iter_columns(self.conn, table)
 
-    def ints(self, table: str, names: Sequence[str]) -> Dict[str, np.ndarray]:
-        """Columns of an all-integer unified table as int64 arrays in row order (empty arrays when
-        the table is absent): from its column-wise mirror (schema.MIRRORED), or from sqlite for a
-        store written before the mirrors were kept."""
+    def stored(self, table: str) -> store.StoredColumns:
+        """A column-wise table (or mirror), to read whole columns or row ranges of them."""
+        return store.StoredColumns(self.conn, table)
+
+    def columns(self, table: str, names: Sequence[str]) -> Dict[str, np.ndarray]:
+        """Columns of an all-integer unified table in row order, as the mirror stores them (the
+        narrowest integer type holding the values; empty int64 arrays when the table is absent):
+        from its column-wise mirror (schema.MIRRORED), or as int64 from sqlite for a store written
+        before the mirrors were kept."""
         if not self.has(table):
             return {n: np.zeros(0, np.int64) for n in names}
         if self.has("KIT_COLUMNS"):
-            marks = ",".join("?" * len(names))
-            found = {name: np.frombuffer(blob, dtype=np.dtype(dtype)).astype(np.int64, copy=False)
-                     for name, dtype, blob in self.conn.execute(
-                         f"SELECT name, dtype, data FROM KIT_COLUMNS WHERE tableName = ? AND name IN ({marks})",
-                         (table, *names))}
-            if len(found) == len(set(names)):
-                return {n: found[n] for n in names}
+            mirror = self.stored(table)
+            if all(n in mirror for n in names):
+                return {n: mirror.read(n) for n in names}
         rows = self.conn.execute(f"SELECT {', '.join(names)} FROM {table} ORDER BY rowid").fetchall()
         arr = np.array(rows, dtype=np.int64).reshape(len(rows), len(names))
         return {n: arr[:, j] for j, n in enumerate(names)}
+
+    def ints(self, table: str, names: Sequence[str]) -> Dict[str, np.ndarray]:
+        """`columns`, widened to int64."""
+        return {n: v.astype(np.int64, copy=False) for n, v in self.columns(table, names).items()}
 
     def path_for(self, kind: str, ext: str, part: Optional[int] = None) -> str:
         """`<kind>[_slice_<part>]_<stamp>.<ext>` in the output folder; the path is recorded as written."""

@@ -41,6 +41,7 @@ from .context import ExportContext
 NA = "N/A"
 CSV_LIMIT = 1_000_000          # data rows per CSV file (outputs.md §2.1)
 CHUNK_ROWS = 50_000            # rows rendered and written at a time
+BLOCK_ROWS = 250_000           # rows of a per-task summary built at a time (divides CSV_LIMIT)
 INVALID_CONTEXT = 4294967295   # context id of a task that is not a subtask
 HOST_DEVICE = 64               # result-directory id of host/
 NS_PER_US = 1000
@@ -283,6 +284,63 @@ class Table:
     def drop(self, names: Sequence[str]) -> "Table":
         return Table([c for c in self.columns if c.name not in names], self.n_rows)
 
+    def pieces(self, lo: int, hi: int) -> Iterator[Tuple[List[Column], slice]]:
+        """Rows lo:hi, CHUNK_ROWS at a time: (the columns, a slice of their rows)."""
+        for rows in _slices(lo, hi):
+            yield self.columns, rows
+
+    def distinct(self, name: str) -> int:
+        """How many distinct cells a column has."""
+        column = next(c for c in self.columns if c.name == name)
+        return len(set(column.csv(slice(0, self.n_rows))))
+
+
+@dataclass
+class BlockTable:
+    """A summary of one row per task, built BLOCK_ROWS rows at a time so that an export never holds
+    more than a block of its columns: `block(lo, hi)` gives the columns of output rows lo:hi (each
+    column's rows counted from lo). `counts` holds the number of distinct cells of the columns
+    whose count a writer asks for."""
+    block: Callable[[int, int], List[Column]]
+    n_rows: int
+    dropped: Tuple[str, ...] = ()
+    counts: Dict[str, int] = field(default_factory=dict)
+    _first: Optional[List[Column]] = field(default=None, repr=False)
+
+    def _build(self, lo: int, hi: int) -> List[Column]:
+        cols = [c for c in self.block(lo, hi) if c.name not in self.dropped]
+        if self._first is not None and [c.name for c in cols] != self.header:
+            raise AssertionError(f"internal: block {lo}:{hi} has other columns than the first")
+        return cols
+
+    @property
+    def columns(self) -> List[Column]:
+        """The columns of the first row (for the header and the cell suffixes)."""
+        if self._first is None:
+            self._first = self._build(0, min(1, self.n_rows))
+        return self._first
+
+    @property
+    def header(self) -> List[str]:
+        return [c.name for c in self.columns]
+
+    def drop(self, names: Sequence[str]) -> "BlockTable":
+        return BlockTable(self.block, self.n_rows, tuple(self.dropped) + tuple(names), self.counts)
+
+    def pieces(self, lo: int, hi: int) -> Iterator[Tuple[List[Column], slice]]:
+        self.columns  # noqa: B018 (the header to check the blocks against)
+        first = lo - lo % BLOCK_ROWS
+        for base in range(first, hi, BLOCK_ROWS):
+            cols = self._build(base, min(self.n_rows, base + BLOCK_ROWS))
+            for rows in _slices(max(lo, base) - base, min(hi, base + BLOCK_ROWS) - base):
+                yield cols, rows
+
+    def distinct(self, name: str) -> int:
+        return self.counts[name]
+
+
+AnyTable = Union[Table, BlockTable]
+
 
 def coded(name: str, values: np.ndarray, number: bool = False) -> Coded:
     """A Coded column from per-row texts (`number`: numbers in JSON)."""
@@ -342,7 +400,7 @@ def csv_parts(n: int, flavour: str) -> List[Tuple[Optional[int], int, int]]:
     return [(i, lo, hi) for i, (lo, hi) in enumerate(zip(bounds, bounds[1:]))]
 
 
-def write_csv(ctx: ExportContext, kind: str, table: Table, flavour: str) -> None:
+def write_csv(ctx: ExportContext, kind: str, table: AnyTable, flavour: str) -> None:
     """`<kind>_<stamp>.csv` (or its `_slice_<i>` parts): header, then the rows, LF line ends. A
     row is one template of the columns' slots, so each chunk of rows is one `format_rows` call."""
     ends = [","] * (len(table.columns) - 1) + ["\n"]
@@ -351,19 +409,19 @@ def write_csv(ctx: ExportContext, kind: str, table: Table, flavour: str) -> None
     for part, lo, hi in csv_parts(table.n_rows, flavour):
         with open(ctx.path_for(kind, "csv", part), "wb") as out:
             out.write(header)
-            for rows in _slices(lo, hi):
-                out.write(format_rows(pieces, [c.slot(rows) for c in table.columns], rows.stop - rows.start, b""))
+            for cols, rows in table.pieces(lo, hi):
+                out.write(format_rows(pieces, [c.slot(rows) for c in cols], rows.stop - rows.start, b""))
 
 
-def write_json(ctx: ExportContext, kind: str, table: Table) -> None:
+def write_json(ctx: ExportContext, kind: str, table: AnyTable) -> None:
     """`<kind>_<stamp>.json`: a list of one object per row, header → value, as the Python path's
     JSON summaries (numbers as numbers, texts and timestamps as strings, `json.dump` separators)."""
     keys = [json.dumps(h) + ": " for h in table.header]
     with open(ctx.path_for(kind, "json"), "w", encoding="utf-8") as out:
         out.write("[")
         sep = ""
-        for rows in _slices(0, table.n_rows):
-            columns = [c.json(rows) for c in table.columns]
+        for cols, rows in table.pieces(0, table.n_rows):
+            columns = [c.json(rows) for c in cols]
             for row in zip(*columns):
                 out.write(sep + "{" + ", ".join(k + v for k, v in zip(keys, row)) + "}")
                 sep = ", "
@@ -401,40 +459,77 @@ INFO_COLUMNS = ("name", "blockNum", "mixBlockNum", "taskType", "opType", "inputF
 
 @dataclass
 class Tasks:
-    """Device tasks in scope, one entry per TASK row in TASK order, with their host descriptions.
+    """Device tasks in scope, in TASK order, with their host descriptions. Columns stay as the
+    store keeps them (the narrowest integer type); `col` and `info_ids` widen what they are asked
+    for, whole or at some positions.
 
-    `frame`: TASK columns (times in local ns, taskType a STRING_IDS id), `row` (position in TASK),
-    KIT_TASK's batchId, `kernel` (code into `kernels`, -1: none) and `iteration` (graph export: the
-    iteration each task is exported for). `info`: the task's COMPUTE_TASK_INFO columns (STRING_IDS
-    ids; -1 where the task has no row, see `has_info`)."""
-    frame: pd.DataFrame
-    info: Optional[pd.DataFrame]
-    has_info: np.ndarray
+    `cols`: TASK_COLUMNS (times in local ns, taskType a STRING_IDS id); `row`: each task's position
+    in TASK (None: every TASK row, in order); `iteration`: in a graph export, the iteration each
+    task is exported for; `info`: COMPUTE_TASK_INFO's columns (STRING_IDS ids; None without the
+    table) and `info_pos`: the position of each task's row in them (-1: none)."""
+    cols: Dict[str, np.ndarray]
+    row: Optional[np.ndarray]
+    iteration: Optional[np.ndarray]
+    info: Optional[Dict[str, np.ndarray]]
+    info_pos: np.ndarray
     strings: np.ndarray
-    kernels: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.info_pos)
+
+    @property
+    def has_info(self) -> np.ndarray:
+        return self.info_pos >= 0
+
+    def rows(self, at: Optional[np.ndarray] = None) -> np.ndarray:
+        """TASK row positions of the tasks (at these positions)."""
+        if self.row is None:
+            return np.arange(len(self), dtype=np.int64) if at is None else np.asarray(at, dtype=np.int64)
+        return self.row if at is None else self.row[at]
+
+    def col(self, name: str, at: Optional[np.ndarray] = None) -> np.ndarray:
+        """A TASK column as int64, whole or at these positions."""
+        values = self.cols[name]
+        return (values if at is None else values[at]).astype(np.int64, copy=False)
+
+    def info_ids(self, name: str, at: Optional[np.ndarray] = None) -> np.ndarray:
+        """A COMPUTE_TASK_INFO column per task as int64 (-1 where the task has no row)."""
+        pos = self.info_pos if at is None else self.info_pos[at]
+        if self.info is None:
+            return np.full(len(pos), -1, dtype=np.int64)
+        values = self.info[name][np.maximum(pos, 0)].astype(np.int64)
+        values[pos < 0] = -1
+        return values
 
     def text(self, ids: np.ndarray) -> np.ndarray:
         """Strings of STRING_IDS ids (N/A for -1)."""
         return np.append(self.strings, NA)[string_codes(ids, self.strings)]
 
+    def id_test(self, ids: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
+        """Whether the text of each STRING_IDS id passes `test` (tested once per string)."""
+        passed = np.array([test(str(t)) for t in np.append(self.strings, NA).tolist()], dtype=bool)
+        return passed[string_codes(ids, self.strings)]
 
-def _in_windows(ctx: ExportContext, frame: pd.DataFrame) -> np.ndarray:
+    def id_in(self, ids: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+        """Whether the text of each STRING_IDS id is one of `texts`."""
+        return np.isin(np.append(self.strings, NA), texts)[string_codes(ids, self.strings)]
+
+
+def _in_windows(ctx: ExportContext, dev: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Tasks the export covers: all, or in a graph export those whose start and end both lie in the
     iteration window of their device (docs/research/iteration_export.md §2.1)."""
     if ctx.scope.all_export:
-        return np.ones(len(frame), dtype=bool)
-    dev, start, end = (frame[c].to_numpy() for c in ("deviceId", "startNs", "endNs"))
-    inside = np.zeros(len(frame), dtype=bool)
+        return np.ones(len(start), dtype=bool)
+    inside = np.zeros(len(start), dtype=bool)
     for device, (lo, hi) in ctx.scope.windows.items():
         inside |= (dev == device) & (start >= lo) & (end <= hi)
     return inside
 
 
-def _iteration_of(ctx: ExportContext, frame: pd.DataFrame) -> np.ndarray:
+def _iteration_of(ctx: ExportContext, dev: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Graph export: the iteration each task is exported for, the first requested iteration whose
     [end of the previous iteration, its own end] the task overlaps (-1: none)."""
-    out = np.full(len(frame), -1, dtype=np.int64)
-    dev, start, end = (frame[c].to_numpy() for c in ("deviceId", "startNs", "endNs"))
+    out = np.full(len(start), -1, dtype=np.int64)
     for device, its in ctx.scope.iterations.items():
         for index, _, it_end, prev_end in sorted(its, reverse=True):
             out[(dev == device) & (end >= prev_end) & (start <= it_end)] = index
@@ -442,64 +537,78 @@ def _iteration_of(ctx: ExportContext, frame: pd.DataFrame) -> np.ndarray:
 
 
 def load_tasks(ctx: ExportContext, strings: np.ndarray) -> Optional[Tasks]:
-    """The device tasks in scope with their KIT_TASK facts and host descriptions, or None."""
+    """The device tasks in scope with their host descriptions, or None."""
     if not ctx.has("TASK"):
         return None
-    frame = pd.DataFrame(ctx.ints("TASK", TASK_COLUMNS))
-    if frame.empty:
+    cols = ctx.columns("TASK", TASK_COLUMNS)
+    if not len(cols["startNs"]):
         return None
-    frame["row"] = np.arange(len(frame), dtype=np.int64)
-    frame["batchId"] = 0
-    frame["kernel"] = -1  # code into `kernels`
-    kernels = np.array([""], dtype=object)
-    for name, values, labels in ctx.stored_columns("KIT_TASK"):
-        if len(values) != len(frame):
-            continue
-        if name == "batchId":
-            frame["batchId"] = values.astype(np.int64)
-        elif name == "kernelName" and labels is not None:
-            frame["kernel"] = values.astype(np.int64)
-            kernels = labels
-    inside = _in_windows(ctx, frame)
-    if not inside.all():
-        frame = frame[inside].reset_index(drop=True)
-    if frame.empty:
-        return None
-    frame["iteration"] = -1 if ctx.scope.all_export else _iteration_of(ctx, frame)
-    info, has_info = _task_info(ctx, frame["globalTaskId"].to_numpy())
-    return Tasks(frame, info, has_info, strings, kernels)
+    row, iteration = None, None
+    if not ctx.scope.all_export:
+        dev, start, end = (cols[c].astype(np.int64) for c in ("deviceId", "startNs", "endNs"))
+        row = np.flatnonzero(_in_windows(ctx, dev, start, end))
+        if not len(row):
+            return None
+        cols = {k: v[row] for k, v in cols.items()}
+        iteration = _iteration_of(ctx, dev[row], start[row], end[row])
+    info, info_pos = _task_info(ctx, cols["globalTaskId"].astype(np.int64, copy=False))
+    return Tasks(cols, row, iteration, info, info_pos, strings)
 
 
-def _task_info(ctx: ExportContext, gtid: np.ndarray) -> Tuple[Optional[pd.DataFrame], np.ndarray]:
-    """COMPUTE_TASK_INFO columns per task (ids; -1 where the task has no row), and which tasks have one."""
+def _task_info(ctx: ExportContext, gtid: np.ndarray) -> Tuple[Optional[Dict[str, np.ndarray]], np.ndarray]:
+    """COMPUTE_TASK_INFO's columns as stored, and the position of each task's row in them (-1:
+    none; of several rows with its globalTaskId, the first)."""
+    none = np.full(len(gtid), -1, dtype=np.int64)
     if not ctx.has("COMPUTE_TASK_INFO"):
-        return None, np.zeros(len(gtid), dtype=bool)
-    cti = ctx.ints("COMPUTE_TASK_INFO", ("globalTaskId",) + INFO_COLUMNS)
-    order = np.argsort(cti["globalTaskId"], kind="stable")
-    cti = {k: v[order] for k, v in cti.items()}
-    keys = cti["globalTaskId"]
+        return None, none
+    cti = ctx.columns("COMPUTE_TASK_INFO", ("globalTaskId",) + INFO_COLUMNS)
+    keys = cti.pop("globalTaskId").astype(np.int64, copy=False)
     if not len(keys):
-        return None, np.zeros(len(gtid), dtype=bool)
+        return None, none
+    order = None if (keys[1:] >= keys[:-1]).all() else np.argsort(keys, kind="stable")
+    if order is not None:
+        keys = keys[order]
     pos = np.minimum(np.searchsorted(keys, gtid), len(keys) - 1)
     found = keys[pos] == gtid
-    info = pd.DataFrame({c: np.where(found, cti[c][pos], -1) for c in INFO_COLUMNS})
-    return info, found
+    if order is not None:
+        pos = order[pos]
+    pos[~found] = -1
+    return cti, pos
 
 
-def load_pmu(ctx: ExportContext, rows: np.ndarray) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
-    """KIT_TASK_PMU metrics aligned with the given TASK row positions (float64, NaN where a task has
-    no PMU record), and which tasks have one."""
-    columns = ctx.stored_columns("KIT_TASK_PMU")
-    first = next(columns, None)
-    if first is None or first[0] != "taskRow":
-        return {}, np.zeros(len(rows), dtype=bool)
-    task_row = first[1].astype(np.int64)
-    order = np.argsort(task_row, kind="stable")
-    at = order[np.minimum(np.searchsorted(task_row[order], rows), len(task_row) - 1)]
-    found = task_row[at] == rows
-    metrics = {name: np.where(found, values[at].astype(np.float64), np.nan)
-               for name, values, _ in columns if name != "globalTaskId"}
-    return metrics, found
+class PmuReader:
+    """KIT_TASK_PMU metrics of given TASK rows, read from the store by row range (so that only the
+    rows of a block of tasks are loaded, not the whole table)."""
+
+    def __init__(self, ctx: ExportContext) -> None:
+        self.cols = ctx.stored("KIT_TASK_PMU")
+        names = self.cols.names
+        self.metrics = [n for n in names[1:] if n != "globalTaskId"] if names[:1] == ["taskRow"] else []
+        self.keys = np.zeros(0, np.int64)
+        self.order: Optional[np.ndarray] = None
+        if self.metrics:
+            keys = self.cols.read("taskRow").astype(np.int64)
+            if len(keys) > 1 and (keys[1:] < keys[:-1]).any():
+                self.order = np.argsort(keys, kind="stable")
+                keys = keys[self.order]
+            self.keys = keys
+
+    def read(self, rows: np.ndarray) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
+        """The metrics of these TASK rows (float64, NaN where a task has no PMU record), in store
+        column order, and which rows have a record (the first, where a row has several)."""
+        if not self.metrics or not len(self.keys):
+            return {}, np.zeros(len(rows), dtype=bool)
+        pos = np.minimum(np.searchsorted(self.keys, rows), len(self.keys) - 1)
+        found = self.keys[pos] == rows
+        at = self.order[pos] if self.order is not None else pos
+        lo, hi = (int(at[found].min()), int(at[found].max()) + 1) if found.any() else (0, 0)
+        local = np.clip(at - lo, 0, max(hi - lo - 1, 0))
+        metrics = {}
+        for name in self.metrics:
+            values = self.cols.read(name, lo, hi)
+            metrics[name] = np.where(found, values[local].astype(np.float64), np.nan) if hi > lo \
+                else np.full(len(rows), np.nan)
+        return metrics, found
 
 
 def device_number(ctx: ExportContext, device: int, key: str) -> float:
@@ -534,19 +643,24 @@ def _graph_mode(ctx: ExportContext) -> bool:
     return not ctx.scope.all_export
 
 
-def _of_model(ctx: ExportContext, frame: pd.DataFrame) -> np.ndarray:
+def _of_model(ctx: ExportContext, tasks: Tasks) -> np.ndarray:
     """op_summary and op_statistic of a graph export cover the exported model's tasks only."""
     if ctx.scope.all_export:
-        return np.ones(len(frame), dtype=bool)
-    return frame["modelId"].to_numpy() == ctx.scope.model_id
+        return np.ones(len(tasks), dtype=bool)
+    return tasks.col("modelId") == ctx.scope.model_id
 
 
-def _model_names(ctx: ExportContext, model_ids: np.ndarray) -> np.ndarray:
-    """Model names (graph_id_map) of model ids, N/A when unknown."""
-    names: Dict[int, str] = {}
-    if ctx.has("KIT_MODEL"):
-        names = {int(m): str(n) for m, n in ctx.conn.execute("SELECT modelId, name FROM KIT_MODEL")}
-    return np.array([names.get(int(m), NA) for m in model_ids.tolist()], dtype=object)
+def _model_table(ctx: ExportContext) -> Dict[int, str]:
+    """Model id to model name (graph_id_map)."""
+    if not ctx.has("KIT_MODEL"):
+        return {}
+    return {int(m): str(n) for m, n in ctx.conn.execute("SELECT modelId, name FROM KIT_MODEL")}
+
+
+def _names_of(names: Dict[int, str], model_ids: np.ndarray) -> np.ndarray:
+    """Model names of model ids, N/A when unknown (looked up once per distinct id)."""
+    ids, inverse = np.unique(model_ids, return_inverse=True)
+    return np.array([names.get(int(m), NA) for m in ids.tolist()], dtype=object)[inverse.reshape(-1)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -680,98 +794,113 @@ def _cube_utilization(cols: List[PmuColumn], ok: np.ndarray, dur_ns: np.ndarray,
         overlay(trim_slot(py_round_units(usage[rows], 3), 3), zero[rows], "0"), ~ok[rows], NA))
 
 
-def _wait_ns(device_rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def _wait_ns(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """The gap before each task since the previous task on its device ended (rows sorted by device,
     then start), clipped at 0, and whether a row is its device's first."""
     first = np.ones(len(start), dtype=bool)
-    first[1:] = device_rank[1:] != device_rank[:-1]
+    first[1:] = device[1:] != device[:-1]
     wait = np.zeros(len(start), dtype=np.int64)
     wait[1:] = start[1:] - end[:-1]
     return np.where(first, 0, np.maximum(wait, 0)), first
 
 
-def _wait_cells(wait: np.ndarray, first: np.ndarray, flavour: str) -> Rendered:
-    """C++: '0' on the first row, std::to_string (6 decimals) elsewhere; Python: 0 on each device's
-    first row, round(x, 3) elsewhere."""
+def _wait_cells(wait: np.ndarray, first: np.ndarray, flavour: str, top: bool) -> Rendered:
+    """C++: '0' on the file's first row (`top`: these rows start the table), std::to_string
+    (6 decimals) elsewhere; Python: 0 on each device's first row, round(x, 3) elsewhere."""
     def slot(rows: slice) -> Slot:
         if flavour == "python":
             return overlay(trim_slot(wait[rows], 3), first[rows], "0")
         cells = fixed_slot(wait[rows] * 1000, 6)
-        if rows.start == 0 and len(cells.values):
+        if top and rows.start == 0 and len(cells.values):
             cells = overlay(cells, np.arange(len(cells.values)) == 0, "0")
         return cells
     return Rendered("Task Wait Time(us)", slot)
 
 
-def op_summary_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional[Table]:
+def op_summary_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional[BlockTable]:
     """One row per device task that has a host compute description (§4.2), by device and start."""
     if tasks.info is None:
         return None
-    f, info = tasks.frame, tasks.info
-    start, end = f["startNs"].to_numpy(), f["endNs"].to_numpy()
-    task_type = tasks.text(info["taskType"].to_numpy())
-    excluded = np.isin(task_type, OP_SUMMARY_EXCLUDED)
-    if (task_type == "COMMUNICATION").any():
-        names = tasks.text(info["name"].to_numpy())
-        excluded &= ~((task_type == "COMMUNICATION") & np.array([str(n).endswith(AIV_KERNEL) for n in names]))
-    keep = (tasks.has_info & ~excluded & _of_model(ctx, f)
+    task_type = tasks.info_ids("taskType")
+    excluded = tasks.id_in(task_type, OP_SUMMARY_EXCLUDED)
+    communication = tasks.id_in(task_type, ("COMMUNICATION",))
+    if communication.any():
+        aiv = tasks.id_test(tasks.info_ids("name"), lambda name: name.endswith(AIV_KERNEL))
+        excluded &= ~(communication & aiv)
+    del task_type, communication
+    start, end = tasks.col("startNs"), tasks.col("endNs")
+    keep = (tasks.has_info & ~excluded & _of_model(ctx, tasks)
             & _keep_after_start(start, end, session_start(ctx), flavour))
+    del excluded
     if not keep.any():
         return None
     idx = np.flatnonzero(keep)
-    idx = idx[np.lexsort((start[idx], _device_rank(f["deviceId"].to_numpy()[idx])))]
-    g = f.iloc[idx].reset_index(drop=True)
-    inf = info.iloc[idx].reset_index(drop=True)
-    dev, start, end = g["deviceId"].to_numpy(), g["startNs"].to_numpy(), g["endNs"].to_numpy()
-    dur = end - start
-    wait, first = _wait_ns(_device_rank(dev), start, end)
-    ctx_id = g["contextId"].to_numpy()
+    del keep
+    device = tasks.col("deviceId", idx)
+    idx = idx[np.lexsort((start[idx], _device_rank(device)))]
+    devices = len(np.unique(device))
+    del device
     s = tasks.strings
     graph = _graph_mode(ctx)
+    pmu = PmuReader(ctx)
+    model_names = _model_table(ctx) if graph else {}
 
-    cols: List[Column] = [coded("Device_id", dev.astype(str), number=True)]
-    if graph:
-        cols.append(coded("Model Name", _model_names(ctx, g["modelId"].to_numpy())))
-    cols += [coded("Model ID", g["modelId"].to_numpy().astype(str), number=True),
-             ints("Task ID", g["taskId"].to_numpy()),
-             ints("Stream ID", g["streamId"].to_numpy())]
-    if graph:
-        cols.append(coded("Infer ID", g["iteration"].to_numpy().astype(str), number=True))
-    cols += [from_strings("Op Name", inf["name"].to_numpy(), s),
-             from_strings("OP Type", inf["opType"].to_numpy(), s),
-             from_strings("OP State", inf["opState"].to_numpy(), s),
-             from_strings("Task Type", inf["taskType"].to_numpy(), s),
-             stamps("Task Start Time(us)", start),
-             durations("Task Duration(us)", dur, flavour),
-             _wait_cells(wait, first, flavour),
-             ints("Block Num", inf["blockNum"].to_numpy()),
-             ints("Mix Block Num", inf["mixBlockNum"].to_numpy()),
-             from_strings("HF32 Eligible", inf["hf32Eligible"].to_numpy(), s)]
-    for header, key in (("Input Shapes", "inputShapes"), ("Input Data Types", "inputDataTypes"),
-                        ("Input Formats", "inputFormats"), ("Output Shapes", "outputShapes"),
-                        ("Output Data Types", "outputDataTypes"), ("Output Formats", "outputFormats")):
-        cols.append(from_strings(header, inf[key].to_numpy(), s))
-    cols.append(Rendered("Context ID", lambda rows: overlay(int_slot(ctx_id[rows]), ctx_id[rows] == INVALID_CONTEXT,
-                                                            NA)))
-    cols += _op_summary_pmu(ctx, g, dur, tasks.text(inf["taskType"].to_numpy()), flavour)
-    table = Table(cols, len(g))
-    return table if ctx.stars else table.drop(STARS_ONLY)
+    def block(lo: int, hi: int) -> List[Column]:
+        at = idx[lo:hi]
+        before = idx[lo - 1:lo]  # the row before the block, for its first wait time
+        dev, b_start, b_end = (tasks.col(c, np.concatenate([before, at])) for c in ("deviceId", "startNs", "endNs"))
+        wait, first = (a[len(before):] for a in _wait_ns(dev, b_start, b_end))
+        dev, b_start, b_end = dev[len(before):], b_start[len(before):], b_end[len(before):]
+        dur = b_end - b_start
+        model = tasks.col("modelId", at)
+        ctx_id = tasks.col("contextId", at)
+
+        def info(key: str) -> np.ndarray:
+            return tasks.info_ids(key, at)
+
+        cols: List[Column] = [coded("Device_id", dev.astype(str), number=True)]
+        if graph:
+            cols.append(coded("Model Name", _names_of(model_names, model)))
+        cols += [coded("Model ID", model.astype(str), number=True),
+                 ints("Task ID", tasks.col("taskId", at)),
+                 ints("Stream ID", tasks.col("streamId", at))]
+        if graph:
+            cols.append(coded("Infer ID", tasks.iteration[at].astype(str), number=True))
+        cols += [from_strings("Op Name", info("name"), s),
+                 from_strings("OP Type", info("opType"), s),
+                 from_strings("OP State", info("opState"), s),
+                 from_strings("Task Type", info("taskType"), s),
+                 stamps("Task Start Time(us)", b_start),
+                 durations("Task Duration(us)", dur, flavour),
+                 _wait_cells(wait, first, flavour, top=lo == 0),
+                 ints("Block Num", info("blockNum")),
+                 ints("Mix Block Num", info("mixBlockNum")),
+                 from_strings("HF32 Eligible", info("hf32Eligible"), s)]
+        for header, key in (("Input Shapes", "inputShapes"), ("Input Data Types", "inputDataTypes"),
+                            ("Input Formats", "inputFormats"), ("Output Shapes", "outputShapes"),
+                            ("Output Data Types", "outputDataTypes"), ("Output Formats", "outputFormats")):
+            cols.append(from_strings(header, info(key), s))
+        cols.append(Rendered("Context ID", lambda rows: overlay(int_slot(ctx_id[rows]),
+                                                                ctx_id[rows] == INVALID_CONTEXT, NA)))
+        cols += _op_summary_pmu(ctx, pmu, tasks.rows(at), dev, dur, tasks.text(info("taskType")), flavour)
+        return cols
+
+    return BlockTable(block, len(idx), () if ctx.stars else STARS_ONLY, counts={"Device_id": devices})
 
 
-def _op_summary_pmu(ctx: ExportContext, g: pd.DataFrame, dur: np.ndarray, task_type: np.ndarray,
-                    flavour: str) -> List[Column]:
-    """The PMU columns, then memory_bound and cube_utilization(%) (§4.3)."""
-    metrics, found = load_pmu(ctx, g["row"].to_numpy())
+def _op_summary_pmu(ctx: ExportContext, pmu: PmuReader, rows: np.ndarray, dev: np.ndarray, dur: np.ndarray,
+                    task_type: np.ndarray, flavour: str) -> List[Column]:
+    """The PMU columns of these TASK rows, then memory_bound and cube_utilization(%) (§4.3)."""
+    metrics, found = pmu.read(rows)
     if not metrics:
         return []
     ok = found & ~np.isin(task_type, NO_PMU_TYPES)
-    pmu = pmu_columns(metrics, flavour, times_lost=_graph_mode(ctx))
+    columns = pmu_columns(metrics, flavour, times_lost=_graph_mode(ctx))
     del metrics
-    out: List[Column] = [_pmu_cells(c, ok) for c in pmu]
-    bound = _memory_bound(pmu, ok, flavour)
+    out: List[Column] = [_pmu_cells(c, ok) for c in columns]
+    bound = _memory_bound(columns, ok, flavour)
     if bound is not None:
         out.append(bound)
-    dev = g["deviceId"].to_numpy()
     facts = {d: (device_number(ctx, d, "aic_frequency"), device_number(ctx, d, "ai_core_num"))
              for d in np.unique(dev).tolist()}
     freq = np.zeros(len(dev))
@@ -779,7 +908,7 @@ def _op_summary_pmu(ctx: ExportContext, g: pd.DataFrame, dur: np.ndarray, task_t
     for d, (mhz, n) in facts.items():
         freq[dev == d] = mhz
         cores[dev == d] = n
-    cube = _cube_utilization(pmu, ok, dur, freq, cores, flavour)
+    cube = _cube_utilization(columns, ok, dur, freq, cores, flavour)
     if cube is not None:
         out.append(cube)
     return out
@@ -794,26 +923,36 @@ def op_statistic_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Option
     total/min/avg/max duration and share of the total."""
     if tasks.info is None:
         return None
-    f, info = tasks.frame, tasks.info
-    start = f["startNs"].to_numpy()
-    task_type = tasks.text(info["taskType"].to_numpy())
-    keep = tasks.has_info & ~np.isin(task_type, STATISTIC_EXCLUDED) & _of_model(ctx, f)
+    start = tasks.col("startNs")
+    task_type = tasks.info_ids("taskType")
+    keep = tasks.has_info & ~tasks.id_in(task_type, STATISTIC_EXCLUDED) & _of_model(ctx, tasks)
     begin = session_start(ctx)
     if begin is not None:
         keep &= start > begin
     if not keep.any():
         return None
     graph = _graph_mode(ctx)
-    g = pd.DataFrame({
-        "device": f["deviceId"].to_numpy()[keep],
-        "model": _model_names(ctx, f["modelId"].to_numpy()[keep]) if graph else "",
-        "op_type": tasks.text(info["opType"].to_numpy()[keep]),
-        "core_type": task_type[keep],
-        "dur": (f["endNs"].to_numpy() - start)[keep],
-    })
+    idx = np.flatnonzero(keep)
+    del keep
+    # grouped by ids first (first seen order), then by their texts: ids with the same text (a
+    # missing description and a stored "N/A") make one group, where it was first seen
     share_of = ["device", "model"]
-    stats = g.groupby(share_of + ["op_type", "core_type"], sort=False)["dur"].agg(["count", "sum", "min", "max"])
-    stats = stats.reset_index()
+    keys = share_of + ["op_type", "core_type"]
+    g = pd.DataFrame({
+        "device": tasks.col("deviceId", idx),
+        "model": tasks.col("modelId", idx) if graph else 0,
+        "op_type": tasks.info_ids("opType", idx),
+        "core_type": task_type[idx],
+        "dur": tasks.col("endNs", idx) - start[idx],
+    })
+    del idx, task_type
+    stats = g.groupby(keys, sort=False)["dur"].agg(["count", "sum", "min", "max"]).reset_index()
+    del g
+    stats["model"] = _names_of(_model_table(ctx), stats["model"].to_numpy()) if graph else ""
+    stats["op_type"] = tasks.text(stats["op_type"].to_numpy())
+    stats["core_type"] = tasks.text(stats["core_type"].to_numpy())
+    stats = stats.groupby(keys, sort=False).agg(count=("count", "sum"), sum=("sum", "sum"), min=("min", "min"),
+                                                max=("max", "max")).reset_index()
     totals = stats.groupby(share_of)["sum"].transform("sum").to_numpy(dtype=np.float64)
     stats["avg"] = stats["sum"] // stats["count"]  # SQLite's integer division of the ns sums
     # the share is stored rounded to 6 decimals, then read back rounded to 3
@@ -859,59 +998,99 @@ def _statistic_table(stats: pd.DataFrame, flavour: str, graph: bool) -> Table:
 # task_time (outputs.md §7.1)
 
 
-def _task_time_keep(f: pd.DataFrame) -> np.ndarray:
+def _group_ids(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """A dense group number per row of several integer key columns (equal keys, equal numbers)."""
+    code = np.zeros(len(keys[0]), dtype=np.int64)
+    width = 1
+    for key in keys:
+        values, inverse = np.unique(key, return_inverse=True)
+        if width * len(values) >= 1 << 62:  # renumber the groups so far densely first
+            _, code = np.unique(code, return_inverse=True)
+            code, width = code.reshape(-1).astype(np.int64), int(code.max()) + 1
+        code = code * len(values) + inverse.reshape(-1)
+        width *= len(values)
+    return code
+
+
+def _task_time_keep(device: np.ndarray, stream: np.ndarray, task: np.ndarray, batch: np.ndarray,
+                    ctx_id: np.ndarray) -> np.ndarray:
     """Tasks grouped by (device, stream, task id, batch): a single task stays; a group holding a
     context id other than 0 is FFTS+ and goes; a group holding context 0 (MIX) keeps only that one;
     any other group (a static graph executed repeatedly) stays whole."""
-    ctx_id = f["contextId"].to_numpy()
-    frame = pd.DataFrame({"d": f["deviceId"].to_numpy(), "s": f["streamId"].to_numpy(),
-                          "t": f["taskId"].to_numpy(), "b": f["batchId"].to_numpy(),
-                          "ffts": (ctx_id != 0) & (ctx_id != INVALID_CONTEXT), "zero": ctx_id == 0})
-    grouped = frame.groupby(["d", "s", "t", "b"], sort=False)
-    size = grouped["ffts"].transform("size").to_numpy()
-    ffts = grouped["ffts"].transform("any").to_numpy()
-    zero = grouped["zero"].transform("any").to_numpy()
-    return (size == 1) | (~ffts & (~zero | (ctx_id == 0)))
+    group = _group_ids([device, stream, task, batch])
+    size = np.bincount(group)
+    ffts = np.bincount(group, weights=(ctx_id != 0) & (ctx_id != INVALID_CONTEXT)) > 0
+    zero = np.bincount(group, weights=ctx_id == 0) > 0
+    return (size[group] == 1) | (~ffts[group] & (~zero[group] | (ctx_id == 0)))
 
 
-def task_time_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional[Table]:
+def _kernels(ctx: ExportContext, tasks: Tasks) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """KIT_TASK's batch id and kernel name (a code into the kernel names, -1: none) per task, and
+    the kernel names; zeros and no names for a store without them."""
+    kit = ctx.stored("KIT_TASK")
+    n_rows = len(ctx.columns("TASK", ("startNs",))["startNs"]) if tasks.row is not None else len(tasks)
+    batch = np.zeros(len(tasks), dtype=np.int64)
+    kernel = np.full(len(tasks), -1, dtype=np.int64)
+    names = np.array([""], dtype=object)
+    if "batchId" in kit and kit.where["batchId"][2] == n_rows:
+        batch = kit.read("batchId")
+        batch = batch if tasks.row is None else batch[tasks.row]
+    if "kernelName" in kit and kit.where["kernelName"][2] == n_rows:
+        labels = kit.labels("kernelName")
+        if labels is not None:
+            kernel = kit.read("kernelName")
+            kernel = kernel if tasks.row is None else kernel[tasks.row]
+            names = labels
+    return batch, kernel, names
+
+
+def task_time_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional[BlockTable]:
     """One row per device task (§7.1), by start time (C++) or by device and start time (Python)."""
-    f = tasks.frame
-    start, end = f["startNs"].to_numpy(), f["endNs"].to_numpy()
-    keep = _task_time_keep(f) & _keep_after_start(start, end, session_start(ctx), flavour)
+    start, end = tasks.col("startNs"), tasks.col("endNs")
+    batch, kernel, kernels = _kernels(ctx, tasks)
+    keep = (_task_time_keep(tasks.cols["deviceId"], tasks.cols["streamId"], tasks.cols["taskId"], batch,
+                            tasks.col("contextId"))
+            & _keep_after_start(start, end, session_start(ctx), flavour))
+    del batch
     if not keep.any():
         return None
     idx = np.flatnonzero(keep)
+    del keep
+    device = tasks.col("deviceId", idx)
     if flavour == "cpp":
         idx = idx[np.argsort(start[idx], kind="stable")]
     else:
-        idx = idx[np.lexsort((start[idx], _device_rank(f["deviceId"].to_numpy()[idx])))]
-    g = f.iloc[idx].reset_index(drop=True)
-    start, end = g["startNs"].to_numpy(), g["endNs"].to_numpy()
-    code = g["kernel"].to_numpy()
-    named = np.array([bool(k) for k in tasks.kernels], dtype=bool)[np.maximum(code, 0)] & (code >= 0)
-    if tasks.info is not None:
-        info = tasks.info.iloc[idx]
-        op_name = tasks.text(info["name"].to_numpy())
-        ge_type = tasks.text(info["taskType"].to_numpy())
-    else:
-        op_name = ge_type = np.full(len(g), NA, dtype=object)
-    # kernel_name: the runtime's kernel name, else the op name; kernel_type: the op's task type,
-    # else the task's own (host runtime type, or the device's for a task no host record launched)
-    name = np.where(named, tasks.kernels[np.maximum(code, 0)], op_name)
-    kind = np.where(ge_type != NA, ge_type, tasks.text(g["taskType"].to_numpy()))
-    dur = end - start
-    cols: List[Column] = [
-        coded("Device_id", g["deviceId"].to_numpy().astype(str), number=True),
-        coded("kernel_name", name),
-        coded("kernel_type", kind),
-        ints("stream_id", g["streamId"].to_numpy()),
-        ints("task_id", g["taskId"].to_numpy()),
-        durations("task_time(us)", dur, flavour),
-        stamps("task_start(us)", start),
-        stamps("task_stop(us)", end),
-    ]
-    return Table(cols, len(g))
+        idx = idx[np.lexsort((start[idx], _device_rank(device)))]
+    devices = len(np.unique(device))
+    del device
+    has_name = np.array([bool(k) for k in kernels.tolist()], dtype=bool)
+
+    def block(lo: int, hi: int) -> List[Column]:
+        at = idx[lo:hi]
+        b_start, b_end = start[at], end[at]
+        code = kernel[at].astype(np.int64)
+        named = has_name[np.maximum(code, 0)] & (code >= 0)
+        if tasks.info is not None:
+            op_name = tasks.text(tasks.info_ids("name", at))
+            ge_type = tasks.text(tasks.info_ids("taskType", at))
+        else:
+            op_name = ge_type = np.full(len(at), NA, dtype=object)
+        # kernel_name: the runtime's kernel name, else the op name; kernel_type: the op's task type,
+        # else the task's own (host runtime type, or the device's for a task no host record launched)
+        name = np.where(named, kernels[np.maximum(code, 0)], op_name)
+        kind = np.where(ge_type != NA, ge_type, tasks.text(tasks.col("taskType", at)))
+        return [
+            coded("Device_id", tasks.col("deviceId", at).astype(str), number=True),
+            coded("kernel_name", name),
+            coded("kernel_type", kind),
+            ints("stream_id", tasks.col("streamId", at)),
+            ints("task_id", tasks.col("taskId", at)),
+            durations("task_time(us)", b_end - b_start, flavour),
+            stamps("task_start(us)", b_start),
+            stamps("task_stop(us)", b_end),
+        ]
+
+    return BlockTable(block, len(idx), counts={"Device_id": devices})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -920,30 +1099,55 @@ def task_time_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional[
 API_HEADER = ("Device_id", "Level", "API Name", "Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)", "Variance")
 
 
-def load_apis(ctx: ExportContext, strings: np.ndarray) -> Optional[pd.DataFrame]:
-    """Host APIs in scope, in store order: `type` (level), `name` (STRING_IDS id), `dur` (ns).
+API_BLOCK = 1 << 22  # CANN_API rows read at a time
+
+
+def _api_blocks(ctx: ExportContext, strings: np.ndarray) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+    """The host APIs in scope, API_BLOCK store rows at a time: (group key, duration in µs) per API
+    in store order. The key is the name's code into `strings` + [N/A] shifted left 20 bits, plus
+    the level.
 
     A graph export keeps the APIs that start inside its host window or span the window's start
     (docs/research/iteration_export.md §3.6). The Python path never counts Event pairs."""
-    if not ctx.has("CANN_API"):
-        return None
-    cols = ctx.ints("CANN_API", ("startNs", "endNs", "type", "name"))
-    start, end = cols["startNs"], cols["endNs"]
-    api = pd.DataFrame({"type": cols["type"], "name": cols["name"], "dur": end - start})
+    names = ("startNs", "endNs", "type", "name")
     window = None if ctx.scope.all_export else ctx.scope.api_window()
-    if window is not None:
-        lo, hi = (int(x) for x in window)
-        api = api[((start >= lo) & (start <= hi)) | ((start <= lo) & (end >= lo))]
-    if ctx.flavour == "python":
-        events = [i for i, v in enumerate(strings) if v in EVENT_PAIR_APIS]
-        api = api[~((api["type"] == MODEL_LEVEL) & api["name"].isin(events))]
-    return api if len(api) else None
+    events = [i for i, v in enumerate(strings) if v in EVENT_PAIR_APIS] if ctx.flavour == "python" else []
+    mirror = ctx.stored("CANN_API") if ctx.has("KIT_COLUMNS") else None
+    if mirror is not None and all(n in mirror for n in names):
+        n = len(mirror)
+        ranges: Iterator[Dict[str, np.ndarray]] = (
+            {c: mirror.read(c, lo, lo + API_BLOCK).astype(np.int64) for c in names} for lo in range(0, n, API_BLOCK))
+    else:
+        whole = ctx.ints("CANN_API", names)
+        n = len(whole["startNs"])
+        ranges = ({c: v[lo:lo + API_BLOCK] for c, v in whole.items()} for lo in range(0, n, API_BLOCK))
+    for cols in ranges:
+        start, end, level, name = cols["startNs"], cols["endNs"], cols["type"], cols["name"]
+        keep = np.ones(len(start), dtype=bool)
+        if window is not None:
+            lo, hi = (int(x) for x in window)
+            keep &= ((start >= lo) & (start <= hi)) | ((start <= lo) & (end >= lo))
+        if events:
+            keep &= ~((level == MODEL_LEVEL) & np.isin(name, events))
+        key = string_codes(name[keep], strings) * (1 << 20) + level[keep]
+        yield key, (end[keep] - start[keep]) / NS_PER_US
 
 
-def _sequential_sum(values: np.ndarray) -> float:
-    """The sum of the values added one after the other, as a plain loop does (np.sum adds
+def _grouped(key: np.ndarray) -> Iterator[Tuple[int, np.ndarray]]:
+    """(key, positions of its rows in order) of each distinct key."""
+    if not len(key):
+        return
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    bounds = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1], True])
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        yield int(sorted_key[lo]), order[lo:hi]
+
+
+def _added(total: float, values: np.ndarray) -> float:
+    """`total` with the values added one after the other, as a plain loop does (np.sum adds
     pairwise, which rounds differently)."""
-    return float(np.cumsum(values)[-1]) if len(values) else 0.0
+    return float(np.cumsum(np.r_[total, values])[-1]) if len(values) else total
 
 
 @dataclass
@@ -959,32 +1163,45 @@ class ApiGroup:
     variance: float
 
 
-def _api_group(name: str, level: int, durations: np.ndarray, flavour: str) -> ApiGroup:
-    """durations: µs per call in store order (integer ns / 1000, so already rounded to 3 decimals)."""
-    n = len(durations)
-    total = _sequential_sum(durations)
-    if flavour == "cpp":
-        avg = cpp_round3(total / n)
-        variance = cpp_round3(_sequential_sum((durations - avg) ** 2) / n)
-    else:
-        total = round(total, 3)
-        avg = round(total / n, 3)
-        variance = round(_sequential_sum(py_round_units((durations - avg) ** 2, 3) / 1000.0) / n, 3)
-    return ApiGroup(name, level, total, n, avg, float(durations.min()), float(durations.max()), variance)
-
-
-def api_groups(api: pd.DataFrame, strings: np.ndarray, flavour: str) -> List[ApiGroup]:
-    """One ApiGroup per (API name, level), in the path's row order: by name, then by level (as a
-    number in C++, by its name in Python)."""
+def api_groups(ctx: ExportContext, strings: np.ndarray, flavour: str) -> List[ApiGroup]:
+    """One ApiGroup per (API name, level) of the host APIs in scope, in the path's row order: by
+    name, then by level (as a number in C++, by its name in Python). Two passes over CANN_API in
+    blocks: the sums, counts and extremes, then the variances around the averages; each sum adds
+    a group's durations in store order."""
+    if not ctx.has("CANN_API"):
+        return []
+    sums: Dict[int, List[float]] = {}  # key -> [sum, count, min, max]
+    for key, dur in _api_blocks(ctx, strings):
+        for k, at in _grouped(key):
+            values = dur[at]
+            got = sums.setdefault(k, [0.0, 0, math.inf, -math.inf])
+            got[0] = _added(got[0], values)
+            got[1] += len(values)
+            got[2] = min(got[2], float(values.min()))
+            got[3] = max(got[3], float(values.max()))
+    if not sums:
+        return []
+    avgs: Dict[int, Tuple[float, float]] = {}  # key -> (total, avg) as the flavour rounds them
+    for k, (total, count, _, _) in sums.items():
+        if flavour == "cpp":
+            avgs[k] = (total, cpp_round3(total / count))
+        else:
+            total = round(total, 3)
+            avgs[k] = (total, round(total / count, 3))
+    squares = dict.fromkeys(sums, 0.0)
+    for key, dur in _api_blocks(ctx, strings):
+        for k, at in _grouped(key):
+            deviation = (dur[at] - avgs[k][1]) ** 2
+            if flavour != "cpp":
+                deviation = py_round_units(deviation, 3) / 1000.0
+            squares[k] = _added(squares[k], deviation)
     names = np.append(strings, NA)
-    name_id = string_codes(api["name"].to_numpy(), strings)
-    key = name_id * (1 << 20) + api["type"].to_numpy()
-    order = np.argsort(key, kind="stable")
-    key = key[order]
-    bounds = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True])
-    durations = api["dur"].to_numpy()[order] / NS_PER_US
-    groups = [_api_group(str(names[key[lo] >> 20]), int(key[lo] & ((1 << 20) - 1)), durations[lo:hi], flavour)
-              for lo, hi in zip(bounds[:-1], bounds[1:])]
+    groups = []
+    for k, (_, count, low, high) in sums.items():
+        total, avg = avgs[k]
+        variance = squares[k] / count
+        variance = cpp_round3(variance) if flavour == "cpp" else round(variance, 3)
+        groups.append(ApiGroup(str(names[k >> 20]), k & ((1 << 20) - 1), total, count, avg, low, high, variance))
     if flavour == "cpp":
         groups.sort(key=lambda g: (g.name.encode("utf-8"), g.level))
     else:
@@ -995,8 +1212,8 @@ def api_groups(api: pd.DataFrame, strings: np.ndarray, flavour: str) -> List[Api
 def api_statistic_table(ctx: ExportContext, strings: np.ndarray, flavour: str) -> Optional[Table]:
     """One row per (API name, level) over the host APIs (§6). C++ writes the table once with
     Device_id `host`; the Python path writes it once per device folder, with the device's id."""
-    api = load_apis(ctx, strings)
-    if api is None:
+    groups = api_groups(ctx, strings, flavour)
+    if not groups:
         return None
     levels = PY_API_LEVELS if flavour == "python" else API_LEVELS
     if flavour == "cpp":
@@ -1006,7 +1223,7 @@ def api_statistic_table(ctx: ExportContext, strings: np.ndarray, flavour: str) -
         number = repr
         devices = [str(d) for d in sorted((d for d in ctx.device_info if d != HOST_DEVICE), key=str)] or ["host"]
     body = [[levels.get(g.level, ""), g.name, number(g.total), str(g.count), number(g.avg), number(g.low),
-             number(g.high), number(g.variance)] for g in api_groups(api, strings, flavour)]
+             number(g.high), number(g.variance)] for g in groups]
     rows = [[dev] + r for dev in devices for r in body]
     columns: List[Column] = []
     for j, header in enumerate(API_HEADER):
@@ -1092,10 +1309,9 @@ def write_summary(ctx: ExportContext, fmt: str = "csv") -> None:
         raise
 
 
-def _json_table(table: Table) -> Table:
+def _json_table(table: AnyTable) -> AnyTable:
     """The Python path's JSON summaries are per-device files without a Device_id key. Keep the key
     when the rows span several devices (the reference lets one device's file overwrite the other's)."""
-    dev = next((c for c in table.columns if c.name == "Device_id"), None)
-    if dev is None or len(set(dev.csv(slice(0, table.n_rows)))) > 1:
+    if "Device_id" not in table.header or table.distinct("Device_id") > 1:
         return table
     return table.drop(["Device_id"])
