@@ -164,6 +164,45 @@ def test_chunked_writing_changes_nothing(exported, tmp_path, monkeypatch):
     assert event_set(load(prof)) == event_set(whole)
 
 
+def _trace_bytes(prof: str) -> bytes:
+    with open(trace_files(prof)[0], "rb") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("case, extra", [(c, ()) for c in ALL_CASES]
+                         + [("910b_steps", ("--model-id", "1", "--iteration-id", "3"))])
+def test_blocks_of_a_few_apis_write_the_same_file(case, extra, tmp_path, monkeypatch):
+    """The CANN layer reads CANN_API and KIT_API API_BLOCK rows at a time: with blocks of a few rows
+    the trace is byte for byte the one-block trace written in chunks of the same size (in an
+    iteration export, whose window thins the blocks, the chunks differ: the same events)."""
+    monkeypatch.setattr(timeline, "CHUNK", 3)
+    whole = export(case, str(tmp_path / "whole"), *extra)
+    monkeypatch.setattr(timeline, "API_BLOCK", 6)
+    blocks = export(case, str(tmp_path / "blocks"), *extra)
+    if extra:
+        assert event_set(load(blocks)) == event_set(load(whole))
+    else:
+        assert _trace_bytes(blocks) == _trace_bytes(whole)
+
+
+def test_api_texts_found_outside_their_block(exported):
+    """An API whose KIT_API row is not in the store rows of its block is found in the whole table."""
+    from msprof_kit.exporters.context import open_context
+    ctx = open_context(exported["910b_mixed"])
+    try:
+        texts = timeline.ApiTexts.load(ctx)
+        conn = ctx.ints("CANN_API", ("connectionId",))["connectionId"]
+        n = len(conn)
+        assert n > 20
+        right = texts.lookup(conn[10:20], 10, 20)
+        wrong = texts.lookup(conn[10:20], 0, 5)
+        assert right[2].all()
+        for a, b in zip(right, wrong):
+            assert a.tolist() == b.tolist()
+    finally:
+        ctx.conn.close()
+
+
 @pytest.mark.parametrize("layer", ["_write_overlap", "_write_cann"])  # in the forked worker, in the parent
 def test_a_failed_export_leaves_no_partial_file(tmp_path, monkeypatch, layer):
     prof = copy_input("min_910b", str(tmp_path))

@@ -143,6 +143,37 @@ class ExportContext:
         return path
 
 
+def first_positions(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For each wanted value, the position in `keys` of the first row holding it (-1: none)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    wanted = np.asarray(wanted, dtype=np.int64)
+    if not len(keys):
+        return np.full(len(wanted), -1, dtype=np.int64)
+    order = None if (keys[1:] >= keys[:-1]).all() else np.argsort(keys, kind="stable")
+    if order is not None:
+        keys = keys[order]
+    pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    found = keys[pos] == wanted
+    if order is not None:
+        pos = order[pos]
+    pos[~found] = -1
+    return pos
+
+
+def group_ids(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """A dense group number per row of several integer key columns (equal keys, equal numbers)."""
+    code = np.zeros(len(keys[0]), dtype=np.int64)
+    width = 1
+    for key in keys:
+        values, inverse = np.unique(key, return_inverse=True)
+        if width * len(values) >= 1 << 62:  # renumber the groups so far densely first
+            _, code = np.unique(code, return_inverse=True)
+            code, width = code.reshape(-1).astype(np.int64), int(code.max()) + 1
+        code = code * len(values) + inverse.reshape(-1)
+        width *= len(values)
+    return code
+
+
 def open_context(collection_path: str, scope: Optional[Scope] = None, stamp: Optional[str] = None) -> ExportContext:
     """The export context of an imported collection (the caller closes `ctx.conn`)."""
     conn = store.open_store(collection_path)

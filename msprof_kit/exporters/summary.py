@@ -36,7 +36,7 @@ from numpy.dtypes import StringDType
 from .. import native_impl
 from ..forked import Forked, can_fork
 from ..native_impl import Slot, fixed_slot, format_rows, int_slot, overlay, text_slot, text_table, trim_slot
-from .context import ExportContext
+from .context import ExportContext, first_positions, group_ids
 
 NA = "N/A"
 CSV_LIMIT = 1_000_000          # data rows per CSV file (outputs.md §2.1)
@@ -562,18 +562,10 @@ def _task_info(ctx: ExportContext, gtid: np.ndarray) -> Tuple[Optional[Dict[str,
     if not ctx.has("COMPUTE_TASK_INFO"):
         return None, none
     cti = ctx.columns("COMPUTE_TASK_INFO", ("globalTaskId",) + INFO_COLUMNS)
-    keys = cti.pop("globalTaskId").astype(np.int64, copy=False)
+    keys = cti.pop("globalTaskId")
     if not len(keys):
         return None, none
-    order = None if (keys[1:] >= keys[:-1]).all() else np.argsort(keys, kind="stable")
-    if order is not None:
-        keys = keys[order]
-    pos = np.minimum(np.searchsorted(keys, gtid), len(keys) - 1)
-    found = keys[pos] == gtid
-    if order is not None:
-        pos = order[pos]
-    pos[~found] = -1
-    return cti, pos
+    return cti, first_positions(keys, gtid)
 
 
 class PmuReader:
@@ -998,26 +990,12 @@ def _statistic_table(stats: pd.DataFrame, flavour: str, graph: bool) -> Table:
 # task_time (outputs.md §7.1)
 
 
-def _group_ids(keys: Sequence[np.ndarray]) -> np.ndarray:
-    """A dense group number per row of several integer key columns (equal keys, equal numbers)."""
-    code = np.zeros(len(keys[0]), dtype=np.int64)
-    width = 1
-    for key in keys:
-        values, inverse = np.unique(key, return_inverse=True)
-        if width * len(values) >= 1 << 62:  # renumber the groups so far densely first
-            _, code = np.unique(code, return_inverse=True)
-            code, width = code.reshape(-1).astype(np.int64), int(code.max()) + 1
-        code = code * len(values) + inverse.reshape(-1)
-        width *= len(values)
-    return code
-
-
 def _task_time_keep(device: np.ndarray, stream: np.ndarray, task: np.ndarray, batch: np.ndarray,
                     ctx_id: np.ndarray) -> np.ndarray:
     """Tasks grouped by (device, stream, task id, batch): a single task stays; a group holding a
     context id other than 0 is FFTS+ and goes; a group holding context 0 (MIX) keeps only that one;
     any other group (a static graph executed repeatedly) stays whole."""
-    group = _group_ids([device, stream, task, batch])
+    group = group_ids([device, stream, task, batch])
     size = np.bincount(group)
     ffts = np.bincount(group, weights=(ctx_id != 0) & (ctx_id != INVALID_CONTEXT)) > 0
     zero = np.bincount(group, weights=ctx_id == 0) > 0

@@ -42,10 +42,11 @@ from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence,
 import numpy as np
 import pandas as pd
 
+from .. import store
 from ..build import interval_gaps, union_intervals
 from ..forked import Forked
 from ..native_impl import Slot, fixed_slot, float_slot, format_rows, int_slot, text_slot, text_table
-from .context import ExportContext, Scope
+from .context import ExportContext, Scope, first_positions, group_ids
 from .scope import step_iterations
 
 HOST_DEVICE = 31          # the device id part of a host process id
@@ -385,7 +386,8 @@ def _host_pid_from_tables(ctx: ExportContext) -> int:
 class Tasks:
     """The device tasks shown (one X event each), with their texts and arrow roles."""
 
-    cols: Dict[str, np.ndarray]   # int64: start, end, device, stream, task, ctx, batch, model, conn, thread, track_ns
+    cols: Dict[str, np.ndarray]   # as stored (narrow integers): start, end, device, stream, task, ctx, batch,
+    #                               model, conn, thread, track_ns
     name: Slot                    # event names (codes into JSON literals)
     task_type: Slot               # args "Task Type" (codes into JSON literals)
     is_op: np.ndarray             # shown as an op (computing, for an iteration export's overlap)
@@ -395,12 +397,19 @@ class Tasks:
     acl_event_conns: np.ndarray   # connection ids of ACL event record / wait calls
 
     def __len__(self) -> int:
-        return len(self.name.values)
+        return len(self.is_op)
+
+    def col(self, name: str) -> np.ndarray:
+        return self.cols[name].astype(np.int64, copy=False)
 
     def flow_ids(self, python_rules: bool) -> np.ndarray:
         """C++: connection id << 32; Python: (connection id << 32) + context id."""
-        conn = self.cols["conn"] << 32
-        return conn + (self.cols["ctx"] & 0xFFFFFFFF) if python_rules else conn
+        conn = self.col("conn") << 32
+        return conn + (self.col("ctx") & 0xFFFFFFFF) if python_rules else conn
+
+    def api_conns(self) -> np.ndarray:
+        """The connection ids whose API starts an arrow to a shown task, ascending."""
+        return np.unique(self.cols["conn"][self.via_api]).astype(np.int64)
 
 
 TASK_COLUMNS = ("startNs", "endNs", "deviceId", "streamId", "taskId", "contextId", "modelId", "connectionId",
@@ -408,71 +417,98 @@ TASK_COLUMNS = ("startNs", "endNs", "deviceId", "streamId", "taskId", "contextId
 TASK_COLS = ("start", "end", "device", "stream", "task", "ctx", "model", "conn")
 
 
+@dataclass
+class TaskTexts:
+    """Task texts as codes: STRING_IDS ids below len(strings), KIT_TASK's device task type names
+    after them, and -1 for none (an empty text)."""
+    labels: np.ndarray   # texts of the codes, then "" (code -1)
+
+    def isin(self, codes: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+        return np.isin(self.labels, texts)[codes]
+
+    def slot(self, codes: np.ndarray) -> Slot:
+        """A TEXT slot of each code's text as a JSON string literal."""
+        return _coded(np.where(codes >= 0, codes, len(self.labels) - 1),
+                      lambda k: json.dumps(str(self.labels[k]), ensure_ascii=False))
+
+
 def _load_tasks(ctx: ExportContext, facts: Facts) -> Tasks:
     """TASK (with KIT_TASK) as the timeline shows it: UNKNOWN device tasks and tasks shown through
     their FFTS+ subtasks left out; in an iteration export, only the tasks of the iterations' time,
     those of other models as device-only tasks (named by their device type, model 4294967295)."""
-    cols, gid, host_type, dev_type = _read_tasks(ctx, facts)
-    keep = ~_isin_text(dev_type, ("UNKNOWN",)) & ~_hidden_parents(cols)
+    cols, gid, host_type, dev_type, texts = _read_tasks(ctx, facts)
+    keep = ~texts.isin(dev_type, ("UNKNOWN",)) & ~_hidden_parents(cols)
     if facts.scoped:
         keep &= _in_scope(cols["device"], cols["start"], cols["end"], facts.scope)
-    idx = np.flatnonzero(keep)
-    cols = {k: v[idx] for k, v in cols.items()}
-    gid, host_type, dev_type = gid[idx], host_type[idx], dev_type[idx]
+    if not keep.all():
+        idx = np.flatnonzero(keep)
+        cols = {k: v[idx] for k, v in cols.items()}
+        gid, host_type, dev_type = gid[idx], host_type[idx], dev_type[idx]
+    del keep
 
-    op_name, ge_type, has_op = _op_info(ctx, facts, gid)
-    device_only = np.zeros(len(idx), dtype=bool)
+    op_name, ge_type, has_op = _op_info(ctx, gid)
+    device_only = np.zeros(len(gid), dtype=bool)
+    del gid
     if facts.scoped:
         device_only = cols["model"] != facts.scope.model_id
-        cols["model"][device_only] = NO_MODEL
+        cols["model"] = np.where(device_only, NO_MODEL, cols["model"].astype(np.int64))
     is_op = has_op & ~device_only
-    memcpy = _isin_text(host_type, (MEMCPY_ASYNC,))
-    plain = np.where(_isin_text(host_type, DEVICE_NAMED) | device_only, dev_type, host_type)  # a task no op
+    memcpy = texts.isin(host_type, (MEMCPY_ASYNC,))
+    plain = np.where(texts.isin(host_type, DEVICE_NAMED) | device_only, dev_type, host_type)  # a task no op
     generic = plain if facts.python_rules else np.where(memcpy, dev_type, plain)
-    name = np.where(is_op, op_name, plain)
-    task_type = np.where(is_op & ~_isin_text(ge_type, ("N/A",)), ge_type, generic)
+    del dev_type, host_type
+    name = texts.slot(np.where(is_op, op_name, plain))
+    task_type = texts.slot(np.where(is_op & ~texts.isin(ge_type, ("N/A",)), ge_type, generic))
+    del op_name, ge_type, plain, generic
 
     # arrow ends: ops, memory copies and ACL event tasks with a host call
     conn = cols["conn"]
     acl_event_conns = _acl_event_conns(ctx, facts)
     ends = (has_op | memcpy | np.isin(conn, acl_event_conns)) & (conn >= 0)
-    via_track = np.zeros(len(idx), dtype=bool)
+    via_track = np.zeros(len(conn), dtype=bool)
     if facts.python_rules:
         via_track = ends & has_op & (cols["track_ns"] >= 0) & (cols["thread"] >= 0)
-    return Tasks(cols=cols, name=_json_texts(name), task_type=_json_texts(task_type), is_op=is_op,
+    return Tasks(cols=cols, name=name, task_type=task_type, is_op=is_op,
                  via_track=via_track, via_api=ends & ~via_track,
-                 memcpy_conns=np.unique(conn[memcpy & (conn >= 0)]), acl_event_conns=acl_event_conns)
+                 memcpy_conns=np.unique(conn[memcpy & (conn >= 0)]).astype(np.int64),
+                 acl_event_conns=acl_event_conns)
 
 
 def _read_tasks(ctx: ExportContext, facts: Facts
-                ) -> Tuple[Dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
-    """Every TASK row: (int64 columns, globalTaskId, host task type, device task type)."""
-    t = ctx.ints("TASK", TASK_COLUMNS)
+                ) -> Tuple[Dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, TaskTexts]:
+    """Every TASK row: (columns as stored, globalTaskId, host task type code, device task type code,
+    the texts of the codes)."""
+    t = ctx.columns("TASK", TASK_COLUMNS)
     n = len(t["startNs"])
     cols = {name: t[column] for name, column in zip(TASK_COLS, TASK_COLUMNS)}
-    host_type = facts.text(t["taskType"])
-    kit = ctx.read_columns("KIT_TASK")
-    if kit.empty or len(kit) != n:  # no tasks, or a store without the extension: no batches, no host records
-        kit = pd.DataFrame({"batchId": np.zeros(n, np.int64), "deviceTaskType": host_type})
-    cols["batch"] = kit["batchId"].to_numpy(np.int64)
-    for key, col in (("thread", "threadId"), ("track_ns", "trackNs")):
-        cols[key] = kit[col].to_numpy(np.int64) if col in kit else np.full(n, -1, np.int64)
-    return cols, t["globalTaskId"], host_type, kit["deviceTaskType"].to_numpy(dtype=object)
+    host_type = t["taskType"].astype(np.int64)
+    width = len(facts.strings)
+    kit = ctx.stored("KIT_TASK")
+    if len(kit) == n and n and "deviceTaskType" in kit and "batchId" in kit:
+        cols["batch"] = kit.read("batchId")
+        dev_type = kit.read("deviceTaskType").astype(np.int64) + width
+        dev_labels = kit.labels("deviceTaskType")
+        for key, col in (("thread", "threadId"), ("track_ns", "trackNs")):
+            cols[key] = kit.read(col) if col in kit else np.full(n, -1, np.int64)
+    else:  # no tasks, or a store without the extension: no batches, no host records
+        cols["batch"] = np.zeros(n, np.int64)
+        dev_type, dev_labels = host_type, np.zeros(0, dtype=object)
+        cols["thread"] = cols["track_ns"] = np.full(n, -1, np.int64)
+    labels = np.concatenate([facts.strings, dev_labels if dev_labels is not None else [], [""]]).astype(object)
+    return cols, t["globalTaskId"], host_type, dev_type, TaskTexts(labels)
 
 
-def _op_info(ctx: ExportContext, facts: Facts, gid: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(op name, GE task type, found) of each task, from COMPUTE_TASK_INFO by globalTaskId."""
-    n = len(gid)
-    op_name = np.full(n, "", dtype=object)
-    ge_type = np.full(n, "", dtype=object)
-    found = np.zeros(n, dtype=bool)
-    if ctx.has("COMPUTE_TASK_INFO") and n:
-        info = ctx.ints("COMPUTE_TASK_INFO", ("globalTaskId", "name", "taskType"))
-        pos = pd.Index(info["globalTaskId"]).get_indexer(gid)
-        found = pos >= 0
-        op_name[found] = facts.text(info["name"][pos[found]])
-        ge_type[found] = facts.text(info["taskType"][pos[found]])
-    return op_name, ge_type, found
+def _op_info(ctx: ExportContext, gid: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(op name, GE task type, found) of each task, from COMPUTE_TASK_INFO by globalTaskId: STRING_IDS
+    ids, -1 where the task has no row."""
+    none = np.full(len(gid), -1, dtype=np.int64)
+    if not ctx.has("COMPUTE_TASK_INFO") or not len(gid):
+        return none, none, none >= 0
+    info = ctx.columns("COMPUTE_TASK_INFO", ("globalTaskId", "name", "taskType"))
+    pos = first_positions(info["globalTaskId"], gid)
+    found = pos >= 0
+    name, ge_type = (np.where(found, info[c][np.maximum(pos, 0)].astype(np.int64), -1) for c in ("name", "taskType"))
+    return name, ge_type, found
 
 
 def _hidden_parents(cols: Dict[str, np.ndarray]) -> np.ndarray:
@@ -481,8 +517,8 @@ def _hidden_parents(cols: Dict[str, np.ndarray]) -> np.ndarray:
     sub = cols["ctx"] != INVALID_CTX
     if not sub.any():
         return np.zeros(len(sub), dtype=bool)
-    keys = pd.MultiIndex.from_arrays([cols["device"], cols["stream"], cols["task"], cols["batch"]])
-    return ~sub & keys.isin(keys[sub])
+    group = group_ids([cols["device"], cols["stream"], cols["task"], cols["batch"]])
+    return ~sub & (np.bincount(group, weights=sub) > 0)[group]
 
 
 def _in_timeline(start: np.ndarray, end: np.ndarray, window: Optional[Tuple[int, int]]) -> np.ndarray:
@@ -517,52 +553,108 @@ def _acl_event_conns(ctx: ExportContext, facts: Facts) -> np.ndarray:
 # CANN layer
 
 API_COLUMNS = ("startNs", "endNs", "type", "globalTid", "connectionId", "name")
+API_BLOCK = 20 * CHUNK  # CANN_API rows read at a time (whole chunks: the events come in the same order)
 
 
-def _api_rows(ctx: ExportContext, window: Optional[Tuple[int, int]]) -> np.ndarray:
-    """CANN_API rows (API_COLUMNS) by connection id; in an iteration export only those that end at
-    or after the window's start and start at or before its end."""
-    api = ctx.ints("CANN_API", API_COLUMNS)
-    rows = np.column_stack([api[c] for c in API_COLUMNS]) if len(api["startNs"]) else np.zeros((0, 6), np.int64)
-    del api
-    if window is not None:
-        rows = rows[(rows[:, 0] <= window[1]) & (rows[:, 1] >= window[0])]
-    conn = rows[:, 4]
-    if len(conn) > 1 and (conn[1:] < conn[:-1]).any():  # the store keeps them by connection id already
-        rows = rows[np.argsort(conn, kind="stable")]
-    return rows
+class ApiBlocks:
+    """CANN_API rows (API_COLUMNS, int64) by connection id, API_BLOCK store rows at a time: (first
+    store row, last store row + 1, the rows of that range in scope). In an iteration export only
+    the APIs that end at or after the window's start and start at or before its end are in scope.
+    The store keeps CANN_API by connection id; a store that does not is read whole and sorted."""
+
+    def __init__(self, ctx: ExportContext, window: Optional[Tuple[int, int]]) -> None:
+        self.ctx, self.window = ctx, window
+        self.mirror = ctx.stored("CANN_API") if ctx.has("KIT_COLUMNS") else None
+        self.whole: Optional[np.ndarray] = None
+        if self.mirror is None or not all(c in self.mirror for c in API_COLUMNS) \
+                or not _ascending(self.mirror.read("connectionId")):
+            api = ctx.ints("CANN_API", API_COLUMNS)
+            rows = np.column_stack([api[c] for c in API_COLUMNS]) if len(api["startNs"]) \
+                else np.zeros((0, 6), np.int64)
+            del api
+            self.whole = rows[np.argsort(rows[:, 4], kind="stable")]
+            self.mirror = None
+
+    def __len__(self) -> int:
+        return len(self.whole) if self.whole is not None else len(self.mirror)  # type: ignore[arg-type]
+
+    def column(self, name: str, lo: int, hi: int) -> np.ndarray:
+        if self.whole is not None:
+            return self.whole[lo:hi, API_COLUMNS.index(name)]
+        return self.mirror.read(name, lo, hi).astype(np.int64)  # type: ignore[union-attr]
+
+    def __iter__(self) -> Iterator[Tuple[int, int, np.ndarray]]:
+        n = len(self)
+        for lo in range(0, n, API_BLOCK):
+            hi = min(n, lo + API_BLOCK)
+            if self.whole is not None:
+                rows = self.whole[lo:hi]
+            else:
+                rows = np.column_stack([self.column(c, lo, hi) for c in API_COLUMNS])
+            if self.window is not None:
+                rows = rows[(rows[:, 0] <= self.window[1]) & (rows[:, 1] >= self.window[0])]
+            yield lo, hi, rows
+
+    def threads(self) -> Set[int]:
+        """The thread ids (globalTid's low 32 bits) of the APIs in scope."""
+        tids: Set[int] = set()
+        for _, _, rows in self:
+            tids |= set((np.unique(rows[:, 3]) & 0xFFFFFFFF).tolist())
+        return tids
+
+
+def _ascending(values: np.ndarray) -> bool:
+    return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
 
 
 @dataclass
 class ApiTexts:
-    """KIT_API by connection id (sorted): the mode and item id of each API, as codes into their
-    distinct texts. Item code len(items) - 1 is "0", the item of an API KIT_API does not know."""
+    """KIT_API: the mode and item id of each API by connection id, as codes into their distinct
+    texts. Item code len(items) - 1 is "0", the item of an API KIT_API does not know. KIT_API
+    keeps the rows of CANN_API in the same order, so a block of APIs is looked up in the same
+    range of KIT_API; rows that are not there are looked up in the whole table."""
 
-    conn: np.ndarray
-    mode: np.ndarray
-    item: np.ndarray
+    cols: Optional[store.StoredColumns]
     mode_json: np.ndarray   # JSON literal of each distinct mode
     items: np.ndarray       # distinct item texts, "0" last
+    _whole: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None  # (conn ascending, mode, item)
 
     @classmethod
     def load(cls, ctx: ExportContext) -> "ApiTexts":
-        cols = {name: (values, labels) for name, values, labels in ctx.stored_columns("KIT_API")}
-        if not {"connectionId", "mode", "itemId"} <= set(cols) or len(cols["connectionId"][0]) == 0:
-            return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                       np.zeros(0, dtype=object), np.array(["0"], dtype=object))
-        conn = cols["connectionId"][0].astype(np.int64)
-        order = np.argsort(conn, kind="stable")
-        (mode, modes), (item, items) = cols["mode"], cols["itemId"]
-        return cls(conn[order], mode[order], item[order], _json_literals(modes), np.append(items, "0"))
+        cols = ctx.stored("KIT_API")
+        if not all(c in cols for c in ("connectionId", "mode", "itemId")) or len(cols) == 0:
+            return cls(None, np.zeros(0, dtype=object), np.array(["0"], dtype=object))
+        return cls(cols, _json_literals(cols.labels("mode")), np.append(cols.labels("itemId"), "0"))
 
-    def lookup(self, conn: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """Positions in this table of these connection ids, and which were found."""
-        if len(self.conn) == 0:
-            return np.zeros(len(conn), np.int64), np.zeros(len(conn), dtype=bool)
-        if len(conn) == len(self.conn) and np.array_equal(conn, self.conn):  # every API, the usual case
-            return np.arange(len(conn), dtype=np.int64), np.ones(len(conn), dtype=bool)
-        pos = np.clip(np.searchsorted(self.conn, conn), 0, len(self.conn) - 1)
-        return pos, self.conn[pos] == conn
+    def _whole_table(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._whole is None:
+            assert self.cols is not None
+            conn = self.cols.read("connectionId").astype(np.int64)
+            order = np.argsort(conn, kind="stable")
+            self._whole = (conn[order], self.cols.read("mode")[order], self.cols.read("itemId")[order])
+        return self._whole
+
+    def lookup(self, conn: np.ndarray, lo: int, hi: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mode code, item code, found) of the APIs with these connection ids, read from store
+        rows lo:hi of CANN_API."""
+        n = len(conn)
+        mode, item, hit = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, dtype=bool)
+        if self.cols is None or not n:
+            return mode, item, hit
+        near = self.cols.read("connectionId", lo, hi).astype(np.int64)
+        if len(near) and _ascending(near):
+            pos = np.minimum(np.searchsorted(near, conn), len(near) - 1)
+            hit = near[pos] == conn
+            mode[hit] = self.cols.read("mode", lo, hi)[pos[hit]]
+            item[hit] = self.cols.read("itemId", lo, hi)[pos[hit]]
+        if not hit.all():
+            keys, modes, items = self._whole_table()
+            miss = np.flatnonzero(~hit)
+            pos = np.minimum(np.searchsorted(keys, conn[miss]), len(keys) - 1)
+            found = keys[pos] == conn[miss]
+            miss, pos = miss[found], pos[found]
+            mode[miss], item[miss], hit[miss] = modes[pos], items[pos], True
+        return mode, item, hit
 
 
 def _json_literals(texts: np.ndarray) -> np.ndarray:
@@ -570,20 +662,33 @@ def _json_literals(texts: np.ndarray) -> np.ndarray:
     return np.array([json.dumps(str(t), ensure_ascii=False) for t in texts.tolist()], dtype=object)
 
 
-def _arrow_starts(api: np.ndarray, tasks: Tasks) -> np.ndarray:
-    """Which API rows start an arrow: node-level APIs (and the calls behind memory copies and ACL
+@dataclass
+class Arrows:
+    """Which APIs start arrows: node-level APIs (and the calls behind memory copies and ACL
     events) whose connection id a shown task has."""
-    conn, level = api[:, 4], api[:, 2]
-    special = np.union1d(tasks.memcpy_conns, tasks.acl_event_conns)
-    return np.isin(conn, tasks.cols["conn"][tasks.via_api]) & ((level == LEVEL_NODE) | np.isin(conn, special))
+    task_conns: np.ndarray   # ascending
+    special: np.ndarray      # ascending
+
+    @classmethod
+    def of(cls, tasks: Tasks) -> "Arrows":
+        return cls(tasks.api_conns(), np.union1d(tasks.memcpy_conns, tasks.acl_event_conns).astype(np.int64))
+
+    def starts(self, api: np.ndarray) -> np.ndarray:
+        conn, level = api[:, 4], api[:, 2]
+        return _in_sorted(conn, self.task_conns) & ((level == LEVEL_NODE) | _in_sorted(conn, self.special))
+
+    def started(self, blocks: ApiBlocks) -> np.ndarray:
+        """The connection ids (ascending, distinct) of the APIs in scope that start an arrow."""
+        parts = [rows[self.starts(rows), 4] for _, _, rows in blocks]
+        return _sorted_unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
 
-def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks, api: np.ndarray,
-                starts: Optional[np.ndarray]) -> None:
-    """The CANN process: metadata, one X event per API row, and the arrow starts on the rows
-    marked in `starts` (None: no arrows)."""
+def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks, blocks: Optional[ApiBlocks],
+                arrows: Optional[Arrows]) -> None:
+    """The CANN process: metadata, one X event per API in scope (None: the store has none), and
+    the arrow starts (None: no arrows)."""
     pid = facts.pid(SORT_CANN)
-    tids: Set[int] = set((np.unique(api[:, 3]) & 0xFFFFFFFF).tolist())
+    tids = blocks.threads() if blocks is not None else set()
     tids |= set(np.unique(tasks.cols["thread"][tasks.via_track]).tolist())
     if not tids:
         return
@@ -591,24 +696,29 @@ def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks
     for tid in sorted(tids):
         meta += _thread_meta(pid, tid, f"Thread {tid}", tid)
     out.add(meta)
-    if not len(api):
+    if blocks is None:
         return
-    texts = _api_texts(api, facts, ApiTexts.load(ctx))
+    texts = ApiTexts.load(ctx)
     # arrows that start on an API: the distinct flow ids of the tasks they end at (first seen
     # first), grouped by connection id (a flow id is the connection id << 32, plus the context id
     # in the Python rules)
     flow = pd.unique(tasks.flow_ids(facts.python_rules)[tasks.via_api])
     flow = flow[np.argsort(flow >> 32, kind="stable")]
     flow_conn = flow >> 32
-    for lo in range(0, len(api), CHUNK):
-        rows = api[lo:lo + CHUNK]
-        part = slice(lo, lo + len(rows))
-        out.add_block(_api_events(rows, pid, {key: slot.take(part) for key, slot in texts.items()}), len(rows))
-        here = np.flatnonzero(starts[part]) if starts is not None else np.zeros(0, np.int64)
-        if len(here):
-            row, ids = _flows_of(rows[here, 4], flow, flow_conn)
-            row = here[row]
-            _flow_events(out, "s", np.full(len(row), pid), rows[row, 3] & 0xFFFFFFFF, rows[row, 0], ids)
+    for lo, hi, block in blocks:
+        if not len(block):
+            continue
+        slots = _api_texts(block, facts, texts, *texts.lookup(block[:, 4], lo, hi))
+        starts = arrows.starts(block) if arrows is not None else np.zeros(len(block), dtype=bool)
+        for first in range(0, len(block), CHUNK):
+            rows = block[first:first + CHUNK]
+            part = slice(first, first + len(rows))
+            out.add_block(_api_events(rows, pid, {key: slot.take(part) for key, slot in slots.items()}), len(rows))
+            here = np.flatnonzero(starts[part])
+            if len(here):
+                row, ids = _flows_of(rows[here, 4], flow, flow_conn)
+                row = here[row]
+                _flow_events(out, "s", np.full(len(row), pid), rows[row, 3] & 0xFFFFFFFF, rows[row, 0], ids)
 
 
 def _flows_of(conn: np.ndarray, flow: np.ndarray, flow_conn: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -625,11 +735,12 @@ def _flows_of(conn: np.ndarray, flow: np.ndarray, flow_conn: np.ndarray) -> Tupl
     return np.repeat(np.arange(len(conn)), count), flow[np.repeat(first, count) + within]
 
 
-def _api_texts(api: np.ndarray, facts: Facts, texts: ApiTexts) -> Dict[str, Slot]:
+def _api_texts(api: np.ndarray, facts: Facts, texts: ApiTexts, mode: np.ndarray, item: np.ndarray,
+               hit: np.ndarray) -> Dict[str, Slot]:
     """The event texts of every CANN_API row (startNs, endNs, type, globalTid, connectionId, name)
     as TEXT slots: `name` (<Level>@<api>), `level`, `id`, `mode` and `item`, each a code into the
     JSON literals of its distinct values, made once per distinct value."""
-    level, conn, name = api[:, 2], api[:, 4], api[:, 5]
+    level, name = api[:, 2], api[:, 5]
     level_idx, levels = pd.factorize(level)
     heads = [LEVELS.get(lv, ("Api", str(lv))) for lv in levels.tolist()]
     strings = facts.strings
@@ -646,12 +757,11 @@ def _api_texts(api: np.ndarray, facts: Facts, texts: ApiTexts) -> Dict[str, Slot
     id_key = np.where(level == LEVEL_ACL, name, -1)
     id_key[model] = -2
     out["id"] = _coded(id_key, lambda k: name_json(k) if k >= 0 else ('"0"' if k == -1 else "0"))
-    pos, hit = texts.lookup(conn)
     # mode: KIT_API's (a code >= 0); an API KIT_API does not know: its name (-1 - name id)
-    mode_key = np.where(hit, texts.mode[pos] if len(texts.conn) else 0, -1 - name)
+    mode_key = np.where(hit, mode, -1 - name)
     out["mode"] = _coded(mode_key, lambda k: str(texts.mode_json[k]) if k >= 0 else name_json(-1 - k))
     # item: KIT_API's, else "0"; the Python host parser keeps a model-level API's numeric item as a number
-    item = np.where(hit, texts.item[pos] if len(texts.conn) else 0, len(texts.items) - 1)
+    item = np.where(hit, item, len(texts.items) - 1)
     if facts.python_host:
         numeric = np.array([str(t).isdigit() for t in texts.items.tolist()], dtype=bool)[item]
         item = np.where(model & numeric, -1 - item, item)
@@ -903,12 +1013,12 @@ def write_timeline(ctx: ExportContext) -> None:
         return
     # -reports layers: cann, ascend (tasks), step_trace, freq, overlap_analyse; arrows need both ends
     cann, ascend = ctx.layer_on("cann"), ctx.layer_on("ascend")
-    api = np.zeros((0, 6), np.int64)
+    blocks = None
     if cann and ctx.has("CANN_API"):
         # an iteration export: the APIs that start in the API window or span its start
-        api = _api_rows(ctx, facts.scope.api_window() if facts.scoped else None)
-    starts = _arrow_starts(api, tasks) if cann and ascend else None
-    started = _sorted_unique(api[starts, 4]) if starts is not None else np.zeros(0, np.int64)
+        blocks = ApiBlocks(ctx, facts.scope.api_window() if facts.scoped else None)
+    arrows = Arrows.of(tasks) if cann and ascend else None
+    started = arrows.started(blocks) if arrows is not None and blocks is not None else np.zeros(0, np.int64)
     path = ctx.path_for("msprof", "json")
     part_path = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.devices")
     device_part = Forked(lambda: _write_device_layers(ctx, part_path, facts, tasks, started, steps, arrows=cann),
@@ -916,8 +1026,7 @@ def write_timeline(ctx: ExportContext) -> None:
     try:
         with TraceWriter(path) as out:
             if cann:
-                _write_cann(ctx, out, facts, tasks, api, starts)
-            del api
+                _write_cann(ctx, out, facts, tasks, blocks, arrows)
             step_texts = device_part.result()
             out.append_part(part_path)
     finally:
