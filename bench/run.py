@@ -2,14 +2,16 @@
 optionally the reference msprof analysis on the same data.
 
     python bench/run.py [--tasks 100000,1000000,10000000] [--ref PATH] [--ref-python PY]
-                        [--work DIR] [--impl c|python]
+                        [--work DIR] [--impl c|python] [--pss]
 
 Each size is a synthetic 910B collection (tests/synth.py: two devices, the tasks split evenly
 between them, AI Core PMU on, tensor info on, 10 % of the operators inside model executions),
 built once under --work (default bench/out) and reused. Each step runs in a fresh process on a
 collection cleared of every earlier output; the table gives wall seconds, CPU seconds (the
 process and the workers it forked) and peak RSS (the process's peak plus its largest worker's:
-an upper bound of what they held at once). Logs go to --work/run.log.
+an upper bound of what they held at once). --pss adds the peak of the processes' summed PSS,
+sampled every 0.1 s (pages a forked worker shares with its parent count once; the sampling costs
+the steps a little time). Logs go to --work/run.log.
 
 --ref PATH runs the reference as it is, on a fresh copy of the same collection in the same run:
 PATH is its `analysis/` folder (a checkout of github Ascend/msprof), the folder holding it, or a
@@ -38,6 +40,7 @@ TESTS = os.path.normpath(os.path.join(HERE, "..", "tests"))  # synth.py, the col
 
 DEVICES = 2
 STEPS = ("import", "export timeline", "export summary")
+PSS_PERIOD = 0.1  # seconds between samples of --pss
 # what the steps write into a collection (ours and the reference's), removed before a run
 OUTPUTS = ("sqlite", "mindstudio_profiler_output", "mindstudio_profiler_log")
 REF_CANDIDATES = ("msprof/msprof.py", "analysis/msprof/msprof.py",
@@ -71,6 +74,7 @@ class Measure:
     wall: float
     cpu: float
     mib: float
+    pss: Optional[float] = None  # peak summed PSS of the process tree (MiB), with --pss
 
 
 def collection(work: str, n: int) -> str:
@@ -111,14 +115,38 @@ def clear_outputs(prof: str) -> None:
                     os.remove(os.path.join(base, f))
 
 
-def measure(argv: Sequence[str], env: Dict[str, str], log: str) -> Measure:
-    """Run one command in a fresh process; its output goes to `log`."""
+def _tree_pss_kib(pid: int) -> int:
+    """The summed proportional set size of a process and its descendants (pages shared after a
+    fork counted once), from /proc; 0 for what has already exited."""
+    pids, total = [pid], 0
+    while pids:
+        p = pids.pop()
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    pids += [int(c) for c in f.read().split()]
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+        except (OSError, StopIteration, ValueError):
+            continue
+    return total
+
+
+def measure(argv: Sequence[str], env: Dict[str, str], log: str, pss: bool = False) -> Measure:
+    """Run one command in a fresh process; its output goes to `log`. `pss`: also sample the
+    summed PSS of its process tree every PSS_PERIOD seconds (reading it costs the process some time)."""
     fd, stats = tempfile.mkstemp(suffix=".json")
     os.close(fd)
+    peak = 0
     try:
         t0 = time.perf_counter()
         with open(log, "ab") as out:
-            proc = subprocess.run(list(argv), env={**env, "BENCH_STATS": stats}, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(list(argv), env={**env, "BENCH_STATS": stats}, stdout=out,
+                                    stderr=subprocess.STDOUT)
+            while pss and proc.poll() is None:
+                peak = max(peak, _tree_pss_kib(proc.pid))
+                time.sleep(PSS_PERIOD)
+            proc.wait()
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(argv[3:])} failed (exit code {proc.returncode}); see {log}")
@@ -126,17 +154,17 @@ def measure(argv: Sequence[str], env: Dict[str, str], log: str) -> Measure:
             got = json.load(f)
     finally:
         os.remove(stats)
-    return Measure(wall, got["cpu"], got["kib"] / 1024)
+    return Measure(wall, got["cpu"], got["kib"] / 1024, peak / 1024 if pss else None)
 
 
-def ours(prof: str, impl: Optional[str], log: str) -> List[Measure]:
+def ours(prof: str, impl: Optional[str], log: str, pss: bool = False) -> List[Measure]:
     env = dict(os.environ)
     if impl:
         env["MSPROF_KIT_NATIVE"] = impl
     clear_outputs(prof)
     out = []
     for step in STEPS:
-        out.append(measure([sys.executable, "-c", OURS, *step.split(), "-dir", prof], env, log))
+        out.append(measure([sys.executable, "-c", OURS, *step.split(), "-dir", prof], env, log, pss))
     clear_outputs(prof)
     return out
 
@@ -185,6 +213,8 @@ def machine() -> str:
 
 def row(label: str, m: Measure, r: Optional[Measure]) -> str:
     text = f"{label:<17} {m.wall:>8.2f} {m.cpu:>8.2f} {m.mib:>8.0f}"
+    if m.pss is not None:
+        text += f" {m.pss:>8.0f}"
     if r is not None:
         text += f" {r.wall:>10.2f} {r.cpu:>9.2f} {r.mib:>8.0f} {r.wall / m.wall:>7.1f}x"
     return text
@@ -196,6 +226,7 @@ def main() -> None:
     ap.add_argument("--ref", metavar="PATH", help="the reference analysis/ folder, or a CANN install")
     ap.add_argument("--ref-python", default=sys.executable, help="the Python that runs the reference")
     ap.add_argument("--work", default=os.path.join(HERE, "out"), help="where the collections are kept")
+    ap.add_argument("--pss", action="store_true", help="also sample the peak summed PSS of each step's processes")
     ap.add_argument("--impl", choices=("c", "python"), help="msprof-kit's formatting implementation "
                     "(default: the C extension when it is built)")
     args = ap.parse_args()
@@ -208,18 +239,19 @@ def main() -> None:
     print(f"machine: {machine()}; msprof-kit formatting: {impl}")
     if script:
         print(f"reference: {script} (run by {args.ref_python})")
-    head = f"{'step':<17} {'wall s':>8} {'cpu s':>8} {'peak MiB':>8}"
+    head = f"{'step':<17} {'wall s':>8} {'cpu s':>8} {'peak MiB':>8}" + (f" {'PSS MiB':>8}" if args.pss else "")
     if script:
         head += f" {'ref wall s':>10} {'ref cpu s':>9} {'ref MiB':>8} {'ratio':>8}"
     for n in sizes:
         prof = collection(args.work, n)
-        mine = ours(prof, args.impl, log)
+        mine = ours(prof, args.impl, log, args.pss)
         theirs = reference(script, args.ref_python, prof, args.work, log) if script else None
         print(f"\n{n:,} tasks ({DEVICES} devices, {_size(prof) / 2 ** 20:,.0f} MiB raw)")
         print(head)
         for i, step in enumerate(STEPS):
             print(row(step, mine[i], theirs[i] if theirs else None))
-        total = Measure(sum(m.wall for m in mine), sum(m.cpu for m in mine), max(m.mib for m in mine))
+        total = Measure(sum(m.wall for m in mine), sum(m.cpu for m in mine), max(m.mib for m in mine),
+                        max(m.pss for m in mine) if args.pss else None)
         ref_total = Measure(sum(m.wall for m in theirs), sum(m.cpu for m in theirs),
                             max(m.mib for m in theirs)) if theirs else None
         print(row("all three", total, ref_total), flush=True)

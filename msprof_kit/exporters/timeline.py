@@ -584,22 +584,26 @@ class ApiBlocks:
         return self.mirror.read(name, lo, hi).astype(np.int64)  # type: ignore[union-attr]
 
     def __iter__(self) -> Iterator[Tuple[int, int, np.ndarray]]:
+        for lo, hi, cols in self.each(API_COLUMNS):
+            yield lo, hi, np.column_stack([cols[c] for c in API_COLUMNS])
+
+    def each(self, names: Sequence[str]) -> Iterator[Tuple[int, int, Dict[str, np.ndarray]]]:
+        """(first store row, last + 1, these columns of the rows of that range in scope), block by block."""
         n = len(self)
         for lo in range(0, n, API_BLOCK):
             hi = min(n, lo + API_BLOCK)
-            if self.whole is not None:
-                rows = self.whole[lo:hi]
-            else:
-                rows = np.column_stack([self.column(c, lo, hi) for c in API_COLUMNS])
+            cols = {c: self.column(c, lo, hi) for c in names}
             if self.window is not None:
-                rows = rows[(rows[:, 0] <= self.window[1]) & (rows[:, 1] >= self.window[0])]
-            yield lo, hi, rows
+                start, end = (cols[c] if c in cols else self.column(c, lo, hi) for c in ("startNs", "endNs"))
+                keep = (start <= self.window[1]) & (end >= self.window[0])
+                cols = {c: v[keep] for c, v in cols.items()}
+            yield lo, hi, cols
 
     def threads(self) -> Set[int]:
         """The thread ids (globalTid's low 32 bits) of the APIs in scope."""
         tids: Set[int] = set()
-        for _, _, rows in self:
-            tids |= set((np.unique(rows[:, 3]) & 0xFFFFFFFF).tolist())
+        for _, _, cols in self.each(("globalTid",)):
+            tids |= set((np.unique(cols["globalTid"]) & 0xFFFFFFFF).tolist())
         return tids
 
 
@@ -673,13 +677,13 @@ class Arrows:
     def of(cls, tasks: Tasks) -> "Arrows":
         return cls(tasks.api_conns(), np.union1d(tasks.memcpy_conns, tasks.acl_event_conns).astype(np.int64))
 
-    def starts(self, api: np.ndarray) -> np.ndarray:
-        conn, level = api[:, 4], api[:, 2]
+    def starts(self, conn: np.ndarray, level: np.ndarray) -> np.ndarray:
         return _in_sorted(conn, self.task_conns) & ((level == LEVEL_NODE) | _in_sorted(conn, self.special))
 
     def started(self, blocks: ApiBlocks) -> np.ndarray:
         """The connection ids (ascending, distinct) of the APIs in scope that start an arrow."""
-        parts = [rows[self.starts(rows), 4] for _, _, rows in blocks]
+        parts = [c["connectionId"][self.starts(c["connectionId"], c["type"])]
+                 for _, _, c in blocks.each(("connectionId", "type"))]
         return _sorted_unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
 
@@ -709,7 +713,7 @@ def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks
         if not len(block):
             continue
         slots = _api_texts(block, facts, texts, *texts.lookup(block[:, 4], lo, hi))
-        starts = arrows.starts(block) if arrows is not None else np.zeros(len(block), dtype=bool)
+        starts = arrows.starts(block[:, 4], block[:, 2]) if arrows is not None else np.zeros(len(block), dtype=bool)
         for first in range(0, len(block), CHUNK):
             rows = block[first:first + CHUNK]
             part = slice(first, first + len(rows))
