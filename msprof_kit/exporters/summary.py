@@ -328,7 +328,8 @@ class BlockTable:
         return BlockTable(self.block, self.n_rows, tuple(self.dropped) + tuple(names), self.counts)
 
     def pieces(self, lo: int, hi: int) -> Iterator[Tuple[List[Column], slice]]:
-        self.columns  # noqa: B018 (the header to check the blocks against)
+        header = self.header  # built first, so each block is checked against it
+        assert header is not None
         first = lo - lo % BLOCK_ROWS
         for base in range(first, hi, BLOCK_ROWS):
             cols = self._build(base, min(self.n_rows, base + BLOCK_ROWS))
