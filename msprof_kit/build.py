@@ -21,6 +21,7 @@ from .parsers import host as H
 from .parsers import records as R
 from .parsers.stream import decode_stream, locate, read_stream
 from . import forked, memory, metrics
+from .arrays import isin
 from .forked import Forked, can_fork
 from .errors import Diagnostics, MissingControlFile, NoData
 from .layout import NPU_NAMES, Chip, Collection, ResultDir, data_files
@@ -1032,7 +1033,7 @@ def overlap_rows(task: pd.DataFrame, comp_ok: np.ndarray) -> pd.DataFrame:
     rows: List[pd.DataFrame] = []
     for dev_id in np.sort(task["deviceId"].unique()):
         t = task[task["deviceId"] == dev_id]
-        is_comp = np.isin(t["globalTaskId"].to_numpy(), comp_ok)
+        is_comp = isin(t["globalTaskId"].to_numpy(), comp_ok)
         cs, ce = union_intervals(t["startNs"].to_numpy()[is_comp], t["endNs"].to_numpy()[is_comp])
         other = ~_where_text(t["taskTypeName"].to_numpy(), lambda n: n in COMPUTE_HOST_TYPES)
         starts = np.concatenate([t["startNs"].to_numpy()[other], cs])

@@ -134,3 +134,4 @@ def test_mirrors_read_back_as_the_sqlite_tables_hold_them(tmp_path):
         ctx.conn.close()
     assert all(a.dtype == np.int64 for a in got.values())
     assert list(zip(*(got[c[0]].tolist() for c in cols))) == table
+

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from .. import store
+from ..arrays import distinct, isin
 from ..build import interval_gaps, union_intervals
 from ..forked import Forked
 from ..native_impl import Slot, fixed_slot, float_slot, format_rows, int_slot, text_slot, text_table
@@ -409,7 +410,7 @@ class Tasks:
 
     def api_conns(self) -> np.ndarray:
         """The connection ids whose API starts an arrow to a shown task, ascending."""
-        return np.unique(self.cols["conn"][self.via_api]).astype(np.int64)
+        return distinct(self.cols["conn"][self.via_api]).astype(np.int64)
 
 
 TASK_COLUMNS = ("startNs", "endNs", "deviceId", "streamId", "taskId", "contextId", "modelId", "connectionId",
@@ -464,13 +465,13 @@ def _load_tasks(ctx: ExportContext, facts: Facts) -> Tasks:
     # arrow ends: ops, memory copies and ACL event tasks with a host call
     conn = cols["conn"]
     acl_event_conns = _acl_event_conns(ctx, facts)
-    ends = (has_op | memcpy | np.isin(conn, acl_event_conns)) & (conn >= 0)
+    ends = (has_op | memcpy | isin(conn, acl_event_conns)) & (conn >= 0)
     via_track = np.zeros(len(conn), dtype=bool)
     if facts.python_rules:
         via_track = ends & has_op & (cols["track_ns"] >= 0) & (cols["thread"] >= 0)
     return Tasks(cols=cols, name=name, task_type=task_type, is_op=is_op,
                  via_track=via_track, via_api=ends & ~via_track,
-                 memcpy_conns=np.unique(conn[memcpy & (conn >= 0)]).astype(np.int64),
+                 memcpy_conns=distinct(conn[memcpy & (conn >= 0)]).astype(np.int64),
                  acl_event_conns=acl_event_conns)
 
 
@@ -546,7 +547,7 @@ def _acl_event_conns(ctx: ExportContext, facts: Facts) -> np.ndarray:
     if not ctx.has("CANN_API") or not ids:
         return np.zeros(0, np.int64)
     api = ctx.ints("CANN_API", ("type", "name", "connectionId"))
-    return np.unique(api["connectionId"][(api["type"] == LEVEL_ACL) & np.isin(api["name"], ids)])
+    return distinct(api["connectionId"][(api["type"] == LEVEL_ACL) & np.isin(api["name"], ids)])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -675,7 +676,7 @@ class Arrows:
 
     @classmethod
     def of(cls, tasks: Tasks) -> "Arrows":
-        return cls(tasks.api_conns(), np.union1d(tasks.memcpy_conns, tasks.acl_event_conns).astype(np.int64))
+        return cls(tasks.api_conns(), distinct(np.concatenate([tasks.memcpy_conns, tasks.acl_event_conns])).astype(np.int64))
 
     def starts(self, conn: np.ndarray, level: np.ndarray) -> np.ndarray:
         return _in_sorted(conn, self.task_conns) & ((level == LEVEL_NODE) | _in_sorted(conn, self.special))
