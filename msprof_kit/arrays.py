@@ -1,13 +1,20 @@
-"""Set operations on large integer arrays, by sorting.
+"""Set and search operations on large integer arrays, by sorting.
 
 numpy 2.4's `np.unique` without `return_inverse` goes through a hash table, and `np.isin` falls
 back to it when the values span a wide range: on ten million distinct values each takes about
 10 s here, where sorting takes 0.2 s (docs/benchmarks.md, issue 6 part 4). Every large array of
-ids (connection ids, task ids) goes through these instead.
+ids (connection ids, task ids, TASK rows) goes through these instead.
 """
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
 import numpy as np
+
+
+def ascending(values: np.ndarray) -> bool:
+    """Whether the values never decrease."""
+    return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -21,11 +28,52 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return ordered[keep]
 
 
-def isin(values: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """Which values are in `table` (as np.isin says)."""
+def in_sorted(values: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Which values are in `table` (ascending)."""
     values = np.asarray(values)
-    table = np.sort(np.asarray(table).reshape(-1))
     if not len(table) or not len(values):
         return np.zeros(values.shape, dtype=bool)
     pos = np.minimum(np.searchsorted(table, values), len(table) - 1)
     return table[pos] == values
+
+
+def isin(values: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Which values are in `table` (as np.isin says)."""
+    return in_sorted(values, np.sort(np.asarray(table).reshape(-1)))
+
+
+class SortedKeys:
+    """Integer keys sorted once (stably, and only when they are not in order already), to find
+    many values in them."""
+
+    def __init__(self, keys: np.ndarray) -> None:
+        keys = np.asarray(keys, dtype=np.int64)
+        self.order: Optional[np.ndarray] = None if ascending(keys) else np.argsort(keys, kind="stable")
+        self.keys = keys if self.order is None else keys[self.order]
+
+    def find(self, wanted: np.ndarray) -> np.ndarray:
+        """For each wanted value, the position in the keys as given of the first one equal to it
+        (-1: none)."""
+        wanted = np.asarray(wanted, dtype=np.int64)
+        if not len(self.keys):
+            return np.full(len(wanted), -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.keys, wanted), len(self.keys) - 1)
+        found = self.keys[pos] == wanted
+        if self.order is not None:
+            pos = self.order[pos]
+        pos[~found] = -1
+        return pos
+
+
+def group_ids(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """A dense group number per row of several integer key columns (equal keys, equal numbers)."""
+    code = np.zeros(len(keys[0]), dtype=np.int64)
+    width = 1
+    for key in keys:
+        values, inverse = np.unique(key, return_inverse=True)
+        if width * len(values) >= 1 << 62:  # renumber the groups so far densely first
+            _, code = np.unique(code, return_inverse=True)
+            code, width = code.reshape(-1).astype(np.int64), int(code.max()) + 1
+        code = code * len(values) + inverse.reshape(-1)
+        width *= len(values)
+    return code

@@ -421,10 +421,10 @@ def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
         out = db_path(collection_path, stamp or time.strftime("%Y%m%d%H%M%S"))
         with TableWriter(out) as dest:
             dest.attach(store_path(collection_path))
-            mirrors = _mirrors(src) if dest.paged and "KIT_COLUMNS" in present else {}
+            paged = dest.paged and "KIT_COLUMNS" in present
             for name, cols in schema.UNIFIED.items():
                 if name in present:
-                    if name in mirrors and _paged_mirror(dest, src, name, cols, mirrors[name]):
+                    if paged and name in schema.MIRRORED and _paged_mirror(dest, name, cols, StoredColumns(src, name)):
                         continue
                     dest.copy(name, cols)
             if info.get("pmu_prefixed") == "1" and "KIT_COLUMNS" in present and "STRING_IDS" in present:
@@ -445,31 +445,12 @@ def blob_slice(conn: sqlite3.Connection, rowid: int, start: int, length: int) ->
     return bytes(row.fetchone()[0])
 
 
-def _mirrors(src: sqlite3.Connection) -> Dict[str, Dict[str, Tuple[int, np.dtype]]]:
-    """The column-wise mirrors of the store: table -> column -> (KIT_COLUMNS rowid, dtype)."""
-    found: Dict[str, Dict[str, Tuple[int, np.dtype]]] = {}
-    marks = ",".join("?" * len(schema.MIRRORED))
-    for rowid, table, name, dtype in src.execute(
-            f"SELECT rowid, tableName, name, dtype FROM KIT_COLUMNS WHERE tableName IN ({marks})", schema.MIRRORED):
-        found.setdefault(table, {})[name] = (rowid, np.dtype(dtype))
-    return found
-
-
-def _blob_column(src: sqlite3.Connection, where: Tuple[int, np.dtype], lo: int, hi: int) -> np.ndarray:
-    """Rows lo:hi of a mirror column, as int64."""
-    rowid, dtype = where
-    part = np.frombuffer(blob_slice(src, rowid, lo * dtype.itemsize, (hi - lo) * dtype.itemsize), dtype=dtype)
-    return part.astype(np.int64, copy=False)
-
-
-def _paged_mirror(dest: "TableWriter", src: sqlite3.Connection, table: str, cols: Sequence[schema.Column],
-                  stored: Dict[str, Tuple[int, np.dtype]]) -> bool:
+def _paged_mirror(dest: "TableWriter", table: str, cols: Sequence[schema.Column], stored: StoredColumns) -> bool:
     """Write a mirrored table from its column-wise copy as pages, pages.CHUNK_ROWS rows at a time
     (False, and nothing written, when the mirror lacks a column)."""
     if any(name not in stored for name, _ in cols):
         return False
-    first_id, dtype = stored[cols[0][0]]
-    n = src.execute("SELECT length(data) FROM KIT_COLUMNS WHERE rowid = ?", (first_id,)).fetchone()[0] // dtype.itemsize
+    n = len(stored)
     if n == 0:
         return True
     kinds = b"".join(b"k" if "PRIMARY KEY" in decl else b"i" for _, decl in cols)
@@ -477,7 +458,7 @@ def _paged_mirror(dest: "TableWriter", src: sqlite3.Connection, table: str, cols
     with dest.pages_of(table) as out:
         for lo in range(0, n, pages.CHUNK_ROWS):
             hi = min(n, lo + pages.CHUNK_ROWS)
-            out.add(kinds, [_blob_column(src, stored[name], lo, hi) for name, _ in cols], hi - lo)
+            out.add(kinds, [stored.read(name, lo, hi).astype(np.int64, copy=False) for name, _ in cols], hi - lo)
     return True
 
 

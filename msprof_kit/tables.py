@@ -747,17 +747,25 @@ def _device_of(label: str, fallback: str) -> str:
 # Entry points
 
 
+def _from_stores(found: Found, diag: Diagnostics, read: Callable[[str], None]) -> bool:
+    """Give `read` the store of each collection found: a raw collection's, imported first when it
+    has none (then the store is the only source: True), or the store beside exported data."""
+    if found.raw:
+        for coll in importer.ensure_imported(found.path, diag):
+            read(coll.path)
+        return True
+    if found.has_store:
+        read(found.path)
+    return False
+
+
 def load(found: Found, diag: Diagnostics, reports: Sequence[str] = REPORTS) -> Tables:
     """The tables of one collection. A raw collection is imported first when it has no store (as
     `export` does); exported data is read where it lies, each report from its best source: the
     store, then CSVs (op_summary before task_time), then unified databases, then timelines."""
     tables = Tables(found.path)
-    if found.raw:
-        for coll in importer.ensure_imported(found.path, diag):
-            read_store(tables, coll.path, reports)
+    if _from_stores(found, diag, lambda path: read_store(tables, path, reports)):
         return tables
-    if found.has_store:
-        read_store(tables, found.path, reports)
     for report, kinds in (("op_summary", ("op_summary",)), ("op_statistic", ("op_statistic",)),
                           ("api_statistic", ("api_statistic",))):
         if report in reports:
@@ -1189,12 +1197,8 @@ def read_trace(found: Found, diag: Diagnostics, parts: Sequence[str] = TRACE_PAR
     trace_timelines), then task_time CSVs for tasks and msprof step_trace CSVs for iterations,
     then `ops` (the collection's op rows, when the caller has them: see trace_from_ops)."""
     trace = Trace(found.path)
-    if found.raw:
-        for coll in importer.ensure_imported(found.path, diag):
-            trace_from_store(trace, coll.path, parts)
+    if _from_stores(found, diag, lambda path: trace_from_store(trace, path, parts)):
         return trace
-    if found.has_store:
-        trace_from_store(trace, found.path, parts)
     for db in found.dbs:
         if trace.missing(parts):
             trace_from_db(trace, db, trace.missing(parts))

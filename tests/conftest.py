@@ -62,3 +62,13 @@ def native_implementation(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
     previous = native_impl.use(request.param)
     yield request.param
     native_impl.use(previous)
+
+
+def run_once_with_c(implementation: str, why: str) -> None:
+    """For tests that choose the implementations themselves (`why`): skip the Python-twin run of
+    `native_implementation`, and every run without the C extension."""
+    from msprof_kit import native_impl
+    if not native_impl.available():
+        pytest.skip("the C extension msprof_kit._native is not built")
+    if implementation != "c":
+        pytest.skip(f"{why}; runs once")

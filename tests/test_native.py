@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import GOLDEN, copy_input, needs_shared
+from conftest import GOLDEN, copy_input, needs_shared, run_once_with_c
 
 from msprof_kit import native_impl as N
 from msprof_kit.errors import Diagnostics
@@ -29,10 +29,7 @@ INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 @pytest.fixture(autouse=True)
 def both(native_implementation):
     """Skip the repeat: each test here compares the two implementations itself."""
-    if not N.available():
-        pytest.skip("the C extension msprof_kit._native is not built")
-    if native_implementation != "c":
-        pytest.skip("compares both implementations itself; runs once")
+    run_once_with_c(native_implementation, "compares both implementations itself")
 
 
 def c_rows(pieces, slots, n, sep):

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import copy_input, needs_shared, run
+from conftest import copy_input, needs_shared, run, run_once_with_c
 
 from msprof_kit import native_impl as N
 from msprof_kit import pages, schema, store
@@ -22,10 +22,7 @@ INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 @pytest.fixture(autouse=True)
 def c_only(native_implementation):
     """Pages are written with the C packer only; these tests choose implementations themselves."""
-    if not N.available():
-        pytest.skip("the C extension msprof_kit._native is not built")
-    if native_implementation != "c":
-        pytest.skip("writes pages with the C packer; runs once")
+    run_once_with_c(native_implementation, "writes pages with the C packer")
 
 
 def _ints(n: int, seed: int = 1) -> np.ndarray:

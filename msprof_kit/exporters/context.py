@@ -135,43 +135,27 @@ class ExportContext:
         """`columns`, widened to int64."""
         return {n: v.astype(np.int64, copy=False) for n, v in self.columns(table, names).items()}
 
+    def blocks(self, table: str, names: Sequence[str], size: int) -> Iterator[Tuple[int, int, Dict[str, np.ndarray]]]:
+        """`ints` of an all-integer unified table `size` rows at a time: (first row, end row, the
+        columns of those rows). Read by row range from the mirror; a store without one is read
+        whole from sqlite, then cut."""
+        mirror = self.stored(table) if self.has("KIT_COLUMNS") else None
+        if mirror is not None and all(n in mirror for n in names):
+            for lo in range(0, len(mirror), size):
+                hi = min(len(mirror), lo + size)
+                yield lo, hi, {c: mirror.read(c, lo, hi).astype(np.int64) for c in names}
+            return
+        whole = self.ints(table, names)
+        n = len(whole[names[0]])
+        for lo in range(0, n, size):
+            yield lo, min(n, lo + size), {c: v[lo:lo + size] for c, v in whole.items()}
+
     def path_for(self, kind: str, ext: str, part: Optional[int] = None) -> str:
         """`<kind>[_slice_<part>]_<stamp>.<ext>` in the output folder; the path is recorded as written."""
         name = f"{kind}_slice_{part}_{self.stamp}.{ext}" if part is not None else f"{kind}_{self.stamp}.{ext}"
         path = os.path.join(self.out_dir, name)
         self.written.append(path)
         return path
-
-
-def first_positions(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """For each wanted value, the position in `keys` of the first row holding it (-1: none)."""
-    keys = np.asarray(keys, dtype=np.int64)
-    wanted = np.asarray(wanted, dtype=np.int64)
-    if not len(keys):
-        return np.full(len(wanted), -1, dtype=np.int64)
-    order = None if (keys[1:] >= keys[:-1]).all() else np.argsort(keys, kind="stable")
-    if order is not None:
-        keys = keys[order]
-    pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
-    found = keys[pos] == wanted
-    if order is not None:
-        pos = order[pos]
-    pos[~found] = -1
-    return pos
-
-
-def group_ids(keys: Sequence[np.ndarray]) -> np.ndarray:
-    """A dense group number per row of several integer key columns (equal keys, equal numbers)."""
-    code = np.zeros(len(keys[0]), dtype=np.int64)
-    width = 1
-    for key in keys:
-        values, inverse = np.unique(key, return_inverse=True)
-        if width * len(values) >= 1 << 62:  # renumber the groups so far densely first
-            _, code = np.unique(code, return_inverse=True)
-            code, width = code.reshape(-1).astype(np.int64), int(code.max()) + 1
-        code = code * len(values) + inverse.reshape(-1)
-        width *= len(values)
-    return code
 
 
 def open_context(collection_path: str, scope: Optional[Scope] = None, stamp: Optional[str] = None) -> ExportContext:

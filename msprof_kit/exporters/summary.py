@@ -36,7 +36,8 @@ from numpy.dtypes import StringDType
 from .. import native_impl
 from ..forked import Forked, can_fork
 from ..native_impl import Slot, fixed_slot, format_rows, int_slot, overlay, text_slot, text_table, trim_slot
-from .context import ExportContext, first_positions, group_ids
+from ..arrays import SortedKeys, group_ids
+from .context import ExportContext
 
 NA = "N/A"
 CSV_LIMIT = 1_000_000          # data rows per CSV file (outputs.md §2.1)
@@ -308,10 +309,7 @@ class BlockTable:
     _first: Optional[List[Column]] = field(default=None, repr=False)
 
     def _build(self, lo: int, hi: int) -> List[Column]:
-        cols = [c for c in self.block(lo, hi) if c.name not in self.dropped]
-        if self._first is not None and [c.name for c in cols] != self.header:
-            raise AssertionError(f"internal: block {lo}:{hi} has other columns than the first")
-        return cols
+        return [c for c in self.block(lo, hi) if c.name not in self.dropped]
 
     @property
     def columns(self) -> List[Column]:
@@ -328,11 +326,11 @@ class BlockTable:
         return BlockTable(self.block, self.n_rows, tuple(self.dropped) + tuple(names), self.counts)
 
     def pieces(self, lo: int, hi: int) -> Iterator[Tuple[List[Column], slice]]:
-        header = self.header  # built first, so each block is checked against it
-        assert header is not None
-        first = lo - lo % BLOCK_ROWS
-        for base in range(first, hi, BLOCK_ROWS):
+        header = self.header
+        for base in range(lo - lo % BLOCK_ROWS, hi, BLOCK_ROWS):
             cols = self._build(base, min(self.n_rows, base + BLOCK_ROWS))
+            if [c.name for c in cols] != header:
+                raise AssertionError(f"internal: block {base} has other columns than the first")
             for rows in _slices(max(lo, base) - base, min(hi, base + BLOCK_ROWS) - base):
                 yield cols, rows
 
@@ -474,6 +472,7 @@ class Tasks:
     info: Optional[Dict[str, np.ndarray]]
     info_pos: np.ndarray
     strings: np.ndarray
+    stored: int  # rows of TASK (in scope or not)
 
     def __len__(self) -> int:
         return len(self.info_pos)
@@ -513,7 +512,7 @@ class Tasks:
 
     def id_in(self, ids: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         """Whether the text of each STRING_IDS id is one of `texts`."""
-        return np.isin(np.append(self.strings, NA), texts)[string_codes(ids, self.strings)]
+        return self.id_test(ids, lambda text: text in texts)
 
 
 def _in_windows(ctx: ExportContext, dev: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -544,6 +543,7 @@ def load_tasks(ctx: ExportContext, strings: np.ndarray) -> Optional[Tasks]:
     cols = ctx.columns("TASK", TASK_COLUMNS)
     if not len(cols["startNs"]):
         return None
+    stored = len(cols["startNs"])
     row, iteration = None, None
     if not ctx.scope.all_export:
         dev, start, end = (cols[c].astype(np.int64) for c in ("deviceId", "startNs", "endNs"))
@@ -553,7 +553,7 @@ def load_tasks(ctx: ExportContext, strings: np.ndarray) -> Optional[Tasks]:
         cols = {k: v[row] for k, v in cols.items()}
         iteration = _iteration_of(ctx, dev[row], start[row], end[row])
     info, info_pos = _task_info(ctx, cols["globalTaskId"].astype(np.int64, copy=False))
-    return Tasks(cols, row, iteration, info, info_pos, strings)
+    return Tasks(cols, row, iteration, info, info_pos, strings, stored)
 
 
 def _task_info(ctx: ExportContext, gtid: np.ndarray) -> Tuple[Optional[Dict[str, np.ndarray]], np.ndarray]:
@@ -566,7 +566,7 @@ def _task_info(ctx: ExportContext, gtid: np.ndarray) -> Tuple[Optional[Dict[str,
     keys = cti.pop("globalTaskId")
     if not len(keys):
         return None, none
-    return cti, first_positions(keys, gtid)
+    return cti, SortedKeys(keys).find(gtid)
 
 
 class PmuReader:
@@ -577,31 +577,21 @@ class PmuReader:
         self.cols = ctx.stored("KIT_TASK_PMU")
         names = self.cols.names
         self.metrics = [n for n in names[1:] if n != "globalTaskId"] if names[:1] == ["taskRow"] else []
-        self.keys = np.zeros(0, np.int64)
-        self.order: Optional[np.ndarray] = None
-        if self.metrics:
-            keys = self.cols.read("taskRow").astype(np.int64)
-            if len(keys) > 1 and (keys[1:] < keys[:-1]).any():
-                self.order = np.argsort(keys, kind="stable")
-                keys = keys[self.order]
-            self.keys = keys
+        self.rows = SortedKeys(self.cols.read("taskRow") if self.metrics else np.zeros(0, np.int64))
 
     def read(self, rows: np.ndarray) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
         """The metrics of these TASK rows (float64, NaN where a task has no PMU record), in store
         column order, and which rows have a record (the first, where a row has several)."""
-        if not self.metrics or not len(self.keys):
+        if not self.metrics or not len(self.rows.keys):
             return {}, np.zeros(len(rows), dtype=bool)
-        pos = np.minimum(np.searchsorted(self.keys, rows), len(self.keys) - 1)
-        found = self.keys[pos] == rows
-        at = self.order[pos] if self.order is not None else pos
-        lo, hi = (int(at[found].min()), int(at[found].max()) + 1) if found.any() else (0, 0)
-        local = np.clip(at - lo, 0, max(hi - lo - 1, 0))
-        metrics = {}
-        for name in self.metrics:
-            values = self.cols.read(name, lo, hi)
-            metrics[name] = np.where(found, values[local].astype(np.float64), np.nan) if hi > lo \
-                else np.full(len(rows), np.nan)
-        return metrics, found
+        at = self.rows.find(rows)
+        found = at >= 0
+        if not found.any():
+            return {name: np.full(len(rows), np.nan) for name in self.metrics}, found
+        lo, hi = int(at[found].min()), int(at[found].max()) + 1
+        local = np.where(found, at - lo, 0)
+        return {name: np.where(found, self.cols.read(name, lo, hi)[local].astype(np.float64), np.nan)
+                for name in self.metrics}, found
 
 
 def device_number(ctx: ExportContext, device: int, key: str) -> float:
@@ -1007,14 +997,15 @@ def _kernels(ctx: ExportContext, tasks: Tasks) -> Tuple[np.ndarray, np.ndarray, 
     """KIT_TASK's batch id and kernel name (a code into the kernel names, -1: none) per task, and
     the kernel names; zeros and no names for a store without them."""
     kit = ctx.stored("KIT_TASK")
-    n_rows = len(ctx.columns("TASK", ("startNs",))["startNs"]) if tasks.row is not None else len(tasks)
     batch = np.zeros(len(tasks), dtype=np.int64)
     kernel = np.full(len(tasks), -1, dtype=np.int64)
     names = np.array([""], dtype=object)
-    if "batchId" in kit and kit.where["batchId"][2] == n_rows:
+    if len(kit) != tasks.stored:
+        return batch, kernel, names
+    if "batchId" in kit:
         batch = kit.read("batchId")
         batch = batch if tasks.row is None else batch[tasks.row]
-    if "kernelName" in kit and kit.where["kernelName"][2] == n_rows:
+    if "kernelName" in kit:
         labels = kit.labels("kernelName")
         if labels is not None:
             kernel = kit.read("kernelName")
@@ -1091,17 +1082,8 @@ def _api_blocks(ctx: ExportContext, strings: np.ndarray) -> Iterator[Tuple[np.nd
     names = ("startNs", "endNs", "type", "name")
     window = None if ctx.scope.all_export else ctx.scope.api_window()
     events = [i for i, v in enumerate(strings) if v in EVENT_PAIR_APIS] if ctx.flavour == "python" else []
-    mirror = ctx.stored("CANN_API") if ctx.has("KIT_COLUMNS") else None
-    if mirror is not None and all(n in mirror for n in names):
-        n = len(mirror)
-        ranges: Iterator[Dict[str, np.ndarray]] = (
-            {c: mirror.read(c, lo, lo + API_BLOCK).astype(np.int64) for c in names} for lo in range(0, n, API_BLOCK))
-    else:
-        whole = ctx.ints("CANN_API", names)
-        n = len(whole["startNs"])
-        ranges = ({c: v[lo:lo + API_BLOCK] for c, v in whole.items()} for lo in range(0, n, API_BLOCK))
-    for cols in ranges:
-        start, end, level, name = cols["startNs"], cols["endNs"], cols["type"], cols["name"]
+    for _, _, cols in ctx.blocks("CANN_API", names, API_BLOCK):
+        start, end, level, name = (cols[c] for c in names)
         keep = np.ones(len(start), dtype=bool)
         if window is not None:
             lo, hi = (int(x) for x in window)

@@ -43,11 +43,11 @@ import numpy as np
 import pandas as pd
 
 from .. import store
-from ..arrays import distinct, isin
+from ..arrays import SortedKeys, ascending, distinct, group_ids, in_sorted, isin
 from ..build import interval_gaps, union_intervals
 from ..forked import Forked
 from ..native_impl import Slot, fixed_slot, float_slot, format_rows, int_slot, text_slot, text_table
-from .context import ExportContext, Scope, first_positions, group_ids
+from .context import ExportContext, Scope
 from .scope import step_iterations
 
 HOST_DEVICE = 31          # the device id part of a host process id
@@ -246,14 +246,6 @@ def _dense_codes(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int32), uniq
 
 
-def _json_texts(values: np.ndarray) -> Slot:
-    """A TEXT slot of each text as a JSON string literal (quotes included), encoded once per
-    distinct text."""
-    codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
-    table = text_table(json.dumps(str(u), ensure_ascii=False) for u in uniq)
-    return text_slot(codes.astype(np.int32), table)
-
-
 def _isin_text(values: np.ndarray, texts: Sequence[str]) -> np.ndarray:
     """Which values (texts) are among `texts`, evaluated once per distinct value."""
     if len(values) == 0:
@@ -271,19 +263,6 @@ def _us_text(ns: int) -> str:
 def _dur_us(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Durations in µs as floats (a negative span as 0), as the reference prints them."""
     return np.maximum(np.asarray(end, np.int64) - np.asarray(start, np.int64), 0) / 1000.0
-
-
-def _sorted_unique(values: np.ndarray) -> np.ndarray:
-    """The distinct values of an ascending array."""
-    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values
-
-
-def _in_sorted(values: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """Which values are in `table` (ascending)."""
-    if not len(table):
-        return np.zeros(len(values), dtype=bool)
-    pos = np.minimum(np.searchsorted(table, values), len(table) - 1)
-    return table[pos] == values
 
 
 def _constant(value: int, n: int) -> Slot:
@@ -506,7 +485,7 @@ def _op_info(ctx: ExportContext, gid: np.ndarray) -> Tuple[np.ndarray, np.ndarra
     if not ctx.has("COMPUTE_TASK_INFO") or not len(gid):
         return none, none, none >= 0
     info = ctx.columns("COMPUTE_TASK_INFO", ("globalTaskId", "name", "taskType"))
-    pos = first_positions(info["globalTaskId"], gid)
+    pos = SortedKeys(info["globalTaskId"]).find(gid)
     found = pos >= 0
     name, ge_type = (np.where(found, info[c][np.maximum(pos, 0)].astype(np.int64), -1) for c in ("name", "taskType"))
     return name, ge_type, found
@@ -561,28 +540,17 @@ class ApiBlocks:
     """CANN_API rows (API_COLUMNS, int64) by connection id, API_BLOCK store rows at a time: (first
     store row, last store row + 1, the rows of that range in scope). In an iteration export only
     the APIs that end at or after the window's start and start at or before its end are in scope.
-    The store keeps CANN_API by connection id; a store that does not is read whole and sorted."""
+    The store keeps CANN_API by connection id in its mirror; a store without one, or not in that
+    order, is read whole once (and sorted)."""
 
     def __init__(self, ctx: ExportContext, window: Optional[Tuple[int, int]]) -> None:
         self.ctx, self.window = ctx, window
-        self.mirror = ctx.stored("CANN_API") if ctx.has("KIT_COLUMNS") else None
-        self.whole: Optional[np.ndarray] = None
-        if self.mirror is None or not all(c in self.mirror for c in API_COLUMNS) \
-                or not _ascending(self.mirror.read("connectionId")):
+        self.whole: Optional[Dict[str, np.ndarray]] = None
+        mirror = ctx.stored("CANN_API") if ctx.has("KIT_COLUMNS") else None
+        if mirror is None or not all(c in mirror for c in API_COLUMNS) or not ascending(mirror.read("connectionId")):
             api = ctx.ints("CANN_API", API_COLUMNS)
-            rows = np.column_stack([api[c] for c in API_COLUMNS]) if len(api["startNs"]) \
-                else np.zeros((0, 6), np.int64)
-            del api
-            self.whole = rows[np.argsort(rows[:, 4], kind="stable")]
-            self.mirror = None
-
-    def __len__(self) -> int:
-        return len(self.whole) if self.whole is not None else len(self.mirror)  # type: ignore[arg-type]
-
-    def column(self, name: str, lo: int, hi: int) -> np.ndarray:
-        if self.whole is not None:
-            return self.whole[lo:hi, API_COLUMNS.index(name)]
-        return self.mirror.read(name, lo, hi).astype(np.int64)  # type: ignore[union-attr]
+            order = np.argsort(api["connectionId"], kind="stable")
+            self.whole = {c: v[order] for c, v in api.items()}
 
     def __iter__(self) -> Iterator[Tuple[int, int, np.ndarray]]:
         for lo, hi, cols in self.each(API_COLUMNS):
@@ -590,15 +558,19 @@ class ApiBlocks:
 
     def each(self, names: Sequence[str]) -> Iterator[Tuple[int, int, Dict[str, np.ndarray]]]:
         """(first store row, last + 1, these columns of the rows of that range in scope), block by block."""
-        n = len(self)
-        for lo in range(0, n, API_BLOCK):
-            hi = min(n, lo + API_BLOCK)
-            cols = {c: self.column(c, lo, hi) for c in names}
+        need = list(names) + [c for c in ("startNs", "endNs") if self.window is not None and c not in names]
+        if self.whole is not None:
+            n = len(self.whole["connectionId"])
+            source: Iterator[Tuple[int, int, Dict[str, np.ndarray]]] = (
+                (lo, min(n, lo + API_BLOCK), {c: self.whole[c][lo:lo + API_BLOCK] for c in need})
+                for lo in range(0, n, API_BLOCK))
+        else:
+            source = self.ctx.blocks("CANN_API", need, API_BLOCK)
+        for lo, hi, cols in source:
             if self.window is not None:
-                start, end = (cols[c] if c in cols else self.column(c, lo, hi) for c in ("startNs", "endNs"))
-                keep = (start <= self.window[1]) & (end >= self.window[0])
+                keep = (cols["startNs"] <= self.window[1]) & (cols["endNs"] >= self.window[0])
                 cols = {c: v[keep] for c, v in cols.items()}
-            yield lo, hi, cols
+            yield lo, hi, {c: cols[c] for c in names}
 
     def threads(self) -> Set[int]:
         """The thread ids (globalTid's low 32 bits) of the APIs in scope."""
@@ -606,10 +578,6 @@ class ApiBlocks:
         for _, _, cols in self.each(("globalTid",)):
             tids |= set((np.unique(cols["globalTid"]) & 0xFFFFFFFF).tolist())
         return tids
-
-
-def _ascending(values: np.ndarray) -> bool:
-    return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
 
 
 @dataclass
@@ -622,7 +590,7 @@ class ApiTexts:
     cols: Optional[store.StoredColumns]
     mode_json: np.ndarray   # JSON literal of each distinct mode
     items: np.ndarray       # distinct item texts, "0" last
-    _whole: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None  # (conn ascending, mode, item)
+    _whole: Optional[Tuple[SortedKeys, np.ndarray, np.ndarray]] = None  # all of KIT_API: (ids, mode, item)
 
     @classmethod
     def load(cls, ctx: ExportContext) -> "ApiTexts":
@@ -631,14 +599,6 @@ class ApiTexts:
             return cls(None, np.zeros(0, dtype=object), np.array(["0"], dtype=object))
         return cls(cols, _json_literals(cols.labels("mode")), np.append(cols.labels("itemId"), "0"))
 
-    def _whole_table(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self._whole is None:
-            assert self.cols is not None
-            conn = self.cols.read("connectionId").astype(np.int64)
-            order = np.argsort(conn, kind="stable")
-            self._whole = (conn[order], self.cols.read("mode")[order], self.cols.read("itemId")[order])
-        return self._whole
-
     def lookup(self, conn: np.ndarray, lo: int, hi: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(mode code, item code, found) of the APIs with these connection ids, read from store
         rows lo:hi of CANN_API."""
@@ -646,18 +606,20 @@ class ApiTexts:
         mode, item, hit = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, dtype=bool)
         if self.cols is None or not n:
             return mode, item, hit
-        near = self.cols.read("connectionId", lo, hi).astype(np.int64)
-        if len(near) and _ascending(near):
-            pos = np.minimum(np.searchsorted(near, conn), len(near) - 1)
-            hit = near[pos] == conn
+        near = self.cols.read("connectionId", lo, hi)
+        if ascending(near):
+            pos = SortedKeys(near).find(conn)
+            hit = pos >= 0
             mode[hit] = self.cols.read("mode", lo, hi)[pos[hit]]
             item[hit] = self.cols.read("itemId", lo, hi)[pos[hit]]
         if not hit.all():
-            keys, modes, items = self._whole_table()
+            if self._whole is None:
+                self._whole = (SortedKeys(self.cols.read("connectionId")), self.cols.read("mode"),
+                               self.cols.read("itemId"))
+            keys, modes, items = self._whole
             miss = np.flatnonzero(~hit)
-            pos = np.minimum(np.searchsorted(keys, conn[miss]), len(keys) - 1)
-            found = keys[pos] == conn[miss]
-            miss, pos = miss[found], pos[found]
+            pos = keys.find(conn[miss])
+            miss, pos = miss[pos >= 0], pos[pos >= 0]
             mode[miss], item[miss], hit[miss] = modes[pos], items[pos], True
         return mode, item, hit
 
@@ -679,13 +641,13 @@ class Arrows:
         return cls(tasks.api_conns(), distinct(np.concatenate([tasks.memcpy_conns, tasks.acl_event_conns])).astype(np.int64))
 
     def starts(self, conn: np.ndarray, level: np.ndarray) -> np.ndarray:
-        return _in_sorted(conn, self.task_conns) & ((level == LEVEL_NODE) | _in_sorted(conn, self.special))
+        return in_sorted(conn, self.task_conns) & ((level == LEVEL_NODE) | in_sorted(conn, self.special))
 
     def started(self, blocks: ApiBlocks) -> np.ndarray:
         """The connection ids (ascending, distinct) of the APIs in scope that start an arrow."""
         parts = [c["connectionId"][self.starts(c["connectionId"], c["type"])]
                  for _, _, c in blocks.each(("connectionId", "type"))]
-        return _sorted_unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+        return distinct(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
 
 def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks, blocks: Optional[ApiBlocks],
@@ -826,7 +788,7 @@ def _write_tasks(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.ndarr
     devices = np.unique(c["device"])
     pids = np.array([facts.pid(SORT_HARDWARE, d) for d in devices.tolist()], dtype=np.int64)
     pid = pids[np.searchsorted(devices, c["device"])] if len(devices) else np.zeros(0, np.int64)
-    ends = tasks.via_track | (tasks.via_api & _in_sorted(c["conn"], started))
+    ends = tasks.via_track | (tasks.via_api & in_sorted(c["conn"], started))
     if not arrows:
         ends = np.zeros(len(tasks), dtype=bool)
     host_starts = tasks.via_track & arrows
