@@ -164,21 +164,21 @@ def text_codes(values: Union[np.ndarray, CodedTexts]) -> Tuple[np.ndarray, np.nd
     return pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
 
 
-def _read_group(rd: ResultDir, files: Dict[Tuple[str, str], List[str]], kind: str,
-                groups: Sequence[str]) -> Tuple[np.ndarray, list]:
-    paths: List[str] = []
-    for g in groups:
-        paths += files.get((kind, g), [])
-    return read_stream(paths)
-
-
-def _group_streams(files: Dict[Tuple[str, str], List[str]], kind: str) -> Iterator[Tuple[str, np.ndarray, list]]:
-    """(group, bytes, pieces) of each file class of a host record kind, unaging first."""
+def _group_paths(files: Dict[Tuple[str, str], List[str]], kind: str) -> Iterator[Tuple[str, List[str]]]:
+    """(group, slice files) of each file class of a host record kind, unaging first."""
     for group in ("unaging", "aging"):
         paths = files.get((kind, group), [])
         if paths:
-            buf, pieces = read_stream(paths)
-            yield group, buf, pieces
+            yield group, paths
+
+
+def _compact(files: Dict[Tuple[str, str], List[str]], kind: str, diag: Diagnostics,
+             keep: Optional[Callable[[str, np.ndarray], bool]] = None) -> Iterator[Tuple[str, H.Columns]]:
+    """(group, decoded columns) of each file class of a compact or additional record kind."""
+    for group, paths in _group_paths(files, kind):
+        cols, issues = H.read_compact(kind, paths, keep)
+        diag.extend(issues)
+        yield group, cols
 
 
 def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
@@ -324,9 +324,7 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
     pid = int(pid_text) if pid_text.isdigit() else 0
 
     # APIs: one stream, unaging first then aging (slices in order)
-    buf, pieces = _read_group(rd, files, "api_event", ("unaging", "aging"))
-    cols, issues = H.decode_api_event(buf, pieces)
-    del buf, pieces
+    cols, issues = H.read_api_event(files.get(("api_event", "unaging"), []) + files.get(("api_event", "aging"), []))
     diag.extend(issues)
     apis = _merge_events(cols, diag, f"{rd.data_dir}/*.api_event.data")  # empties cols
     zero = apis["begin"] == 0
@@ -348,12 +346,8 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
 
     # compact / additional records, each tagged with its file class
     def records(kind: str) -> pd.DataFrame:
-        frames = []
-        for group, b, p in _group_streams(files, kind):
-            c, iss = H.decode_compact(kind, b, p)
-            diag.extend(iss)
-            c = {k: v for k, v in c.items() if v.ndim == 1}
-            frames.append(pd.DataFrame(c).assign(aging=group == "aging"))
+        frames = [pd.DataFrame(c).assign(aging=group == "aging")
+                  for group, c in _compact(files, kind, diag, lambda name, col: col.ndim == 1)]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     tracks = records("task_track")
@@ -539,9 +533,7 @@ def _api_texts(apis: pd.DataFrame, names: np.ndarray, hashes: Dict[str, str]
 
 def _context_ids(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
     frames = []
-    for _, b, p in _group_streams(files, "context_id_info"):
-        arr_cols, issues = H.decode_compact("context_id_info", b, p)
-        diag.extend(issues)
+    for _, arr_cols in _compact(files, "context_id_info", diag):
         n = len(arr_cols["timestamp"])
         first = np.where(arr_cols["ctx_num"] > 0, arr_cols["ctx_ids"][:, 0] if n else 0, INVALID_CTX)
         frames.append(pd.DataFrame({"thread_id": arr_cols["thread_id"].astype(np.int64),
@@ -557,19 +549,27 @@ def _tensor_texts(rd: ResultDir, files, diag: Diagnostics) -> Tuple[pd.DataFrame
     frames = []
     tables = [_texts((1, 6), "N/A")]  # row 0: an op without tensor_info
     base = 1
-    for _, b, p in _group_streams(files, "tensor_info"):
-        arr, _, issues = decode_stream(R.TENSOR_INFO, b, p, H._host_valid, H._EXPECT)
+    for _, paths in _group_paths(files, "tensor_info"):
+        done = H.read_tensors(paths)
+        if done is None:  # two payloads share a hash: decode the stream whole to tell them apart
+            buf, pieces = read_stream(paths)
+            arr, _, issues = decode_stream(R.TENSOR_INFO, buf, pieces, H._host_valid, H._EXPECT)
+            del buf
+            keys = {"thread_id": arr["thread_id"], "timestamp": arr["timestamp"]}
+            group_idx, text_row, table = H.render_tensors(arr)
+            del arr
+        else:
+            keys, group_idx, text_row, table, issues = done
         diag.extend(issues)
-        group_idx, text_row, table = H.render_tensors(arr)
         first = np.unique(group_idx, return_index=True)[1]
         frames.append(pd.DataFrame({
-            "thread_id": arr["thread_id"][first].astype(np.int64),
-            "timestamp": arr["timestamp"][first].astype(np.int64),
+            "thread_id": keys["thread_id"][first].astype(np.int64),
+            "timestamp": keys["timestamp"][first].astype(np.int64),
             "text": base + text_row[group_idx[first]],
         }))
         tables.append(table)
         base += len(table)
-        del arr, b
+        del keys, group_idx
     table = np.concatenate(tables)
     for col in (0, 3):
         table[table[:, col] == '""', col] = "N/A"
@@ -580,9 +580,7 @@ def _tensor_texts(rd: ResultDir, files, diag: Diagnostics) -> Tuple[pd.DataFrame
 
 def _model_names(rd: ResultDir, files, hashes: Dict[str, str], diag: Diagnostics) -> pd.DataFrame:
     frames = []
-    for _, b, p in _group_streams(files, "graph_id_map"):
-        c, issues = H.decode_compact("graph_id_map", b, p)
-        diag.extend(issues)
+    for _, c in _compact(files, "graph_id_map", diag):
         frames.append(pd.DataFrame({"model_id": c["model_id"].astype(np.int64),
                                     "name": _hash_names(c["model_name"], hashes)}))
     if not frames:
@@ -742,9 +740,7 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) 
         flips, step = ts["flip"], ts["step"]
     if chip.family == "stars":
         if ("stars_soc.data", "") in files:
-            buf, pieces = read_stream(files[("stars_soc.data", "")])
-            acsq, ffts, issues = D.decode_stars_soc(buf, pieces)
-            del buf
+            acsq, ffts, issues, pieces = D.read_stars_soc(files[("stars_soc.data", "")])
             diag.extend(issues)
             s, e = _pairs(acsq, ("stream_id", "task_id"), "ACSQ task", pieces, diag)
             frames.append(pd.DataFrame({
@@ -759,14 +755,11 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) 
                 "dev_type": _lookup(ffts["subtask_type"][s], D.SUBTASK_TYPES)}))
             del acsq, ffts
         if ("ffts_profile.data", "") in files:
-            buf, pieces = read_stream(files[("ffts_profile.data", "")])
-            ctx_pmu, blk_pmu, issues = D.decode_ffts_profile(buf, pieces)
-            del buf
+            ctx_pmu, blk_pmu, issues = D.read_ffts_profile(files[("ffts_profile.data", "")])
             diag.extend(issues)
     else:
         if ("hwts.data", "") in files:
-            buf, pieces = read_stream(files[("hwts.data", "")])
-            hw, issues = D.decode_hwts(buf, pieces)
+            hw, issues, pieces = D.read_hwts(files[("hwts.data", "")])
             diag.extend(issues)
             s, e = _pairs(hw, ("stream_id", "task_id"), "HWTS task", pieces, diag)
             order = np.argsort(hw["syscnt"][e], kind="stable")
@@ -776,8 +769,7 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) 
                 "start": hw["syscnt"][s], "end": hw["syscnt"][e],
                 "dev_type": _lookup(hw["task_type"][e], D.HWTS_TASK_TYPES)}))
         if ("aicore.data", "") in files:
-            buf, pieces = read_stream(files[("aicore.data", "")])
-            aic_pmu, issues = D.decode_aic_pmu(buf, pieces)
+            aic_pmu, issues = D.read_aic_pmu(files[("aicore.data", "")])
             diag.extend(issues)
     tasks = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         {"stream_id": [], "task_id": [], "ctx": [], "start": [], "end": [], "dev_type": []})

@@ -10,7 +10,7 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 from . import records as R
-from .stream import Issue, Piece, decode_stream
+from .stream import Issue, Piece, RecordStream, decode_stream, read_chunks
 
 Columns = Dict[str, np.ndarray]
 
@@ -42,12 +42,10 @@ def stars_ids(stream_raw: np.ndarray, task_raw: np.ndarray) -> Tuple[np.ndarray,
     return stream, task
 
 
-def decode_stars_soc(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, Columns, List[Issue]]:
-    """STARS soc log (64-byte records): (ACSQ task logs, FFTS+ subtask logs, issues)."""
-    arr, offsets, issues = decode_stream(
-        R.STARS_LOG, buf, pieces,
-        lambda a: a["magic"] == R.DEVICE_MAGIC,
-        f"without magic 0x{R.DEVICE_MAGIC:04X}")
+_STARS_VALID = (lambda a: a["magic"] == R.DEVICE_MAGIC, f"without magic 0x{R.DEVICE_MAGIC:04X}")
+
+
+def _stars_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Columns]:
     func = R.bit_field(R.STARS_LOG, "head", "func_type", arr["head"])
     sqe = R.bit_field(R.STARS_LOG, "head", "sqe_type", arr["head"])
     stream, task = stars_ids(arr["stream_raw"], arr["task_raw"])
@@ -66,29 +64,37 @@ def decode_stars_soc(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns,
         "ffts_type": (arr["word20"][ffts] >> 13).astype(np.int64),
         "thread_id": arr["thread_id"][ffts].astype(np.int64), "offset": offsets[ffts],
     }
-    return acsq_cols, ffts_cols, issues
+    return acsq_cols, ffts_cols
 
 
-def decode_ffts_profile(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, Columns, List[Issue]]:
-    """FFTS PMU (128-byte records): (context PMU records, block PMU records, issues).
+def decode_stars_soc(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, Columns, List[Issue]]:
+    """STARS soc log (64-byte records): (ACSQ task logs, FFTS+ subtask logs, issues)."""
+    arr, offsets, issues = decode_stream(R.STARS_LOG, buf, pieces, *_STARS_VALID)
+    return (*_stars_columns(arr, offsets), issues)
 
-    Context records with the overflow flag (bit 10 of word 16) are dropped, as the
-    reference does; they are counted in an issue.
-    """
-    arr, offsets, issues = decode_stream(
-        R.FFTS_PMU, buf, pieces,
-        lambda a: np.isin(R.bit_field(R.FFTS_PMU, "head", "func_type", a["head"]), (CTX_PMU, BLOCK_PMU)),
-        f"with a func type other than {CTX_PMU} (context PMU) or {BLOCK_PMU} (block PMU)")
+
+def read_stars_soc(paths: Sequence[str]) -> Tuple[Columns, Columns, List[Issue], List[Piece]]:
+    """decode_stars_soc of the files `paths` read a chunk at a time, and the files' pieces."""
+    stream = RecordStream(R.STARS_LOG, paths, *_STARS_VALID)
+    acsq, ffts = read_chunks(stream, _stars_columns)  # type: ignore[misc]
+    return acsq, ffts, stream.issues, stream.pieces
+
+
+_FFTS_VALID = (lambda a: np.isin(R.bit_field(R.FFTS_PMU, "head", "func_type", a["head"]), (CTX_PMU, BLOCK_PMU)),
+               f"with a func type other than {CTX_PMU} (context PMU) or {BLOCK_PMU} (block PMU)")
+
+
+def _ffts_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Columns, Columns]:
+    """(context PMU records, block PMU records, {"overflow": count of context records dropped})."""
     func = R.bit_field(R.FFTS_PMU, "head", "func_type", arr["head"])
     stream, task = stars_ids(arr["stream_raw"], arr["task_raw"])
     overflow = (arr["word16"] & 0x400) != 0
     out = []
+    dropped = 0
     for wanted in (CTX_PMU, BLOCK_PMU):
         m = func == wanted
         if wanted == CTX_PMU:
-            if np.any(m & overflow) and pieces:
-                issues.append(Issue(pieces[0].path, 0, f"{int(np.count_nonzero(m & overflow))} context PMU records "
-                                                       f"have the counter-overflow flag; dropped"))
+            dropped = int(np.count_nonzero(m & overflow))
             m &= ~overflow
         out.append({
             "stream_id": stream[m], "task_id": task[m],
@@ -102,31 +108,78 @@ def decode_ffts_profile(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Colum
             "end_syscnt": arr["end_syscnt"][m].astype(np.int64),
             "offset": offsets[m],
         })
-    return out[0], out[1], issues
+    return out[0], out[1], {"overflow": np.array([dropped], dtype=np.int64)}
 
 
-def decode_hwts(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
-    """HWTS task logs (64-byte records): start (log type 0) and end (1) records."""
-    arr, offsets, issues = decode_stream(
-        R.HWTS_LOG, buf, pieces,
-        lambda a: (a["magic"] == R.DEVICE_MAGIC) | (R.bit_field(R.HWTS_LOG, "tag", "log_type", a["tag"]) <= 3),
-        "with a log type above 3")
+def _overflow_issue(ctx: Columns, blk: Columns, over: Columns, pieces: Sequence[Piece],
+                    issues: List[Issue]) -> Tuple[Columns, Columns, List[Issue]]:
+    dropped = int(over["overflow"].sum())
+    if dropped and pieces:
+        issues.append(Issue(pieces[0].path, 0, f"{dropped} context PMU records have the counter-overflow flag; "
+                                               f"dropped"))
+    return ctx, blk, issues
+
+
+def decode_ffts_profile(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, Columns, List[Issue]]:
+    """FFTS PMU (128-byte records): (context PMU records, block PMU records, issues).
+
+    Context records with the overflow flag (bit 10 of word 16) are dropped, as the
+    reference does; they are counted in an issue.
+    """
+    arr, offsets, issues = decode_stream(R.FFTS_PMU, buf, pieces, *_FFTS_VALID)
+    return _overflow_issue(*_ffts_columns(arr, offsets), pieces, issues)
+
+
+def read_ffts_profile(paths: Sequence[str]) -> Tuple[Columns, Columns, List[Issue]]:
+    """decode_ffts_profile of the files `paths`, read a chunk at a time."""
+    stream = RecordStream(R.FFTS_PMU, paths, *_FFTS_VALID)
+    ctx, blk, over = read_chunks(stream, _ffts_columns)  # type: ignore[misc]
+    return _overflow_issue(ctx, blk, over, stream.pieces, stream.issues)
+
+
+_HWTS_VALID = (lambda a: (a["magic"] == R.DEVICE_MAGIC) | (R.bit_field(R.HWTS_LOG, "tag", "log_type", a["tag"]) <= 3),
+               "with a log type above 3")
+
+
+def _hwts_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
     log_type = R.bit_field(R.HWTS_LOG, "tag", "log_type", arr["tag"])
     m = log_type <= 1
     return {
         "is_start": log_type[m] == 0, "task_type": arr["task_type"][m].astype(np.int64),
         "stream_id": (arr["stream_id"][m] % 2048).astype(np.int64), "task_id": arr["task_id"][m].astype(np.int64),
         "syscnt": arr["syscnt"][m].astype(np.int64), "offset": offsets[m],
-    }, issues
+    }
+
+
+def decode_hwts(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
+    """HWTS task logs (64-byte records): start (log type 0) and end (1) records."""
+    arr, offsets, issues = decode_stream(R.HWTS_LOG, buf, pieces, *_HWTS_VALID)
+    return _hwts_columns(arr, offsets), issues
+
+
+def read_hwts(paths: Sequence[str]) -> Tuple[Columns, List[Issue], List[Piece]]:
+    """decode_hwts of the files `paths` read a chunk at a time, and the files' pieces."""
+    stream = RecordStream(R.HWTS_LOG, paths, *_HWTS_VALID)
+    return read_chunks(stream, _hwts_columns), stream.issues, stream.pieces  # type: ignore[return-value]
+
+
+def _aic_pmu_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
+    return {
+        "stream_id": (arr["stream_id"] % 2048).astype(np.int64), "task_id": arr["task_id"].astype(np.int64),
+        "total_cycle": arr["total_cycle"].astype(np.int64), "pmu": arr["pmu"].astype(np.int64), "offset": offsets,
+    }
 
 
 def decode_aic_pmu(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
     """AI Core / AI Vector Core task PMU of HWTS chips (128-byte records, no timestamp)."""
     arr, offsets, issues = decode_stream(R.AIC_PMU, buf, pieces)
-    return {
-        "stream_id": (arr["stream_id"] % 2048).astype(np.int64), "task_id": arr["task_id"].astype(np.int64),
-        "total_cycle": arr["total_cycle"].astype(np.int64), "pmu": arr["pmu"].astype(np.int64), "offset": offsets,
-    }, issues
+    return _aic_pmu_columns(arr, offsets), issues
+
+
+def read_aic_pmu(paths: Sequence[str]) -> Tuple[Columns, List[Issue]]:
+    """decode_aic_pmu of the files `paths`, read a chunk at a time."""
+    stream = RecordStream(R.AIC_PMU, paths)
+    return read_chunks(stream, _aic_pmu_columns), stream.issues  # type: ignore[return-value]
 
 
 TS_STEP, TS_MEMCPY, TS_TASK_TYPE, TS_OLD_FLIP, TS_FLIP, TS_BLOCK_NUM = 10, 11, 12, 13, 14, 15

@@ -5,12 +5,12 @@ and a list of `Issue`s. Timestamps stay raw host ticks; clock conversion happens
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import records as R
-from .stream import Issue, Piece, decode_stream
+from .stream import Issue, Piece, RecordStream, concat_parts, decode_stream, read_chunks
 
 Columns = Dict[str, np.ndarray]
 
@@ -42,25 +42,54 @@ def columns(arr: np.ndarray) -> Columns:
     return {name: np.ascontiguousarray(arr[name]) for name in arr.dtype.names or ()}
 
 
-def decode_api_event(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
-    """API and event records (40 bytes). Adds `is_event` (end field all ones) and `offset`."""
-    arr, offsets, issues = decode_stream(R.API_EVENT, buf, pieces, _host_valid, _EXPECT)
+def _api_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
     cols = columns(arr)
     cols["is_event"] = cols["end"] == np.uint64(R.EVENT_FLAG)
     cols["offset"] = offsets
-    return cols, issues
+    return cols
 
 
-def decode_compact(kind: str, buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
-    """One compact kind (64 bytes) or additional kind (256 bytes), by file tag."""
-    record = COMPACT_KINDS.get(kind) or ADDITIONAL_KINDS[kind]
-    arr, offsets, issues = decode_stream(record, buf, pieces, _host_valid, _EXPECT)
+def decode_api_event(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
+    """API and event records (40 bytes). Adds `is_event` (end field all ones) and `offset`."""
+    arr, offsets, issues = decode_stream(R.API_EVENT, buf, pieces, _host_valid, _EXPECT)
+    return _api_columns(arr, offsets), issues
+
+
+def read_api_event(paths: Sequence[str]) -> Tuple[Columns, List[Issue]]:
+    """decode_api_event of the files `paths` (one stream), read a chunk at a time."""
+    stream = RecordStream(R.API_EVENT, paths, _host_valid, _EXPECT)
+    return read_chunks(stream, _api_columns), stream.issues
+
+
+def _compact_columns(kind: str, arr: np.ndarray, offsets: np.ndarray) -> Columns:
     cols = columns(arr)
     cols["offset"] = offsets
     if kind == "task_track":
         cols["device_id"] = cols["device"] & 0x0FFF
         cols["ratio"] = R.bit_field(R.TASK_TRACK, "sched", "ratio", cols["sched"])
-    return cols, issues
+    return cols
+
+
+def _record_of(kind: str) -> R.Record:
+    return COMPACT_KINDS.get(kind) or ADDITIONAL_KINDS[kind]
+
+
+def decode_compact(kind: str, buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
+    """One compact kind (64 bytes) or additional kind (256 bytes), by file tag."""
+    arr, offsets, issues = decode_stream(_record_of(kind), buf, pieces, _host_valid, _EXPECT)
+    return _compact_columns(kind, arr, offsets), issues
+
+
+def read_compact(kind: str, paths: Sequence[str],
+                 keep: Optional[Callable[[str, np.ndarray], bool]] = None) -> Tuple[Columns, List[Issue]]:
+    """decode_compact of the files `paths` (one stream), read a chunk at a time; `keep(name,
+    column)` chooses the columns kept (all by default)."""
+    stream = RecordStream(_record_of(kind), paths, _host_valid, _EXPECT)
+
+    def convert(arr: np.ndarray, offsets: np.ndarray) -> Columns:
+        cols = _compact_columns(kind, arr, offsets)
+        return cols if keep is None else {k: v for k, v in cols.items() if keep(k, v)}
+    return read_chunks(stream, convert), stream.issues
 
 
 def parse_dictionary(text: str, path: str, typed: bool) -> Tuple[Dict[str, str], List[Issue]]:
@@ -211,7 +240,14 @@ def render_tensors(arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]
     records = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), R.TENSOR_INFO.size)
     first, inverse = _distinct_rows(records, start=32)  # the tensor payload follows a 32-byte header
     rendered = [_render_payload(arr[i]) for i in first]
-    group, counts = _group_keys(arr["op_name"], arr["timestamp"], arr["thread_id"])
+    return _tensor_table(arr["op_name"], arr["timestamp"], arr["thread_id"], inverse, rendered)
+
+
+def _tensor_table(op_name: np.ndarray, timestamp: np.ndarray, thread_id: np.ndarray, inverse: np.ndarray,
+                  rendered: list) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """render_tensors' result from each record's key and distinct-payload number (`inverse`, into
+    `rendered`)."""
+    group, counts = _group_keys(op_name, timestamp, thread_id)
     single = counts[group] == 1
     rows = [_join([r]) for r in rendered]
     text_row = np.zeros(len(counts), dtype=np.int64)
@@ -225,6 +261,46 @@ def render_tensors(arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]
     table = np.empty((len(rows), 6), dtype=object)
     table[:] = rows
     return group.astype(np.int64), text_row, table
+
+
+def read_tensors(paths: Sequence[str]) -> Optional[Tuple[Columns, np.ndarray, np.ndarray, np.ndarray,
+                                                         List[Issue]]]:
+    """render_tensors of the tensor_info files `paths` (one stream), read a chunk at a time:
+    ({thread_id, timestamp} per record, group index per record, text row per group, text table,
+    issues). Each chunk keeps of its records only their keys and a hash of their payload (and
+    a copy of each payload not seen before). None when two different payloads share a hash:
+    the caller then decodes the stream whole (render_tensors compares them exactly)."""
+    stream = RecordStream(R.TENSOR_INFO, paths, _host_valid, _EXPECT)
+    known = np.zeros(0, dtype=np.uint64)      # hashes of the payloads seen, sorted
+    reps = np.zeros(0, dtype=R.TENSOR_INFO.dtype)  # a record of each, in the order of `known`
+    parts = []
+    for arr, _ in stream.chunks():
+        records = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), R.TENSOR_INFO.size)
+        h = _row_hash(records, start=32)
+        uniq, idx = np.unique(h, return_index=True)
+        pos = np.searchsorted(known, uniq)
+        new = (pos >= len(known)) | (known[np.clip(pos, 0, max(0, len(known) - 1))] != uniq) \
+            if len(known) else np.ones(len(uniq), dtype=bool)
+        if new.any():
+            known = np.concatenate([known, uniq[new]])
+            reps = np.concatenate([reps, arr[idx[new]]])
+            order = np.argsort(known, kind="stable")
+            known, reps = known[order], reps[order]
+        rep_bytes = reps.view(np.uint8).reshape(len(reps), R.TENSOR_INFO.size)
+        if not np.array_equal(records[:, 32:], rep_bytes[np.searchsorted(known, h), 32:]):
+            return None
+        parts.append({"op_name": arr["op_name"].copy(), "timestamp": arr["timestamp"].copy(),
+                      "thread_id": arr["thread_id"].copy(), "hash": h})
+    if not parts:
+        empty = {"thread_id": np.zeros(0, np.uint32), "timestamp": np.zeros(0, np.uint64)}
+        group, text_row, table = render_tensors(np.zeros(0, dtype=R.TENSOR_INFO.dtype))
+        return empty, group, text_row, table, stream.issues
+    cols = concat_parts(parts)
+    inverse = np.searchsorted(known, cols.pop("hash"))  # known is every distinct hash, sorted
+    rendered = [_render_payload(r) for r in reps]
+    group, text_row, table = _tensor_table(cols.pop("op_name"), cols["timestamp"], cols["thread_id"], inverse,
+                                           rendered)
+    return cols, group, text_row, table, stream.issues
 
 
 def _join(parts: List[Tuple[List[Tuple[str, str, str]], List[Tuple[str, str, str]]]]) -> TensorText:

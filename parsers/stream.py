@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -137,3 +137,126 @@ def _read_stream_again(paths: Sequence[str]) -> Tuple[np.ndarray, List[Piece]]:
     if not chunks:
         return np.zeros(0, dtype=np.uint8), pieces
     return (chunks[0] if len(chunks) == 1 else np.concatenate(chunks)), pieces
+
+
+CHUNK_BYTES = 32 << 20  # bytes of a stream read at a time by RecordStream
+
+
+class RecordStream:
+    """The records of a stream of slice files, read and validated a chunk at a time.
+
+    What `decode_stream(record, *read_stream(paths), valid, expected)` returns, without the whole
+    stream in memory: the same alignment, the same records and offsets (in pieces, by
+    `chunks()`), the same issues in the same order (`issues`, complete once `chunks()` has been
+    iterated to its end). File sizes are taken when the stream is opened; bytes appended to a
+    slice afterwards are not read.
+    """
+
+    def __init__(self, record: Record, paths: Sequence[str], valid: Optional[Validity] = None,
+                 expected: str = "", chunk_bytes: Optional[int] = None) -> None:
+        self.record, self.valid, self.expected = record, valid, expected
+        self.pieces: List[Piece] = []
+        start = 0
+        for path in paths:
+            size = os.path.getsize(path)
+            self.pieces.append(Piece(path, start, size))
+            start += size
+        self.size = start
+        self.per_chunk = max(1, (CHUNK_BYTES if chunk_bytes is None else chunk_bytes) // record.size)
+        self.issues: List[Issue] = []
+        self.lead = self._alignment()
+        self.count = (self.size - self.lead) // record.size
+        tail = self.size - self.lead - self.count * record.size
+        if self.lead:
+            path, off = locate(self.pieces, 0)
+            self.issues.append(Issue(path, off, f"{self.lead} leading bytes do not make a whole {record.size}-byte "
+                                                f"{record.name} record; skipped"))
+        if tail:
+            path, off = locate(self.pieces, self.lead + self.count * record.size)
+            self.issues.append(Issue(path, off, f"truncated {record.name} record: {tail} of {record.size} bytes; "
+                                                f"dropped"))
+
+    def read(self, start: int, length: int) -> np.ndarray:
+        """Bytes [start, start + length) of the stream, across slice files."""
+        out = np.empty(length, dtype=np.uint8)
+        at = 0
+        for piece in self.pieces:
+            lo = max(start, piece.start)
+            hi = min(start + length, piece.start + piece.size)
+            if hi <= lo:
+                continue
+            with open(piece.path, "rb") as f:
+                f.seek(lo - piece.start)
+                got = f.readinto(memoryview(out)[at:at + hi - lo])
+            if got != hi - lo:
+                raise OSError(f"{piece.path} became shorter while being read ({piece.size} bytes expected)")
+            at += hi - lo
+        return out
+
+    def _records(self, lead: int) -> Iterator[Tuple[int, np.ndarray]]:
+        """(first record's index, the records) of whole chunks at alignment `lead`."""
+        count = (self.size - lead) // self.record.size
+        for first in range(0, count, self.per_chunk):
+            n = min(self.per_chunk, count - first)
+            buf = self.read(lead + first * self.record.size, n * self.record.size)
+            yield first, buf.view(self.record.dtype)
+
+    def _alignment(self) -> int:
+        """As _choose_alignment over the whole stream, counting valid records chunk by chunk."""
+        rest = self.size % self.record.size
+        if rest == 0:
+            return 0
+        if self.valid is None:
+            return rest
+        scores = [sum(int(np.count_nonzero(self.valid(arr))) for _, arr in self._records(lead)) for lead in (rest, 0)]
+        return rest if scores[0] >= scores[1] else 0
+
+    def chunks(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+        """(valid records, their byte offsets in the stream) a chunk at a time, in stream order.
+        Each chunk is a new array; records failing `valid` are reported in `issues` as
+        decode_stream reports them."""
+        name = self.record.name
+        bad_total = 0
+        for first, arr in self._records(self.lead):
+            offsets = self.lead + (first + np.arange(len(arr), dtype=np.int64)) * self.record.size
+            if self.valid is not None:
+                mask = self.valid(arr)
+                bad = np.flatnonzero(~mask)
+                for i in bad[:max(0, 20 - bad_total)]:
+                    path, off = locate(self.pieces, int(offsets[i]))
+                    self.issues.append(Issue(path, off, f"{name} record {self.expected}; dropped"))
+                bad_total += len(bad)
+                if len(bad):
+                    arr, offsets = arr[mask], offsets[mask]
+            yield arr, offsets
+        if bad_total > 20:
+            self.issues.append(Issue(self.pieces[0].path if self.pieces else "", 0,
+                                     f"{bad_total - 20} more {name} records fail the same check; dropped"))
+
+
+def concat_parts(parts: list) -> object:
+    """Join the per-chunk results of a decoder (dicts of column arrays, tuples or dicts of them)
+    end to end, a column at a time, dropping each column's pieces once joined (so the peak is
+    the result plus one column). `parts` must hold at least one result; it is emptied."""
+    head = parts[0]
+    if isinstance(head, tuple):
+        out = tuple(concat_parts([p[i] for p in parts]) for i in range(len(head)))
+    elif isinstance(head, dict) and head and all(isinstance(v, dict) for v in head.values()):
+        out = {k: concat_parts([p[k] for p in parts]) for k in head}
+    else:
+        out = {}
+        for key in list(head):
+            out[key] = np.concatenate([p[key] for p in parts]) if len(parts) > 1 else head[key]
+            for p in parts:
+                del p[key]
+    parts.clear()
+    return out
+
+
+def read_chunks(stream: RecordStream, convert: Callable[[np.ndarray, np.ndarray], object]) -> object:
+    """convert(records, offsets) of each chunk of `stream`, joined by concat_parts (convert of no
+    records where the stream has none)."""
+    parts = [convert(arr, offsets) for arr, offsets in stream.chunks()]
+    if not parts:
+        parts = [convert(np.zeros(0, dtype=stream.record.dtype), np.zeros(0, dtype=np.int64))]
+    return concat_parts(parts)

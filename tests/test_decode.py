@@ -119,3 +119,81 @@ def test_distinct_rows_survive_hash_collisions_and_skip_the_header(monkeypatch):
     first, inverse = H._distinct_rows(rows, start=8)
     assert np.array_equal(rows[first[inverse], 8:], rows[:, 8:])
     assert len(first) == len(np.unique(rows[:, 8:], axis=0))
+
+
+def _write_slices(tmp_path, raw: bytes, cuts) -> list:
+    """`raw` split at `cuts` into slice files; their paths."""
+    paths, lo = [], 0
+    for i, hi in enumerate(list(cuts) + [len(raw)]):
+        path = tmp_path / f"x.slice_{i}"
+        path.write_bytes(raw[lo:hi])
+        paths.append(str(path))
+        lo = hi
+    return paths
+
+
+def _whole_and_chunked(paths, chunk_bytes):
+    from msprof_kit.parsers.stream import RecordStream, read_stream
+    buf, pieces = read_stream(paths)
+    arr, offsets, issues = decode_stream(R.API_EVENT, buf, pieces, H._host_valid, H._EXPECT)
+    stream = RecordStream(R.API_EVENT, paths, H._host_valid, H._EXPECT, chunk_bytes=chunk_bytes)
+    parts = list(stream.chunks())
+    got = np.concatenate([a for a, _ in parts]) if parts else np.zeros(0, R.API_EVENT.dtype)
+    got_off = np.concatenate([o for _, o in parts]) if parts else np.zeros(0, np.int64)
+    return (arr, offsets, [str(i) for i in issues]), (got, got_off, [str(i) for i in stream.issues])
+
+
+def test_record_stream_reads_what_decode_stream_decodes(tmp_path):
+    """Chunk by chunk, across slice boundaries: the same records, offsets and issues, in the same
+    order, whatever the chunk size (24 bad records: 20 named, then one line for the rest)."""
+    bad = {i: {"magic": 0x1111} for i in range(3, 60, 2)[:24]}
+    cases = {
+        "clean": _api(50),
+        "bad records": _api(70, bad),
+        "aged head": _api(40, {5: {"level": 1}})[13:],
+        "cut tail": _api(40)[:-7],
+        "cut tail, bad head": _api(40, {0: {"magic": 0}, 1: {"magic": 0}, 2: {"magic": 0}})[:-3],
+    }
+    for name, raw in cases.items():
+        folder = tmp_path / name.replace(" ", "_")
+        folder.mkdir()
+        paths = _write_slices(folder, raw, [len(raw) // 3, len(raw) // 3 + 55])
+        for chunk in (1, 40, 41, 120, 400, 1 << 20):
+            whole, chunked = _whole_and_chunked(paths, chunk)
+            assert np.array_equal(whole[0], chunked[0]), (name, chunk)
+            assert np.array_equal(whole[1], chunked[1]), (name, chunk)
+            assert whole[2] == chunked[2], (name, chunk)
+            assert whole[2] or name == "clean"
+
+
+def test_read_api_event_and_tensors_match_the_whole_stream_decoders(tmp_path, monkeypatch):
+    from msprof_kit.parsers import stream as S
+    raw = _api(30, {4: {"magic": 7}, 11: {"end": R.EVENT_FLAG}})
+    paths = _write_slices(tmp_path, raw, [100, 333])
+    buf, pieces = S.read_stream(paths)
+    want, want_issues = H.decode_api_event(buf, pieces)
+    monkeypatch.setattr(S, "CHUNK_BYTES", 3 * R.API_EVENT.size)
+    got, got_issues = H.read_api_event(paths)
+    assert want.keys() == got.keys() and all(np.array_equal(want[k], got[k]) for k in want)
+    assert [str(i) for i in want_issues] == [str(i) for i in got_issues] and got_issues
+
+    def rec(ts, thread, shape):
+        fields = dict(magic=R.HOST_MAGIC, level=10000, type=1, thread_id=thread, timestamp=ts, op_name=99,
+                      tensor_num=1, t0_type=0, t0_format=2, t0_dtype=1, t0_shape=list(shape) + [0] * (8 - len(shape)))
+        return R.pack(R.TENSOR_INFO, **fields)
+    # ops of one record and of two (split across chunks), payloads repeating from chunk to chunk
+    raw = b"".join(rec(ts, 1 + ts % 2, (ts % 3 + 1, 4)) for ts in range(9)) + rec(9, 1, (8,)) + rec(9, 1, (9,))
+    tpath = tmp_path / "t"
+    tpath.mkdir()
+    tpaths = _write_slices(tpath, raw, [300])
+    arr = np.frombuffer(raw, dtype=R.TENSOR_INFO.dtype)
+    group, text_row, table = H.render_tensors(arr)
+    for records in (1, 2, 4, 64):
+        monkeypatch.setattr(S, "CHUNK_BYTES", records * R.TENSOR_INFO.size)
+        keys, g, t, tab, issues = H.read_tensors(tpaths)
+        assert np.array_equal(g, group) and np.array_equal(t, text_row) and not issues
+        assert np.array_equal(tab, table) and np.array_equal(keys["timestamp"], arr["timestamp"])
+    assert list(table[text_row[group[-1]]][:3]) == ['"8;9"', "FLOAT16;FLOAT16", "ND;ND"]
+    # two payloads with one hash: the caller must decode the stream whole
+    monkeypatch.setattr(H, "_row_hash", lambda r, start=0: np.zeros(len(r), dtype=np.uint64))
+    assert H.read_tensors(tpaths) is None
