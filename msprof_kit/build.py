@@ -346,7 +346,7 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
 
     # compact / additional records, each tagged with its file class
     def records(kind: str) -> pd.DataFrame:
-        frames = [pd.DataFrame(c).assign(aging=group == "aging")
+        frames = [_frame(c).assign(aging=group == "aging")
                   for group, c in _compact(files, kind, diag, lambda name, col: col.ndim == 1)]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -422,9 +422,8 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
 def _cann_columns(apis: pd.DataFrame) -> pd.DataFrame:
     """What the store needs of the APIs once they are associated (CANN_API's columns), as a new
     frame so that the other columns are freed."""
-    return pd.DataFrame({c: _own_column(apis[c].to_numpy()) for c in ("start_ns", "end_ns", "level", "thread",
-                                                                       "conn", "name", "mode", "item_text")},
-                        copy=False)
+    return _frame({c: _own_column(apis[c].to_numpy()) for c in ("start_ns", "end_ns", "level", "thread",
+                                                                       "conn", "name", "mode", "item_text")})
 
 
 def _own_column(values: np.ndarray) -> np.ndarray:
@@ -536,7 +535,7 @@ def _context_ids(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
     for _, arr_cols in _compact(files, "context_id_info", diag):
         n = len(arr_cols["timestamp"])
         first = np.where(arr_cols["ctx_num"] > 0, arr_cols["ctx_ids"][:, 0] if n else 0, INVALID_CTX)
-        frames.append(pd.DataFrame({"thread_id": arr_cols["thread_id"].astype(np.int64),
+        frames.append(_frame({"thread_id": arr_cols["thread_id"].astype(np.int64),
                                     "timestamp": arr_cols["timestamp"].astype(np.int64),
                                     "ctx": first.astype(np.int64)}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -562,7 +561,7 @@ def _tensor_texts(rd: ResultDir, files, diag: Diagnostics) -> Tuple[pd.DataFrame
             keys, group_idx, text_row, table, issues = done
         diag.extend(issues)
         first = np.unique(group_idx, return_index=True)[1]
-        frames.append(pd.DataFrame({
+        frames.append(_frame({
             "thread_id": keys["thread_id"][first].astype(np.int64),
             "timestamp": keys["timestamp"][first].astype(np.int64),
             "text": base + text_row[group_idx[first]],
@@ -581,10 +580,10 @@ def _tensor_texts(rd: ResultDir, files, diag: Diagnostics) -> Tuple[pd.DataFrame
 def _model_names(rd: ResultDir, files, hashes: Dict[str, str], diag: Diagnostics) -> pd.DataFrame:
     frames = []
     for _, c in _compact(files, "graph_id_map", diag):
-        frames.append(pd.DataFrame({"model_id": c["model_id"].astype(np.int64),
+        frames.append(_frame({"model_id": c["model_id"].astype(np.int64),
                                     "name": _hash_names(c["model_name"], hashes)}))
     if not frames:
-        return pd.DataFrame({"model_id": np.zeros(0, np.int64), "name": np.zeros(0, dtype=object)})
+        return _frame({"model_id": np.zeros(0, np.int64), "name": np.zeros(0, dtype=object)})
     return pd.concat(frames, ignore_index=True).drop_duplicates("model_id", keep="last")
 
 
@@ -645,7 +644,7 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
         src = _first_under(attach(ctx), parents)
         found = (src >= 0) & has_info
         ctx_id[found] = ctx["ctx"].to_numpy()[src[found]]
-    out = pd.DataFrame({
+    out = _frame({
         "track": sel.index.to_numpy(), "device_id": sel["device_id"].to_numpy().astype(np.int64),
         "stream_id": sel["stream_id"].to_numpy(), "task_id": sel["task_low"].to_numpy(),
         "batch": sel["batch"].to_numpy(), "ctx": ctx_id, "op_name": op_name, "op_type": op_type,
@@ -664,6 +663,12 @@ def _first_under(api: np.ndarray, parents: np.ndarray) -> np.ndarray:
     keys, first = np.unique(api[rec], return_index=True)
     pos = np.clip(np.searchsorted(keys, parents), 0, len(keys) - 1)
     return np.where(keys[pos] == parents, rec[first[pos]], -1)
+
+
+def _frame(cols: Dict[str, Any]) -> pd.DataFrame:
+    """A frame over the arrays themselves: pandas would otherwise copy them into one 2-D block
+    per dtype (a second copy of every column, for the time of the copy at least)."""
+    return pd.DataFrame(cols, copy=False)
 
 
 def _texts(shape, value: str) -> np.ndarray:
@@ -743,12 +748,12 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) 
             acsq, ffts, issues, pieces = D.read_stars_soc(files[("stars_soc.data", "")])
             diag.extend(issues)
             s, e = _pairs(acsq, ("stream_id", "task_id"), "ACSQ task", pieces, diag)
-            frames.append(pd.DataFrame({
+            frames.append(_frame({
                 "stream_id": acsq["stream_id"][s], "task_id": acsq["task_id"][s], "ctx": INVALID_CTX,
                 "start": acsq["syscnt"][s], "end": acsq["syscnt"][e],
                 "dev_type": _lookup(acsq["sqe_type"][s], D.SQE_TYPES)}))
             s, e = _pairs(ffts, ("stream_id", "task_id", "subtask_id", "thread_id"), "FFTS+ subtask", pieces, diag)
-            frames.append(pd.DataFrame({
+            frames.append(_frame({
                 "stream_id": ffts["stream_id"][s], "task_id": ffts["task_id"][s],
                 "ctx": np.where(ffts["ffts_type"][s] == D.FFTS_PLUS, ffts["subtask_id"][s], INVALID_CTX),
                 "start": ffts["syscnt"][s], "end": ffts["syscnt"][e],
@@ -764,7 +769,7 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) 
             s, e = _pairs(hw, ("stream_id", "task_id"), "HWTS task", pieces, diag)
             order = np.argsort(hw["syscnt"][e], kind="stable")
             s, e = s[order], e[order]
-            frames.append(pd.DataFrame({
+            frames.append(_frame({
                 "stream_id": hw["stream_id"][s], "task_id": hw["task_id"][s], "ctx": INVALID_CTX,
                 "start": hw["syscnt"][s], "end": hw["syscnt"][e],
                 "dev_type": _lookup(hw["task_type"][e], D.HWTS_TASK_TYPES)}))
@@ -809,10 +814,10 @@ def match_tasks(host: Optional[HostData], dev: DeviceData) -> pd.DataFrame:
         ctx_of.loc[common] = comp.loc[common].to_numpy()
     mix = _where_text(type_name, lambda t: t in MIX_TYPES)
     keys = pd.concat([
-        pd.DataFrame({"track": tr.index, "ctx": INVALID_CTX}),
-        pd.DataFrame({"track": tr.index[ctx_of.to_numpy() != INVALID_CTX],
+        _frame({"track": tr.index, "ctx": INVALID_CTX}),
+        _frame({"track": tr.index[ctx_of.to_numpy() != INVALID_CTX],
                       "ctx": ctx_of.to_numpy()[ctx_of.to_numpy() != INVALID_CTX]}),
-        pd.DataFrame({"track": tr.index[mix & (ctx_of.to_numpy() != 0)], "ctx": 0}),
+        _frame({"track": tr.index[mix & (ctx_of.to_numpy() != 0)], "ctx": 0}),
     ], ignore_index=True)
     keys["stream_id"] = tr.loc[keys["track"], "stream_id"].to_numpy()
     keys["task_id"] = tr.loc[keys["track"], "task_low"].to_numpy()
@@ -907,11 +912,11 @@ def _attach_by_time(tasks: pd.DataFrame, stream: np.ndarray, task: np.ndarray, c
     if n == 0:
         return np.zeros(0, np.int64)
     kcols = ["stream_id", "task_id", "ctx"]
-    probe = pd.DataFrame({"stream_id": stream.astype(np.int64), "task_id": task.astype(np.int64),
+    probe = _frame({"stream_id": stream.astype(np.int64), "task_id": task.astype(np.int64),
                           "ctx": ctx.astype(np.int64), "t": t.astype(np.int64), "i": np.arange(n)})
     both = pd.concat([tasks[kcols], probe[kcols]], ignore_index=True)
     code = both.groupby(kcols, sort=False).ngroup().to_numpy()
-    right = pd.DataFrame({"k": code[: len(tasks)], "start": tasks["start"].to_numpy(),
+    right = _frame({"k": code[: len(tasks)], "start": tasks["start"].to_numpy(),
                           "end": tasks["end"].to_numpy(), "row": np.arange(len(tasks))}).sort_values("start")
     left = probe.assign(k=code[len(tasks):]).sort_values("t")
     m = pd.merge_asof(left, right, left_on="t", right_on="start", by="k", direction="backward")
@@ -934,7 +939,7 @@ def pmu_hwts(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.ndar
     t = tasks[["stream_id", "task_id"]].assign(row=np.arange(len(tasks)), start=tasks["start"].to_numpy())
     t = t.sort_values("start", kind="stable")
     t["n"] = t.groupby(["stream_id", "task_id"]).cumcount()
-    p = pd.DataFrame({"stream_id": pm["stream_id"], "task_id": pm["task_id"], "i": np.arange(len(pm["task_id"]))})
+    p = _frame({"stream_id": pm["stream_id"], "task_id": pm["task_id"], "i": np.arange(len(pm["task_id"]))})
     p["n"] = p.groupby(["stream_id", "task_id"]).cumcount()
     m = p.merge(t, on=["stream_id", "task_id", "n"], how="left")
     lost = m["row"].isna()
@@ -990,7 +995,7 @@ class StringPool:
         return np.array([self.id(str(u)) for u in uniq], dtype=np.int64)[codes]
 
     def frame(self) -> pd.DataFrame:
-        return pd.DataFrame({"id": list(self.ids.values()), "value": list(self.ids.keys())})
+        return _frame({"id": list(self.ids.values()), "value": list(self.ids.keys())})
 
 
 def union_intervals(start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -1031,12 +1036,12 @@ def overlap_rows(task: pd.DataFrame, comp_ok: np.ndarray) -> pd.DataFrame:
         starts = np.concatenate([t["startNs"].to_numpy()[other], cs])
         ends = np.concatenate([t["endNs"].to_numpy()[other], ce])
         valid = ce > cs
-        rows.append(pd.DataFrame({"deviceId": dev_id, "startNs": cs[valid], "endNs": ce[valid], "type": 0}))
+        rows.append(_frame({"deviceId": dev_id, "startNs": cs[valid], "endNs": ce[valid], "type": 0}))
         if len(starts):
             lo, hi = int(starts.min()), int(ends.max())
             if hi > lo:
                 fs, fe = interval_gaps(lo, hi, cs, ce)
-                rows.append(pd.DataFrame({"deviceId": dev_id, "startNs": fs, "endNs": fe, "type": 3}))
+                rows.append(_frame({"deviceId": dev_id, "startNs": fs, "endNs": fe, "type": 3}))
     if not rows:
         return pd.DataFrame()
     out = pd.concat(rows, ignore_index=True)
@@ -1062,7 +1067,7 @@ def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.nda
     OVERLAP_ANALYSIS (AI CPU and AIV kernels do not)."""
     a = host.apis
     if not a.empty:
-        put("CANN_API", pd.DataFrame({
+        put("CANN_API", _frame({
             "startNs": a["start_ns"].to_numpy(), "endNs": a["end_ns"].to_numpy(), "type": a["level"].to_numpy(),
             "globalTid": (np.int64(host.pid) << 32) | a["thread"].to_numpy().astype(np.int64),
             "connectionId": a["conn"].to_numpy(),
@@ -1087,7 +1092,7 @@ def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.nda
     def tensor_ids(column: int) -> np.ndarray:
         return strings.ids_of(host.tensor_table[distinct, column])[rows]
 
-    put("COMPUTE_TASK_INFO", pd.DataFrame({
+    put("COMPUTE_TASK_INFO", _frame({
         "name": strings.ids_of(c["op_name"].to_numpy()), "globalTaskId": gid, "blockNum": c["block"].to_numpy(),
         "mixBlockNum": c["mix"].to_numpy(), "taskType": strings.ids_of(c["ge_type"].to_numpy()),
         "opType": strings.ids_of(c["op_type"].to_numpy()),
@@ -1213,14 +1218,14 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List
     # --- TASK and its extension
     host_type = tasks["host_type"].to_numpy() if not tasks.empty else np.zeros(0, dtype=object)
     if not tasks.empty:
-        put("TASK", pd.DataFrame({
+        put("TASK", _frame({
             "startNs": tasks["start_ns"].to_numpy(), "endNs": tasks["end_ns"].to_numpy(),
             "deviceId": tasks["deviceId"].to_numpy(), "connectionId": tasks["conn"].to_numpy(),
             "globalTaskId": task_gid, "globalPid": pid,
             "taskType": strings.ids_of(host_type), "contextId": tasks["ctx"].to_numpy(),
             "streamId": tasks["stream_id"].to_numpy(), "taskId": tasks["task_id"].to_numpy(),
             "modelId": tasks["model_id"].to_numpy()}))
-        put("KIT_TASK", pd.DataFrame({
+        put("KIT_TASK", _frame({
             "taskRow": np.arange(len(tasks)), "globalTaskId": task_gid, "batchId": tasks["hbatch"].to_numpy(),
             "requestId": tasks["request_id"].to_numpy(), "deviceTaskType": tasks["dev_type"].to_numpy(),
             "kernelName": tasks["kernel"].to_numpy(), "threadId": tasks["thread"].to_numpy(),
@@ -1265,7 +1270,7 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List
         info.append((-1, "pmu_prefixed", "1" if chip.family == "stars" else "0"))
 
     if not tasks.empty:
-        view = pd.DataFrame({"deviceId": tasks["deviceId"].to_numpy(), "startNs": tasks["start_ns"].to_numpy(),
+        view = _frame({"deviceId": tasks["deviceId"].to_numpy(), "startNs": tasks["start_ns"].to_numpy(),
                              "endNs": tasks["end_ns"].to_numpy(), "globalTaskId": task_gid,
                              "taskTypeName": host_type})
         del tasks
@@ -1278,7 +1283,7 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List
     for rd, dev in devices:
         st = dev.step
         if st is not None and len(st["syscnt"]):
-            steps.append(pd.DataFrame({"deviceId": dev.device_id, "timestampNs": dev.clock.to_ns(st["syscnt"]),
+            steps.append(_frame({"deviceId": dev.device_id, "timestampNs": dev.clock.to_ns(st["syscnt"]),
                                        "indexId": st["index_id"], "modelId": st["model_id"],
                                        "streamId": st["stream_id"], "taskId": st["task_id"], "tagId": st["tag_id"]}))
     if steps:
@@ -1290,19 +1295,19 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List
 def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, DeviceData]], put: Sink,
                   info: List[Tuple[int, str, str]]) -> None:
     start, end = session_ns(coll)
-    put("SESSION_TIME_INFO", pd.DataFrame({"startTimeNs": [start], "endTimeNs": [end]}))
+    put("SESSION_TIME_INFO", _frame({"startTimeNs": [start], "endTimeNs": [end]}))
     info_dir = coll.host or (coll.devices[0] if coll.devices else None)
     host_name = str(info_dir.info.get("hostname", "")) if info_dir else ""
     host_uid = str(info_dir.info.get("hostUid", "0")) if info_dir else "0"
-    put("HOST_INFO", pd.DataFrame({"hostUid": [host_uid or "0"], "hostName": [host_name]}))
+    put("HOST_INFO", _frame({"hostUid": [host_uid or "0"], "hostName": [host_name]}))
     if coll.devices:
-        put("NPU_INFO", pd.DataFrame({"id": [rd.device_id for rd in coll.devices],
+        put("NPU_INFO", _frame({"id": [rd.device_id for rd in coll.devices],
                                       "name": [NPU_NAMES.get(chip.platform, "Unknown")] * len(coll.devices)}))
-        put("RANK_DEVICE_MAP", pd.DataFrame({"rankId": [-1] * len(coll.devices),
+        put("RANK_DEVICE_MAP", _frame({"rankId": [-1] * len(coll.devices),
                                              "deviceId": [rd.device_id for rd in coll.devices]}))
     else:
-        put("NPU_INFO", pd.DataFrame({"id": [-1], "name": ["UNKNOWN"]}))
-        put("RANK_DEVICE_MAP", pd.DataFrame({"rankId": [-1], "deviceId": [-1]}))
+        put("NPU_INFO", _frame({"id": [-1], "name": ["UNKNOWN"]}))
+        put("RANK_DEVICE_MAP", _frame({"rankId": [-1], "deviceId": [-1]}))
     if chip.platform in (5, 7):
         rows = []
         for rd in coll.devices:
