@@ -131,14 +131,11 @@ def device_clock_of(rd: ResultDir, coll: Collection) -> Clock:
 
 @dataclass
 class HostData:
-    apis: pd.DataFrame           # one row per API (events merged), with connection ids; its name,
-                                 # mode and item_text are codes into api_texts' tables
     tracks: pd.DataFrame         # one row per task_track, associated
     compute: pd.DataFrame        # one row per host compute task (COMPUTE_TASK_INFO source)
     models: pd.DataFrame         # model id -> name
     pid: int
     tensor_table: np.ndarray = field(default_factory=lambda: _texts((1, 6), "N/A"))  # compute["tensors"] rows
-    api_texts: Dict[str, np.ndarray] = field(default_factory=dict)  # apis column -> its texts
 
 
 @dataclass
@@ -194,20 +191,23 @@ def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
     return table
 
 
-def _merge_events(cols: Dict[str, np.ndarray], diag: Diagnostics, where: str) -> pd.DataFrame:
+Columns = Dict[str, np.ndarray]
+
+
+def _merge_events(cols: Columns, diag: Diagnostics, where: str) -> Columns:
     """Api records as they are; Event records paired in stream order on (level, type, thread,
-    request, item): first = begin, second = end. Returns one frame of APIs with `order` (the
-    record's position in the stream; a pair's is its second record's), in stream order (a pair
-    at its first record)."""
+    request, item): first = begin, second = end. Returns the APIs' columns (the records' own
+    types; begin and end as int64) with `order` (the record's position in the stream; a pair's
+    is its second record's), in stream order (a pair at its first record). Takes the record
+    columns over (`cols` is emptied)."""
     n = len(cols["level"])
     is_event = np.asarray(cols["is_event"], dtype=bool)
     frame = {
-        "level": cols["level"].astype(np.int64), "type": cols["type"].astype(np.int64),
-        "thread": cols["thread_id"].astype(np.int64), "reserve": cols["reserve"].astype(np.int64),
-        "begin": cols["begin"].astype(np.int64), "end": cols["end"].view(np.int64).copy(),
-        "item": cols["item_id"], "order": np.arange(n, dtype=np.int64),
+        "level": cols["level"], "type": cols["type"], "thread": cols["thread_id"], "reserve": cols["reserve"],
+        "begin": cols["begin"].view(np.int64), "end": cols["end"].view(np.int64),
+        "item": cols["item_id"], "order": np.arange(n, dtype=np.int64 if n >= 2 ** 31 else np.int32),
     }
-    cols.clear()  # the frame holds copies; let the record columns go
+    cols.clear()
     events = np.flatnonzero(is_event)
     if len(events):
         # the events grouped by key, each group in stream order: ranks 0, 1 pair, 2, 3 pair ...
@@ -238,8 +238,15 @@ def _merge_events(cols: Dict[str, np.ndarray], diag: Diagnostics, where: str) ->
         frame["order"][begins] = ends
         keep = ~is_event
         keep[begins] = True
-        frame = {k: v[keep] for k, v in frame.items()}
-    return pd.DataFrame(frame, copy=False)  # a block a column: no copy, and columns free one by one
+        _select(frame, keep)
+    return frame
+
+
+def _select(cols: Columns, rows: np.ndarray) -> None:
+    """Keep `rows` (a mask or positions) of every column, in place, one column at a time (so the
+    copies never coexist)."""
+    for key in list(cols):
+        cols[key] = cols[key][rows]
 
 
 def _contain(p_thread: np.ndarray, p_time: np.ndarray, a_thread: np.ndarray, a_begin: np.ndarray,
@@ -270,18 +277,19 @@ def _take(idx: np.ndarray, found: np.ndarray) -> np.ndarray:
     return np.where(found >= 0, idx[np.clip(found, 0, None)], -1)
 
 
-def _tree_mask(apis: pd.DataFrame) -> np.ndarray:
+def _tree_mask(apis: Columns) -> np.ndarray:
     """APIs that enter the call tree: acl/model/node/hccl levels, non-empty, acl/model/hccl
     without overlap with an earlier one of the same level on the thread."""
-    level = apis["level"].to_numpy()
-    mask = np.isin(level, TREE_LEVELS) & (apis["begin"].to_numpy() != apis["end"].to_numpy())
-    check = mask & (level != LEVEL_NODE)
-    if check.any():
-        sub = apis[check].sort_values(["thread", "level", "begin"], kind="stable")
+    level = apis["level"]
+    mask = np.isin(level, TREE_LEVELS) & (apis["begin"] != apis["end"])
+    check = np.flatnonzero(mask & (level != LEVEL_NODE))
+    if len(check):
+        sub = _frame({"thread": apis["thread"][check], "level": level[check], "begin": apis["begin"][check],
+                      "end": apis["end"][check], "row": check}).sort_values(["thread", "level", "begin"], kind="stable")
         prev_end = sub.groupby(["thread", "level"], sort=False)["end"].transform(
             lambda s: s.shift(1).cummax()).to_numpy()
         redundant = ~np.isnan(prev_end) & (sub["begin"].to_numpy() <= np.nan_to_num(prev_end, nan=-1))
-        mask[sub.index.to_numpy()[redundant]] = False
+        mask[sub["row"].to_numpy()[redundant]] = False
     return mask
 
 
@@ -291,8 +299,10 @@ def _tensor_job(rd: ResultDir, files) -> Tuple[pd.DataFrame, np.ndarray, List[st
     return tensors, table, local.warnings
 
 
-def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, jobs: int = 1) -> Optional[HostData]:
-    """The host's APIs, tracks and compute tasks, associated. With jobs > 1 the tensor texts are
+def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, strings: "StringPool", put: Sink,
+              jobs: int = 1) -> Optional[HostData]:
+    """The host's tracks and compute tasks, associated with its APIs; the APIs themselves go to
+    `put` (CANN_API, KIT_API) as soon as they are numbered. With jobs > 1 the tensor texts are
     rendered in a forked worker meanwhile."""
     files = data_files(rd)
     if not files:
@@ -309,40 +319,30 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, jobs: int = 1)
         return tensors, table
 
     try:
-        return _load_host(rd, coll, diag, files, tensor_texts)
+        return _load_host(rd, coll, diag, files, tensor_texts, strings, put)
     finally:
         if worker is not None:
             worker.cancel()
 
 
 def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
-               tensor_texts: Callable[[], Tuple[pd.DataFrame, np.ndarray]]) -> HostData:
+               tensor_texts: Callable[[], Tuple[pd.DataFrame, np.ndarray]], strings: "StringPool",
+               put: Sink) -> HostData:
     clock = host_clock_of(rd, coll, diag)
     hashes = _dictionary(files, "hash_dic", False, diag)
     types = _dictionary(files, "type_info_dic", True, diag)
     pid_text = str(rd.info.get("pid", "0"))
     pid = int(pid_text) if pid_text.isdigit() else 0
 
-    # APIs: one stream, unaging first then aging (slices in order)
-    cols, issues = H.read_api_event(files.get(("api_event", "unaging"), []) + files.get(("api_event", "aging"), []))
-    diag.extend(issues)
-    apis = _merge_events(cols, diag, f"{rd.data_dir}/*.api_event.data")  # empties cols
-    zero = apis["begin"] == 0
-    if zero.any():
-        diag.warn(f"{rd.data_dir}: {int(zero.sum())} API records have begin time 0; dropped")
-        apis = apis[~zero].reset_index(drop=True)
-    apis, names = _name_apis(apis, types, hashes)
-    apis, api_texts = _api_texts(apis, names, hashes)
-    apis = apis.drop(columns="type")
-    apis["start_ns"] = clock.to_ns(apis["begin"].to_numpy())
-    apis["end_ns"] = clock.to_ns(apis["end"].to_numpy())
-    # connection ids number the APIs by (begin, level descending), ties by thread then stream order
-    order = np.lexsort((apis["order"].to_numpy(), apis["thread"].to_numpy(), -apis["level"].to_numpy(),
-                        apis["begin"].to_numpy()))
-    apis = apis.drop(columns="order").iloc[order].reset_index(drop=True)
-    del order
-    apis["conn"] = np.arange(1, len(apis) + 1, dtype=np.int64)
-    tree = _tree_mask(apis)
+    apis, api_texts = _host_apis(rd, files, clock, types, hashes, diag)
+    tree = np.flatnonzero(_tree_mask(apis))
+    _write_apis(apis, api_texts, pid, strings, put)
+    # of the APIs the tracks and op records need the tree ones, with their connection ids
+    for key in ("start_ns", "end_ns", "name", "mode", "item_text"):
+        del apis[key]
+    _select(apis, tree)
+    apis["conn"] = tree + 1
+    del tree
 
     # compact / additional records, each tagged with its file class
     def records(kind: str) -> pd.DataFrame:
@@ -356,12 +356,8 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
     tensors, tensor_table = tensor_texts()
     models = _model_names(rd, files, hashes, diag)
 
-    node = tree & (apis["level"].to_numpy() == LEVEL_NODE)
-    a_thread = apis["thread"].to_numpy()
-    a_begin = apis["begin"].to_numpy()
-    a_end = apis["end"].to_numpy()
-
-    node_idx = np.flatnonzero(node)  # op records (node_basic_info, tensor_info, ...) hang under node APIs
+    level, a_thread, a_begin, a_end = apis["level"], apis["thread"], apis["begin"], apis["end"]
+    node_idx = np.flatnonzero(level == LEVEL_NODE)  # op records (node_basic_info, tensor_info, ...) hang under node APIs
     node_thread, node_begin, node_end = a_thread[node_idx], a_begin[node_idx], a_end[node_idx]
 
     def attach(df: pd.DataFrame) -> np.ndarray:
@@ -373,24 +369,21 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
 
     if tracks.empty:
         empty = pd.DataFrame()
-        return HostData(apis=_cann_columns(apis), tracks=empty, compute=empty, models=models, pid=pid,
-                        tensor_table=tensor_table, api_texts=api_texts)
+        return HostData(tracks=empty, compute=empty, models=models, pid=pid, tensor_table=tensor_table)
 
     # deepest tree API containing each task track
     t_thread = tracks["thread_id"].to_numpy().astype(np.int64)
     t_time = tracks["timestamp"].to_numpy().astype(np.int64)
     parent = np.full(len(tracks), -1, dtype=np.int64)
-    level = apis["level"].to_numpy()
     for lv in TREE_LEVELS:
-        idx = np.flatnonzero(tree & (level == lv))
+        idx = np.flatnonzero(level == lv)
         todo = np.flatnonzero(parent < 0)
         if len(idx) == 0 or len(todo) == 0:
             continue
         found = _contain(t_thread[todo], t_time[todo], a_thread[idx], a_begin[idx], a_end[idx])
         hit = found >= 0
         parent[todo[hit]] = idx[found[hit]]
-    model_mask = tree & (level == LEVEL_MODEL)
-    midx = np.flatnonzero(model_mask)
+    midx = np.flatnonzero(level == LEVEL_MODEL)
     mfound = _contain(t_thread, t_time, a_thread[midx], a_begin[midx], a_end[midx])
     model_api = _take(midx, mfound)
 
@@ -403,34 +396,58 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
         ts_ns=clock.to_ns(t_time),
         parent=parent,
         parent_level=np.where(parent >= 0, level[np.clip(parent, 0, None)], -1),
-        model_id=np.where(model_api >= 0, apis["item"].to_numpy().astype(np.int64)[np.clip(model_api, 0, None)],
-                          NO_MODEL),
-        request_id=np.where(model_api >= 0, apis["reserve"].to_numpy()[np.clip(model_api, 0, None)], -1),
-        conn=np.where(parent >= 0, apis["conn"].to_numpy()[np.clip(parent, 0, None)], -1),
+        model_id=np.where(model_api >= 0, apis["item"].astype(np.int64)[np.clip(model_api, 0, None)], NO_MODEL),
+        request_id=np.where(model_api >= 0, apis["reserve"].astype(np.int64)[np.clip(model_api, 0, None)], -1),
+        conn=np.where(parent >= 0, apis["conn"][np.clip(parent, 0, None)], -1),
         kernel=_hash_names(tracks["kernel_name"].to_numpy(), hashes),
     )
     keep = ["device_id", "stream_id", "task_low", "batch", "ts_ns", "thread_id", "type_name", "parent",
             "parent_level", "model_id", "request_id", "conn", "kernel", "data_len", "num_blocks", "ratio"]
     tracks = tracks.loc[tracks["type_name"].to_numpy() != "MAINTENANCE", keep].reset_index(drop=True)
-    del a_thread, a_begin, a_end, level, t_thread, t_time, parent, model_api, type_names
-    apis = _cann_columns(apis)
+    del t_thread, t_time, parent, model_api, type_names
+    apis = {k: apis[k] for k in ("thread", "begin", "end")}  # what attach() reads of the node APIs
     compute = _compute_tasks(tracks, nbi, tensors, tensor_table, ctx, attach, hashes)
-    return HostData(apis=apis, tracks=tracks, compute=compute, models=models, pid=pid, tensor_table=tensor_table,
-                    api_texts=api_texts)
+    return HostData(tracks=tracks, compute=compute, models=models, pid=pid, tensor_table=tensor_table)
 
 
-def _cann_columns(apis: pd.DataFrame) -> pd.DataFrame:
-    """What the store needs of the APIs once they are associated (CANN_API's columns), as a new
-    frame so that the other columns are freed."""
-    return _frame({c: _own_column(apis[c].to_numpy()) for c in ("start_ns", "end_ns", "level", "thread",
-                                                                       "conn", "name", "mode", "item_text")})
+def _host_apis(rd: ResultDir, files, clock: Clock, types: Dict[str, str], hashes: Dict[str, str],
+               diag: Diagnostics) -> Tuple[Columns, Dict[str, np.ndarray]]:
+    """The APIs (events merged) in connection-id order (APIs by begin, level descending, ties by
+    thread then stream order; an API's connection id is its position + 1): begin, end (host
+    ticks), start_ns, end_ns, level, thread, reserve, item, and name, mode and item_text as codes
+    into the returned tables of texts (by column)."""
+    cols, issues = H.read_api_event(files.get(("api_event", "unaging"), []) + files.get(("api_event", "aging"), []),
+                                    ("level", "type", "thread_id", "reserve", "begin", "end", "item_id"))
+    diag.extend(issues)
+    apis = _merge_events(cols, diag, f"{rd.data_dir}/*.api_event.data")  # empties cols
+    zero = apis["begin"] == 0
+    if zero.any():
+        diag.warn(f"{rd.data_dir}: {int(zero.sum())} API records have begin time 0; dropped")
+        _select(apis, ~zero)
+    del zero
+    names = _name_apis(apis, types, hashes)
+    texts = _api_texts(apis, names, hashes)
+    del apis["type"]
+    order = np.lexsort((apis.pop("order"), apis["thread"], -apis["level"].astype(np.int32), apis["begin"]))
+    _select(apis, order)
+    del order
+    apis["start_ns"] = clock.to_ns(apis["begin"])
+    apis["end_ns"] = clock.to_ns(apis["end"])
+    return apis, texts
 
 
-def _own_column(values: np.ndarray) -> np.ndarray:
-    """The column itself, or a copy when it is a view into a block of several columns (which it
-    would keep alive)."""
-    base = values.base
-    return values.copy() if isinstance(base, np.ndarray) and base.size > values.size else values
+def _write_apis(apis: Columns, texts: Dict[str, np.ndarray], pid: int, strings: "StringPool", put: Sink) -> None:
+    """CANN_API and KIT_API of the APIs in connection-id order."""
+    n = len(apis["begin"])
+    if not n:
+        return
+    conn = np.arange(1, n + 1, dtype=np.int64)
+    put("CANN_API", _frame({
+        "startNs": apis["start_ns"], "endNs": apis["end_ns"], "type": apis["level"],
+        "globalTid": (np.int64(pid) << 32) | apis["thread"].astype(np.int64), "connectionId": conn,
+        "name": strings.ids_of(CodedTexts(apis["name"], texts["name"]))}))
+    put("KIT_API", {"connectionId": conn, "mode": CodedTexts(apis["mode"], texts["mode"]),
+                    "itemId": CodedTexts(apis["item_text"], texts["item_text"])})
 
 
 def _distinct(values: np.ndarray, fn: Callable[[Any], Any]) -> Tuple[np.ndarray, List[Any]]:
@@ -486,48 +503,46 @@ def _where_text(values: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
     return _per_distinct(values, lambda u: bool(test(str(u))), bool)
 
 
-def _name_apis(apis: pd.DataFrame, types: Dict[str, str], hashes: Dict[str, str]
-               ) -> Tuple[pd.DataFrame, np.ndarray]:
+def _name_apis(apis: Columns, types: Dict[str, str], hashes: Dict[str, str]) -> np.ndarray:
     """API names: type_info_dic '<level>_<type>' (decimal type if unknown); HCCL APIs by item hash.
-    Returns the APIs with `name` as codes into the returned table of names."""
-    level = apis["level"].to_numpy()
-    typ = apis["type"].to_numpy()
-    codes, texts = _distinct((level << 32) | typ,
+    Adds `name`, codes into the returned table of names."""
+    level = apis["level"]
+    codes, texts = _distinct((level.astype(np.int64) << 32) | apis["type"].astype(np.int64),
                              lambda k: types.get(f"{int(k) >> 32}_{int(k) & 0xFFFFFFFF}", str(int(k) & 0xFFFFFFFF)))
     hccl = level == LEVEL_HCCL
     if hccl.any():
-        by_item, more = _distinct(apis["item"].to_numpy()[hccl], _hash_text(hashes))
+        by_item, more = _distinct(apis["item"][hccl], _hash_text(hashes))
         codes[hccl] = len(texts) + by_item
         texts += more
-    return apis.assign(name=codes.astype(np.int64)), np.array(texts, dtype=object)
+    apis["name"] = codes.astype(np.int32)
+    return np.array(texts, dtype=object)
 
 
-def _api_texts(apis: pd.DataFrame, names: np.ndarray, hashes: Dict[str, str]
-               ) -> Tuple[pd.DataFrame, Dict[str, np.ndarray]]:
+def _api_texts(apis: Columns, names: np.ndarray, hashes: Dict[str, str]) -> Dict[str, np.ndarray]:
     """The texts the timeline shows of each API besides its name (KIT_API): `mode`, the reference's
     struct type (the ACL category for ACL APIs, else the API's type name), and `item_text`, its item
     id (a model id as a number for model-level and node-level step_info APIs, else the hash
     dictionary's text, "0" for no item, the decimal hash when the dictionary lacks it).
 
-    `name` is codes into `names`; the APIs come back with `mode` and `item_text` as codes too, and
-    the three tables of texts by column."""
-    level = apis["level"].to_numpy()
-    name = apis["name"].to_numpy()
+    `name` is codes into `names`; adds `mode` and `item_text` as codes too, and returns the three
+    tables of texts by column."""
+    level = apis["level"]
+    name = apis["name"]
     mode = name.copy()
     modes = list(names.tolist())
     acl = level == LEVEL_ACL
     if acl.any():
-        tag_codes, tags = _distinct(apis["type"].to_numpy()[acl] >> 16, _code_text(ACL_API_TAGS))
+        tag_codes, tags = _distinct(apis["type"][acl] >> 16, _code_text(ACL_API_TAGS))
         mode[acl] = len(modes) + tag_codes
         modes += tags
     step_info = np.array([t == STEP_INFO_API for t in names.tolist()], dtype=bool)
     by_number = (level == LEVEL_MODEL) | ((level == LEVEL_NODE) & step_info[name])
-    item_codes, values = _distinct(apis["item"].to_numpy(), int)
+    item_codes, values = _distinct(apis["item"], int)
     # the table: each distinct item as a number, then as its hash text
     item_texts = [str(u) for u in values] + [hashes.get(str(u), str(u)) if u else "0" for u in values]
-    item = np.where(by_number, item_codes, len(values) + item_codes).astype(np.int64)
-    texts = {"name": names, "mode": np.array(modes, dtype=object), "item_text": np.array(item_texts, dtype=object)}
-    return apis.assign(mode=mode, item_text=item), texts
+    apis["mode"] = mode
+    apis["item_text"] = np.where(by_number, item_codes, len(values) + item_codes).astype(np.int32)
+    return {"name": names, "mode": np.array(modes, dtype=object), "item_text": np.array(item_texts, dtype=object)}
 
 
 def _context_ids(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
@@ -1062,20 +1077,8 @@ def _global_ids(compute: pd.DataFrame, task_keys: pd.DataFrame) -> np.ndarray:
 
 
 def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.ndarray:
-    """Write CANN_API and COMPUTE_TASK_INFO, then drop the API rows and keep of the compute tasks
-    only their keys and block counts. Returns the globalTaskIds that count as compute in
+    """Write COMPUTE_TASK_INFO, then keep of the compute tasks only their keys and block counts. Returns the globalTaskIds that count as compute in
     OVERLAP_ANALYSIS (AI CPU and AIV kernels do not)."""
-    a = host.apis
-    if not a.empty:
-        put("CANN_API", _frame({
-            "startNs": a["start_ns"].to_numpy(), "endNs": a["end_ns"].to_numpy(), "type": a["level"].to_numpy(),
-            "globalTid": (np.int64(host.pid) << 32) | a["thread"].to_numpy().astype(np.int64),
-            "connectionId": a["conn"].to_numpy(),
-            "name": strings.ids_of(CodedTexts(a["name"].to_numpy(), host.api_texts["name"]))}))
-        put("KIT_API", {"connectionId": a["conn"].to_numpy(),
-                        "mode": CodedTexts(a["mode"].to_numpy(), host.api_texts["mode"]),
-                        "itemId": CodedTexts(a["item_text"].to_numpy(), host.api_texts["item_text"])})
-    host.apis = a = pd.DataFrame()
     c = host.compute
     if c.empty:
         return np.zeros(0, np.int64)
@@ -1137,20 +1140,20 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List
     chip = coll.chip()
     info: List[Tuple[int, str, str]] = []
     loaders: List[Forked] = []
+    strings = StringPool(["release", "allocate"])
     pooled = len(coll.devices) > jobs  # one worker running a pool of `jobs`, else a worker a device
     if jobs > 1 and coll.devices and can_fork():
         loads = [functools.partial(_load_device_job, rd, coll, chip) for rd in coll.devices]
         loaders = [Forked(functools.partial(forked.each, loads, jobs, "device"), "devices", daemon=False)] \
             if pooled else [Forked(fn, f"device {rd.device_id}") for fn, rd in zip(loads, coll.devices)]
     try:
-        host = load_host(coll.host, coll, diag, jobs) if coll.host is not None else None
+        host = load_host(coll.host, coll, diag, strings, put, jobs) if coll.host is not None else None
     except BaseException:
         for loader in loaders:
             loader.cancel()
         raise
     if coll.host is None:
         diag.warn(f"{coll.path}: no host/ directory; device tasks are kept without op names")
-    strings = StringPool(["release", "allocate"])
     pid = host.pid if host else 0
     # the host-only tables go out before the devices load, leaving only what the tasks need
     overlap_gids = _write_host_tables(host, strings, put) if host is not None else np.zeros(0, np.int64)

@@ -120,7 +120,6 @@ class Appender:
         """Append n rows, CHUNK_ROWS at a time: one array a column, in the order of `kinds`. The
         values of the 'k' column (INTEGER PRIMARY KEY) are the rowids, strictly increasing across
         calls; a table without one numbers its rows on from the last call."""
-        packed = [_as_packed(k, a) for k, a in zip(kinds, arrays)]
         key = next((np.asarray(a, dtype=np.int64) for k, a in zip(kinds, arrays) if k == ord("k")), None)
         for lo in range(0, n, CHUNK_ROWS):
             hi = min(n, lo + CHUNK_ROWS)
@@ -133,7 +132,7 @@ class Appender:
                     raise StoreError(f"cannot write table {self.table}: rowid {ids[0]} does not follow "
                                      f"{self.last_rowid}", path=self.db_path)
                 last = int(ids[-1])
-            cols = [None if a is None else a[lo:hi] for a in packed]
+            cols = [_as_packed(k, a[lo:hi]) for k, a in zip(kinds, arrays)]  # a chunk converted at a time
             try:
                 leaves, keys = native_impl.table_leaves(kinds, cols, hi - lo, PAGE_SIZE, ids)
             except ValueError as exc:  # rowids out of order: an INTEGER PRIMARY KEY repeated

@@ -55,10 +55,18 @@ def decode_api_event(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns,
     return _api_columns(arr, offsets), issues
 
 
-def read_api_event(paths: Sequence[str]) -> Tuple[Columns, List[Issue]]:
-    """decode_api_event of the files `paths` (one stream), read a chunk at a time."""
+def read_api_event(paths: Sequence[str], fields: Optional[Sequence[str]] = None) -> Tuple[Columns, List[Issue]]:
+    """decode_api_event of the files `paths` (one stream), read a chunk at a time; of the
+    record's own fields only `fields` when given (`is_event` always)."""
     stream = RecordStream(R.API_EVENT, paths, _host_valid, _EXPECT)
-    return read_chunks(stream, _api_columns), stream.issues
+
+    def convert(arr: np.ndarray, offsets: np.ndarray) -> Columns:
+        if fields is None:
+            return _api_columns(arr, offsets)
+        cols = {name: np.ascontiguousarray(arr[name]) for name in fields}
+        cols["is_event"] = arr["end"] == np.uint64(R.EVENT_FLAG)
+        return cols
+    return read_chunks(stream, convert), stream.issues  # type: ignore[return-value]
 
 
 def _compact_columns(kind: str, arr: np.ndarray, offsets: np.ndarray) -> Columns:
