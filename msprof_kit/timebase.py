@@ -26,14 +26,22 @@ class Clock:
 
     def to_ns(self, ticks: np.ndarray) -> np.ndarray:
         """Local ns (int64) of counter values `ticks` (any integer array)."""
-        t = np.asarray(ticks).astype(np.int64)
+        t = np.asarray(ticks).astype(np.int64)  # a new array: the steps below work in place
+        t -= self.base_ticks
         if self.mhz is None:
-            return t - self.base_ticks + self.base_ns
+            t += self.base_ns
+            return t
         num, den = self.mhz.numerator, self.mhz.denominator
-        delta = (t - self.base_ticks) * (1000 * den)
-        q, r = np.divmod(delta, num)
+        scale = 1000 * den
+        if scale % num == 0:  # a whole number of ns per tick (50 MHz: 20): no division, nothing to round
+            t *= scale // num
+            t += self.base_ns
+            return t
+        t *= scale
+        q, r = np.divmod(t, num)
         q += (2 * r >= num)
-        return q + self.base_ns
+        q += self.base_ns
+        return q
 
     def duration_ns(self, ticks: np.ndarray) -> np.ndarray:
         """ns of tick differences."""

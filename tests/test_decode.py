@@ -97,6 +97,23 @@ def test_clock_is_exact_integer_arithmetic():
     assert c.to_ns(np.array([384]))[0] == 10_000
 
 
+def test_clock_matches_exact_rounding_with_and_without_a_whole_ns_per_tick():
+    """ns = base_ns + (t - base_ticks) * 1000 / MHz rounded half up, checked with Fractions, for
+    clocks with a whole number of ns per tick (multiplied) and without (divided and rounded)."""
+    import math
+    rng = np.random.default_rng(7)
+    ticks = np.concatenate([rng.integers(0, 2 ** 44, 500), [12345, 12346, 0]])
+    for mhz in (Fraction(50), Fraction(100), Fraction(1000), Fraction("38.4"), Fraction(3), Fraction(2000), None):
+        c = Clock(base_ticks=12345, base_ns=1_700_902_984_000_000_000, mhz=mhz)
+        for arr in (ticks, ticks.astype(np.uint64)):
+            got = c.to_ns(arr)
+            want = [c.base_ns + (int(t) - c.base_ticks if mhz is None else
+                                 math.floor(Fraction(int(t) - c.base_ticks) * 1000 / mhz + Fraction(1, 2)))
+                    for t in ticks]
+            assert got.dtype == np.int64 and got.tolist() == want, mhz
+        assert np.array_equal(arr, ticks.astype(np.uint64))  # the input is left as it was
+
+
 def test_distinct_rows_groups_equal_rows_only():
     rng = np.random.default_rng(1)
     base = rng.integers(0, 256, (5, 24), dtype=np.uint8)
