@@ -52,17 +52,17 @@ def _stars_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Colum
     acsq = np.isin(func, (ACSQ_START, ACSQ_END))
     ffts = np.isin(func, (FFTS_START, FFTS_END))
     acsq_cols: Columns = {
-        "is_start": func[acsq] == ACSQ_START, "sqe_type": sqe[acsq].astype(np.int64),
+        "is_start": func[acsq] == ACSQ_START, "sqe_type": sqe[acsq].astype(np.uint8),
         "stream_id": stream[acsq], "task_id": task[acsq], "syscnt": arr["syscnt"][acsq].astype(np.int64),
-        "acc_id": (arr["word18"][acsq] & 0x3F).astype(np.int64), "offset": offsets[acsq],
+        "acc_id": (arr["word18"][acsq] & 0x3F).astype(np.uint8), "offset": offsets[acsq],
     }
     ffts_cols: Columns = {
-        "is_start": func[ffts] == FFTS_START, "sqe_type": sqe[ffts].astype(np.int64),
+        "is_start": func[ffts] == FFTS_START, "sqe_type": sqe[ffts].astype(np.uint8),
         "stream_id": stream[ffts], "task_id": task[ffts], "syscnt": arr["syscnt"][ffts].astype(np.int64),
-        "subtask_type": (arr["word16"][ffts] & 0xFF).astype(np.int64),
+        "subtask_type": (arr["word16"][ffts] & 0xFF).astype(np.uint8),
         "subtask_id": arr["word18"][ffts].astype(np.int64),
-        "ffts_type": (arr["word20"][ffts] >> 13).astype(np.int64),
-        "thread_id": arr["thread_id"][ffts].astype(np.int64), "offset": offsets[ffts],
+        "ffts_type": (arr["word20"][ffts] >> 13).astype(np.uint8),
+        "thread_id": arr["thread_id"][ffts], "offset": offsets[ffts],
     }
     return acsq_cols, ffts_cols
 
@@ -98,10 +98,10 @@ def _ffts_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Column
             m &= ~overflow
         out.append({
             "stream_id": stream[m], "task_id": task[m],
-            "subtask_type": (arr["word16"][m] & 0xFF).astype(np.int64),
+            "subtask_type": (arr["word16"][m] & 0xFF).astype(np.uint8),
             "subtask_id": arr["subtask_id"][m].astype(np.int64),
-            "ffts_type": (arr["word20"][m] >> 13).astype(np.int64),
-            "core_type": (arr["word20"][m] & 1).astype(np.int64),
+            "ffts_type": (arr["word20"][m] >> 13).astype(np.uint8),
+            "core_type": (arr["word20"][m] & 1).astype(np.uint8),
             "total_cycle": arr["total_cycle"][m].astype(np.int64),
             "pmu": arr["pmu"][m].astype(np.int64),
             "start_syscnt": arr["start_syscnt"][m].astype(np.int64),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -254,9 +254,40 @@ def concat_parts(parts: list) -> object:
 
 
 def read_chunks(stream: RecordStream, convert: Callable[[np.ndarray, np.ndarray], object]) -> object:
-    """convert(records, offsets) of each chunk of `stream`, joined by concat_parts (convert of no
-    records where the stream has none)."""
-    parts = [convert(arr, offsets) for arr, offsets in stream.chunks()]
-    if not parts:
-        parts = [convert(np.zeros(0, dtype=stream.record.dtype), np.zeros(0, dtype=np.int64))]
-    return concat_parts(parts)
+    """convert(records, offsets) of each chunk of `stream`, joined end to end (convert of no
+    records where the stream has none). `convert` gives a dict of column arrays, or a tuple of
+    such dicts, with at most one row per record: each column is allocated once for as many rows
+    as the stream has records (pages never written cost no memory) and filled chunk by chunk, so
+    the chunks' own columns are freed as they come instead of being held for a final join."""
+    out: Optional[list] = None
+    several = False
+    for arr, offsets in stream.chunks():
+        part = convert(arr, offsets)
+        several = isinstance(part, tuple)
+        leaves = list(part) if several else [part]
+        if out is None:
+            out = [_Filling(leaf, stream.count) for leaf in leaves]
+        for filling, leaf in zip(out, leaves):
+            filling.add(leaf)
+        del part, leaves
+    if out is None:
+        return convert(np.zeros(0, dtype=stream.record.dtype), np.zeros(0, dtype=np.int64))
+    done = [filling.columns() for filling in out]
+    return tuple(done) if several else done[0]
+
+
+class _Filling:
+    """Columns of up to `rows` rows, filled a part at a time."""
+
+    def __init__(self, first: Dict[str, np.ndarray], rows: int) -> None:
+        self.cols = {k: np.empty((rows,) + v.shape[1:], dtype=v.dtype) for k, v in first.items()}
+        self.n = 0
+
+    def add(self, part: Dict[str, np.ndarray]) -> None:
+        m = len(next(iter(part.values()))) if part else 0
+        for k, v in part.items():
+            self.cols[k][self.n:self.n + m] = v
+        self.n += m
+
+    def columns(self) -> Dict[str, np.ndarray]:
+        return {k: v[:self.n] for k, v in self.cols.items()}
