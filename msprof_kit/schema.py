@@ -94,9 +94,11 @@ MIRRORED = ("TASK", "CANN_API", "COMPUTE_TASK_INFO", "OVERLAP_ANALYSIS")
 
 ALL_TABLES: Dict[str, Sequence[Column]] = {**UNIFIED, **EXTENSIONS}
 
-INDEXES: List[str] = [
-    "CREATE INDEX TaskIndex ON TASK (startNs,globalTaskId)",
-]
+# indexes by table, created as soon as their table is written (the writer thread builds them while
+# the import computes the next tables)
+INDEXES: Dict[str, List[str]] = {
+    "TASK": ["CREATE INDEX TaskIndex ON TASK (startNs,globalTaskId)"],
+}
 
 
 def create_sql(table: str, columns: Sequence[Column]) -> str:

@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -217,6 +217,7 @@ class TableWriter:
         self.attached: Optional[str] = None
         self.conn = self._connect()
         self.tables: List[str] = []
+        self.indexed: Set[str] = set()
         self.paged = pages.enabled()  # numeric tables written as pages (msprof_kit.pages)
 
     def _connect(self) -> sqlite3.Connection:
@@ -303,6 +304,7 @@ class TableWriter:
                 out.add_frame(frame, [c[0] for c in cols], kinds)
         else:
             _insert_frame(self.conn, table, cols, frame)
+        self.index(table)
         if table in schema.MIRRORED:
             self._put_columns(table, encode_ints(table, cols, frame))
 
@@ -334,6 +336,7 @@ class TableWriter:
         self.create(table, cols)
         names = ", ".join(c[0] for c in cols)
         self.conn.execute(f'INSERT INTO main.{table} SELECT {names} FROM src."{table}" ORDER BY rowid')
+        self.index(table)
 
     @contextlib.contextmanager
     def pages_of(self, table: str) -> Iterator[pages.Appender]:
@@ -349,6 +352,13 @@ class TableWriter:
         finally:
             out.close()
             self.conn = self._connect()
+
+    def index(self, table: str) -> None:
+        """Create the indexes of a table whose rows are all written (schema.INDEXES)."""
+        if table not in self.indexed:
+            self.indexed.add(table)
+            for sql in schema.INDEXES.get(table, ()):
+                self.conn.execute(sql)
 
     def create(self, table: str, cols: Sequence[schema.Column]) -> None:
         if table in self.tables:
@@ -367,9 +377,8 @@ class TableWriter:
                 raise StoreError(f"cannot write the database: {exc}", path=self.path) from exc
             raise
         try:
-            if "TASK" in self.tables:
-                for sql in schema.INDEXES:
-                    self.conn.execute(sql)
+            for table in self.tables:
+                self.index(table)
             self.conn.commit()
         finally:
             self.conn.close()
@@ -459,6 +468,7 @@ def _paged_mirror(dest: "TableWriter", table: str, cols: Sequence[schema.Column]
         for lo in range(0, n, pages.CHUNK_ROWS):
             hi = min(n, lo + pages.CHUNK_ROWS)
             out.add(kinds, [stored.read(name, lo, hi).astype(np.int64, copy=False) for name, _ in cols], hi - lo)
+    dest.index(table)
     return True
 
 
