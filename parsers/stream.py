@@ -1,8 +1,9 @@
 """Pure decoding of record streams: bytes in, structured arrays and issues out.
 
 A stream is the concatenation of the slices of one data kind (`x.slice_0`, `x.slice_1`, ...),
-read as one byte string because records may straddle slice boundaries. Nothing here opens
-files, logs or prints: problems come back as `Issue` values for the caller to report.
+decoded as one byte string because records may straddle slice boundaries: `read_stream` reads it
+whole, `RecordStream` a chunk of whole records at a time. Nothing here logs or prints: problems
+come back as `Issue` values for the caller to report.
 """
 from __future__ import annotations
 
