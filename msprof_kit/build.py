@@ -811,7 +811,7 @@ def match_tasks(host: Optional[HostData], dev: DeviceData) -> pd.DataFrame:
     latest host record issued before it (static-graph tasks recorded once at load pair with
     every execution; reused task ids pair with their own launch). Adds host columns; device-only
     tasks keep `track` = -1."""
-    tasks = dev.tasks.copy()
+    tasks = dev.tasks.copy(deep=False)  # copy-on-write: the new columns do not reach dev.tasks
     tasks["track"] = -1
     if host is None or host.tracks.empty or tasks.empty:
         return tasks
@@ -841,8 +841,10 @@ def match_tasks(host: Optional[HostData], dev: DeviceData) -> pd.DataFrame:
     both = pd.concat([keys[kcols], tasks[kcols]], ignore_index=True)
     code = both.groupby(kcols, sort=False).ngroup().to_numpy()
     keys["k"] = code[: len(keys)]
-    tasks["k"] = code[len(keys):]
-    left = tasks.reset_index().rename(columns={"index": "row"}).sort_values("start_ns", kind="stable")
+    # only what the match reads of the tasks: their row, start and key
+    left = _frame({"row": np.arange(len(tasks)), "start_ns": tasks["start_ns"].to_numpy(),
+                   "k": code[len(keys):]}).sort_values("start_ns", kind="stable")
+    del both, code
     right = keys.sort_values("ts", kind="stable")[["k", "ts", "track"]].rename(columns={"track": "htrack"})
     back = pd.merge_asof(left, right, left_on="start_ns", right_on="ts", by="k", direction="backward")
     missing = back["htrack"].isna()
@@ -852,7 +854,7 @@ def match_tasks(host: Optional[HostData], dev: DeviceData) -> pd.DataFrame:
         back.loc[missing.to_numpy(), "htrack"] = fwd["htrack"].to_numpy()
     back = back.sort_values("row")
     tasks["track"] = back["htrack"].fillna(-1).astype(np.int64).to_numpy()
-    return tasks.drop(columns="k")
+    return tasks
 
 
 # ------------------------------------------------------------------------------------------------
