@@ -191,7 +191,7 @@ def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
     return table
 
 
-Columns = Dict[str, np.ndarray]
+Columns = H.Columns
 
 
 def _merge_events(cols: Columns, diag: Diagnostics, where: str) -> Columns:
@@ -357,7 +357,8 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
     models = _model_names(rd, files, hashes, diag)
 
     level, a_thread, a_begin, a_end = apis["level"], apis["thread"], apis["begin"], apis["end"]
-    node_idx = np.flatnonzero(level == LEVEL_NODE)  # op records (node_basic_info, tensor_info, ...) hang under node APIs
+    # op records (node_basic_info, tensor_info, ...) hang under node APIs
+    node_idx = np.flatnonzero(level == LEVEL_NODE)
     node_thread, node_begin, node_end = a_thread[node_idx], a_begin[node_idx], a_end[node_idx]
 
     def attach(df: pd.DataFrame) -> np.ndarray:
@@ -551,8 +552,8 @@ def _context_ids(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
         n = len(arr_cols["timestamp"])
         first = np.where(arr_cols["ctx_num"] > 0, arr_cols["ctx_ids"][:, 0] if n else 0, INVALID_CTX)
         frames.append(_frame({"thread_id": arr_cols["thread_id"].astype(np.int64),
-                                    "timestamp": arr_cols["timestamp"].astype(np.int64),
-                                    "ctx": first.astype(np.int64)}))
+                              "timestamp": arr_cols["timestamp"].astype(np.int64),
+                              "ctx": first.astype(np.int64)}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -596,7 +597,7 @@ def _model_names(rd: ResultDir, files, hashes: Dict[str, str], diag: Diagnostics
     frames = []
     for _, c in _compact(files, "graph_id_map", diag):
         frames.append(_frame({"model_id": c["model_id"].astype(np.int64),
-                                    "name": _hash_names(c["model_name"], hashes)}))
+                              "name": _hash_names(c["model_name"], hashes)}))
     if not frames:
         return _frame({"model_id": np.zeros(0, np.int64), "name": np.zeros(0, dtype=object)})
     return pd.concat(frames, ignore_index=True).drop_duplicates("model_id", keep="last")
@@ -831,7 +832,7 @@ def match_tasks(host: Optional[HostData], dev: DeviceData) -> pd.DataFrame:
     keys = pd.concat([
         _frame({"track": tr.index, "ctx": INVALID_CTX}),
         _frame({"track": tr.index[ctx_of.to_numpy() != INVALID_CTX],
-                      "ctx": ctx_of.to_numpy()[ctx_of.to_numpy() != INVALID_CTX]}),
+                "ctx": ctx_of.to_numpy()[ctx_of.to_numpy() != INVALID_CTX]}),
         _frame({"track": tr.index[mix & (ctx_of.to_numpy() != 0)], "ctx": 0}),
     ], ignore_index=True)
     keys["stream_id"] = tr.loc[keys["track"], "stream_id"].to_numpy()
@@ -930,11 +931,11 @@ def _attach_by_time(tasks: pd.DataFrame, stream: np.ndarray, task: np.ndarray, c
         return np.zeros(0, np.int64)
     kcols = ["stream_id", "task_id", "ctx"]
     probe = _frame({"stream_id": stream.astype(np.int64), "task_id": task.astype(np.int64),
-                          "ctx": ctx.astype(np.int64), "t": t.astype(np.int64), "i": np.arange(n)})
+                    "ctx": ctx.astype(np.int64), "t": t.astype(np.int64), "i": np.arange(n)})
     both = pd.concat([tasks[kcols], probe[kcols]], ignore_index=True)
     code = both.groupby(kcols, sort=False).ngroup().to_numpy()
     right = _frame({"k": code[: len(tasks)], "start": tasks["start"].to_numpy(),
-                          "end": tasks["end"].to_numpy(), "row": np.arange(len(tasks))}).sort_values("start")
+                    "end": tasks["end"].to_numpy(), "row": np.arange(len(tasks))}).sort_values("start")
     left = probe.assign(k=code[len(tasks):]).sort_values("t")
     m = pd.merge_asof(left, right, left_on="t", right_on="start", by="k", direction="backward")
     ok = m["row"].notna().to_numpy() & (m["t"].to_numpy() <= m["end"].fillna(-1).to_numpy())
@@ -1079,8 +1080,9 @@ def _global_ids(compute: pd.DataFrame, task_keys: pd.DataFrame) -> np.ndarray:
 
 
 def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.ndarray:
-    """Write COMPUTE_TASK_INFO, then keep of the compute tasks only their keys and block counts. Returns the globalTaskIds that count as compute in
-    OVERLAP_ANALYSIS (AI CPU and AIV kernels do not)."""
+    """Write COMPUTE_TASK_INFO, then keep of the compute tasks only their keys and block counts.
+    Returns the globalTaskIds that count as compute in OVERLAP_ANALYSIS (AI CPU and AIV kernels
+    do not)."""
     c = host.compute
     if c.empty:
         return np.zeros(0, np.int64)
@@ -1276,8 +1278,8 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List
 
     if not tasks.empty:
         view = _frame({"deviceId": tasks["deviceId"].to_numpy(), "startNs": tasks["start_ns"].to_numpy(),
-                             "endNs": tasks["end_ns"].to_numpy(), "globalTaskId": task_gid,
-                             "taskTypeName": host_type})
+                       "endNs": tasks["end_ns"].to_numpy(), "globalTaskId": task_gid,
+                       "taskTypeName": host_type})
         del tasks
         put("OVERLAP_ANALYSIS", overlap_rows(view, overlap_gids))
         del view
@@ -1289,8 +1291,8 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List
         st = dev.step
         if st is not None and len(st["syscnt"]):
             steps.append(_frame({"deviceId": dev.device_id, "timestampNs": dev.clock.to_ns(st["syscnt"]),
-                                       "indexId": st["index_id"], "modelId": st["model_id"],
-                                       "streamId": st["stream_id"], "taskId": st["task_id"], "tagId": st["tag_id"]}))
+                                 "indexId": st["index_id"], "modelId": st["model_id"],
+                                 "streamId": st["stream_id"], "taskId": st["task_id"], "tagId": st["tag_id"]}))
     if steps:
         put("KIT_STEP_TRACE", pd.concat(steps, ignore_index=True))
     put("STRING_IDS", strings.frame())
@@ -1307,9 +1309,9 @@ def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, D
     put("HOST_INFO", _frame({"hostUid": [host_uid or "0"], "hostName": [host_name]}))
     if coll.devices:
         put("NPU_INFO", _frame({"id": [rd.device_id for rd in coll.devices],
-                                      "name": [NPU_NAMES.get(chip.platform, "Unknown")] * len(coll.devices)}))
+                                "name": [NPU_NAMES.get(chip.platform, "Unknown")] * len(coll.devices)}))
         put("RANK_DEVICE_MAP", _frame({"rankId": [-1] * len(coll.devices),
-                                             "deviceId": [rd.device_id for rd in coll.devices]}))
+                                       "deviceId": [rd.device_id for rd in coll.devices]}))
     else:
         put("NPU_INFO", _frame({"id": [-1], "name": ["UNKNOWN"]}))
         put("RANK_DEVICE_MAP", _frame({"rankId": [-1], "deviceId": [-1]}))

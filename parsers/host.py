@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import records as R
-from .stream import Issue, Piece, RecordStream, concat_parts, decode_stream, read_chunks
+from .stream import Issue, Piece, RecordStream, Filling, decode_stream, read_chunks
 
 Columns = Dict[str, np.ndarray]
 
@@ -37,15 +37,18 @@ def _host_valid(arr: np.ndarray) -> np.ndarray:
 _EXPECT = f"without magic 0x{R.HOST_MAGIC:04X} and a known level"
 
 
-def columns(arr: np.ndarray) -> Columns:
-    """Plain column arrays of a structured array (copies, so the source buffer can be freed)."""
-    return {name: np.ascontiguousarray(arr[name]) for name in arr.dtype.names or ()}
+def columns(arr: np.ndarray, names: Optional[Sequence[str]] = None) -> Columns:
+    """Plain column arrays of a structured array (copies, so the source buffer can be freed): all
+    its fields, or `names`."""
+    return {name: np.ascontiguousarray(arr[name]) for name in (arr.dtype.names or () if names is None else names)}
 
 
-def _api_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
-    cols = columns(arr)
-    cols["is_event"] = cols["end"] == np.uint64(R.EVENT_FLAG)
-    cols["offset"] = offsets
+def _api_columns(arr: np.ndarray, offsets: np.ndarray, fields: Optional[Sequence[str]] = None) -> Columns:
+    """The records' fields (only `fields` when given, then without `offset`) and `is_event`."""
+    cols = columns(arr, fields)
+    cols["is_event"] = arr["end"] == np.uint64(R.EVENT_FLAG)
+    if fields is None:
+        cols["offset"] = offsets
     return cols
 
 
@@ -59,14 +62,8 @@ def read_api_event(paths: Sequence[str], fields: Optional[Sequence[str]] = None)
     """decode_api_event of the files `paths` (one stream), read a chunk at a time; of the
     record's own fields only `fields` when given (`is_event` always)."""
     stream = RecordStream(R.API_EVENT, paths, _host_valid, _EXPECT)
-
-    def convert(arr: np.ndarray, offsets: np.ndarray) -> Columns:
-        if fields is None:
-            return _api_columns(arr, offsets)
-        cols = {name: np.ascontiguousarray(arr[name]) for name in fields}
-        cols["is_event"] = arr["end"] == np.uint64(R.EVENT_FLAG)
-        return cols
-    return read_chunks(stream, convert), stream.issues  # type: ignore[return-value]
+    return read_chunks(stream, lambda arr, offsets: _api_columns(arr, offsets, fields)), \
+        stream.issues  # type: ignore[return-value]
 
 
 def _compact_columns(kind: str, arr: np.ndarray, offsets: np.ndarray) -> Columns:
@@ -281,7 +278,7 @@ def read_tensors(paths: Sequence[str]) -> Optional[Tuple[Columns, np.ndarray, np
     stream = RecordStream(R.TENSOR_INFO, paths, _host_valid, _EXPECT)
     known = np.zeros(0, dtype=np.uint64)      # hashes of the payloads seen, sorted
     reps = np.zeros(0, dtype=R.TENSOR_INFO.dtype)  # a record of each, in the order of `known`
-    parts = []
+    keys: Optional[Filling] = None
     for arr, _ in stream.chunks():
         records = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), R.TENSOR_INFO.size)
         h = _row_hash(records, start=32)
@@ -297,13 +294,15 @@ def read_tensors(paths: Sequence[str]) -> Optional[Tuple[Columns, np.ndarray, np
         rep_bytes = reps.view(np.uint8).reshape(len(reps), R.TENSOR_INFO.size)
         if not np.array_equal(records[:, 32:], rep_bytes[np.searchsorted(known, h), 32:]):
             return None
-        parts.append({"op_name": arr["op_name"].copy(), "timestamp": arr["timestamp"].copy(),
-                      "thread_id": arr["thread_id"].copy(), "hash": h})
-    if not parts:
+        part = {"op_name": arr["op_name"], "timestamp": arr["timestamp"], "thread_id": arr["thread_id"], "hash": h}
+        if keys is None:
+            keys = Filling(part, stream.count)
+        keys.add(part)
+    if keys is None:
         empty = {"thread_id": np.zeros(0, np.uint32), "timestamp": np.zeros(0, np.uint64)}
         group, text_row, table = render_tensors(np.zeros(0, dtype=R.TENSOR_INFO.dtype))
         return empty, group, text_row, table, stream.issues
-    cols = concat_parts(parts)
+    cols = keys.columns()
     inverse = np.searchsorted(known, cols.pop("hash"))  # known is every distinct hash, sorted
     rendered = [_render_payload(r) for r in reps]
     group, text_row, table = _tensor_table(cols.pop("op_name"), cols["timestamp"], cols["thread_id"], inverse,

@@ -49,27 +49,6 @@ def locate(pieces: Sequence[Piece], offset: int) -> Tuple[str, int]:
 Validity = Callable[[np.ndarray], np.ndarray]
 
 
-def _choose_alignment(buf: np.ndarray, record: Record, valid: Optional[Validity]) -> int:
-    """Bytes to skip at the start so that whole records remain.
-
-    The reference always drops `len % size` leading bytes (a collection aged from its
-    start). A collection cut at its end instead (an interrupted write) keeps its records
-    aligned at offset 0. Where a validity check exists, take the alignment that keeps
-    more valid records; on a tie follow the reference.
-    """
-    rest = len(buf) % record.size
-    if rest == 0:
-        return 0
-    if valid is None:
-        return rest
-    scores = []
-    for lead in (rest, 0):
-        count = (len(buf) - lead) // record.size
-        view = buf[lead:lead + count * record.size].view(record.dtype)
-        scores.append(int(np.count_nonzero(valid(view))))
-    return rest if scores[0] >= scores[1] else 0
-
-
 def decode_stream(record: Record, buf: np.ndarray, pieces: Sequence[Piece],
                   valid: Optional[Validity] = None,
                   expected: str = "") -> Tuple[np.ndarray, np.ndarray, List[Issue]]:
@@ -80,31 +59,10 @@ def decode_stream(record: Record, buf: np.ndarray, pieces: Sequence[Piece],
     one by one, each reported with its file and offset. `expected` describes what a
     valid record looks like, for the issue text.
     """
-    issues: List[Issue] = []
-    lead = _choose_alignment(buf, record, valid)
-    count = (len(buf) - lead) // record.size
-    tail = len(buf) - lead - count * record.size
-    if lead:
-        path, off = locate(pieces, 0)
-        issues.append(Issue(path, off, f"{lead} leading bytes do not make a whole {record.size}-byte "
-                                        f"{record.name} record; skipped"))
-    if tail:
-        path, off = locate(pieces, lead + count * record.size)
-        issues.append(Issue(path, off, f"truncated {record.name} record: {tail} of {record.size} bytes; dropped"))
-    arr = buf[lead:lead + count * record.size].view(record.dtype)
-    offsets = lead + np.arange(count, dtype=np.int64) * record.size
-    if valid is not None and count:
-        mask = valid(arr)
-        bad = np.flatnonzero(~mask)
-        for i in bad[:20]:
-            path, off = locate(pieces, int(offsets[i]))
-            issues.append(Issue(path, off, f"{record.name} record {expected}; dropped"))
-        if len(bad) > 20:
-            issues.append(Issue(pieces[0].path if pieces else "", 0,
-                                f"{len(bad) - 20} more {record.name} records fail the same check; dropped"))
-        if len(bad):
-            arr, offsets = arr[mask], offsets[mask]
-    return arr, offsets, issues
+    stream = RecordStream(record, (), valid, expected, buffer=buf, pieces=pieces)
+    chunks = list(stream.chunks())  # the whole buffer is one chunk, or none when it holds no record
+    arr, offsets = chunks[0] if chunks else (np.zeros(0, dtype=record.dtype), np.zeros(0, dtype=np.int64))
+    return arr, offsets, stream.issues
 
 
 def read_stream(paths: Sequence[str]) -> Tuple[np.ndarray, List[Piece]]:
@@ -144,26 +102,36 @@ CHUNK_BYTES = 32 << 20  # bytes of a stream read at a time by RecordStream
 
 
 class RecordStream:
-    """The records of a stream of slice files, read and validated a chunk at a time.
+    """The records of a stream of slice files, read and validated a chunk at a time: whole
+    records at the stream's alignment (`lead` bytes skipped), with their byte offsets, and the
+    issues (`issues`, complete once `chunks()` has been iterated to its end).
 
-    What `decode_stream(record, *read_stream(paths), valid, expected)` returns, without the whole
-    stream in memory: the same alignment, the same records and offsets (in pieces, by
-    `chunks()`), the same issues in the same order (`issues`, complete once `chunks()` has been
-    iterated to its end). File sizes are taken when the stream is opened; bytes appended to a
-    slice afterwards are not read.
+    The alignment: the reference always drops `size % record size` leading bytes (a collection
+    aged from its start). A collection cut at its end instead (an interrupted write) keeps its
+    records aligned at offset 0. Where a validity check exists, the alignment that keeps more
+    valid records wins; on a tie, the reference's.
+
+    File sizes are taken when the stream is opened; bytes appended to a slice afterwards are not
+    read. `buffer` (with its `pieces`) decodes bytes already in memory instead (decode_stream).
     """
 
     def __init__(self, record: Record, paths: Sequence[str], valid: Optional[Validity] = None,
-                 expected: str = "", chunk_bytes: Optional[int] = None) -> None:
+                 expected: str = "", chunk_bytes: Optional[int] = None, buffer: Optional[np.ndarray] = None,
+                 pieces: Sequence[Piece] = ()) -> None:
         self.record, self.valid, self.expected = record, valid, expected
-        self.pieces: List[Piece] = []
-        start = 0
-        for path in paths:
-            size = os.path.getsize(path)
-            self.pieces.append(Piece(path, start, size))
-            start += size
-        self.size = start
-        self.per_chunk = max(1, (CHUNK_BYTES if chunk_bytes is None else chunk_bytes) // record.size)
+        self.buffer = buffer
+        self.pieces: List[Piece] = list(pieces)
+        if buffer is None:
+            start = 0
+            for path in paths:
+                size = os.path.getsize(path)
+                self.pieces.append(Piece(path, start, size))
+                start += size
+            self.size = start
+        else:
+            self.size = len(buffer)
+        chunk = len(buffer) if buffer is not None else CHUNK_BYTES if chunk_bytes is None else chunk_bytes
+        self.per_chunk = max(1, chunk // record.size)
         self.issues: List[Issue] = []
         self.lead = self._alignment()
         self.count = (self.size - self.lead) // record.size
@@ -178,7 +146,10 @@ class RecordStream:
                                                 f"dropped"))
 
     def read(self, start: int, length: int) -> np.ndarray:
-        """Bytes [start, start + length) of the stream, across slice files."""
+        """Bytes [start, start + length) of the stream, across slice files (a view of `buffer`
+        when the stream is in memory)."""
+        if self.buffer is not None:
+            return self.buffer[start:start + length]
         out = np.empty(length, dtype=np.uint8)
         at = 0
         for piece in self.pieces:
@@ -203,7 +174,7 @@ class RecordStream:
             yield first, buf.view(self.record.dtype)
 
     def _alignment(self) -> int:
-        """As _choose_alignment over the whole stream, counting valid records chunk by chunk."""
+        """Bytes to skip at the start (see the class), valid records counted chunk by chunk."""
         rest = self.size % self.record.size
         if rest == 0:
             return 0
@@ -214,8 +185,9 @@ class RecordStream:
 
     def chunks(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
         """(valid records, their byte offsets in the stream) a chunk at a time, in stream order.
-        Each chunk is a new array; records failing `valid` are reported in `issues` as
-        decode_stream reports them."""
+        Each chunk is a new array (a view of `buffer` where nothing is dropped). Records failing
+        `valid` are dropped one by one: the first 20 each reported with their file and offset,
+        the rest counted in one more issue."""
         name = self.record.name
         bad_total = 0
         for first, arr in self._records(self.lead):
@@ -235,25 +207,6 @@ class RecordStream:
                                      f"{bad_total - 20} more {name} records fail the same check; dropped"))
 
 
-def concat_parts(parts: list) -> object:
-    """Join the per-chunk results of a decoder (dicts of column arrays, tuples or dicts of them)
-    end to end, a column at a time, dropping each column's pieces once joined (so the peak is
-    the result plus one column). `parts` must hold at least one result; it is emptied."""
-    head = parts[0]
-    if isinstance(head, tuple):
-        out = tuple(concat_parts([p[i] for p in parts]) for i in range(len(head)))
-    elif isinstance(head, dict) and head and all(isinstance(v, dict) for v in head.values()):
-        out = {k: concat_parts([p[k] for p in parts]) for k in head}
-    else:
-        out = {}
-        for key in list(head):
-            out[key] = np.concatenate([p[key] for p in parts]) if len(parts) > 1 else head[key]
-            for p in parts:
-                del p[key]
-    parts.clear()
-    return out
-
-
 def read_chunks(stream: RecordStream, convert: Callable[[np.ndarray, np.ndarray], object]) -> object:
     """convert(records, offsets) of each chunk of `stream`, joined end to end (convert of no
     records where the stream has none). `convert` gives a dict of column arrays, or a tuple of
@@ -267,7 +220,7 @@ def read_chunks(stream: RecordStream, convert: Callable[[np.ndarray, np.ndarray]
         several = isinstance(part, tuple)
         leaves = list(part) if several else [part]
         if out is None:
-            out = [_Filling(leaf, stream.count) for leaf in leaves]
+            out = [Filling(leaf, stream.count) for leaf in leaves]
         for filling, leaf in zip(out, leaves):
             filling.add(leaf)
         del part, leaves
@@ -277,7 +230,7 @@ def read_chunks(stream: RecordStream, convert: Callable[[np.ndarray, np.ndarray]
     return tuple(done) if several else done[0]
 
 
-class _Filling:
+class Filling:
     """Columns of up to `rows` rows, filled a part at a time."""
 
     def __init__(self, first: Dict[str, np.ndarray], rows: int) -> None:
