@@ -65,6 +65,25 @@ class SortedKeys:
         return pos
 
 
+def packed_key(keys: Sequence[np.ndarray]) -> Optional[np.ndarray]:
+    """One int64 per row of several integer key columns, equal where all of them are (each column
+    shifted to start at 0 and given the bits its range needs), or None when they need more than
+    63 bits together."""
+    code = np.zeros(len(keys[0]), dtype=np.int64)
+    bits = 0
+    for key in keys:
+        if not len(key):
+            continue
+        lo, hi = int(key.min()), int(key.max())
+        width = (hi - lo).bit_length()
+        bits += width
+        if bits > 63:
+            return None
+        code <<= width
+        code |= key.astype(np.int64) - lo
+    return code
+
+
 def group_ids(keys: Sequence[np.ndarray]) -> np.ndarray:
     """A dense group number per row of several integer key columns (equal keys, equal numbers)."""
     code = np.zeros(len(keys[0]), dtype=np.int64)

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from . import pages, schema
+from .arrays import ascending
 from .build import CodedTexts, build, text_codes
 from .job import build_job
 from .errors import Diagnostics, StoreError
@@ -31,6 +32,7 @@ BATCH_ROWS = 50_000
 ROWS_PER_INSERT = 200
 PMU_CHUNK = 100_000
 TEMP_CACHE_KIB = 64 * 1024  # page cache of the temporary wide PMU table
+RUN_GAP = 1 << 16  # rows between two wanted rows of a column beyond which they are read apart
 Table = Union[pd.DataFrame, Dict[str, Union[np.ndarray, CodedTexts]]]
 
 
@@ -119,6 +121,35 @@ class StoredColumns:
         else:
             blob = blob_slice(self.conn, rowid, lo * dtype.itemsize, (hi - lo) * dtype.itemsize)
         return np.frombuffer(blob, dtype=dtype)
+
+    def take(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """A column at these rows (any order, repeats allowed), as stored. Rows lying close together
+        are read as one range (RUN_GAP); many rows, or rows spread over the whole table, read the
+        column whole."""
+        rows = np.asarray(rows, dtype=np.int64)
+        dtype = self.where[name][1]
+        if len(rows) * 4 >= len(self):
+            return self.read(name)[rows]
+        out = np.empty(len(rows), dtype=dtype)
+        if not len(rows):
+            return out
+        order = None if ascending(rows) else np.argsort(rows, kind="stable")
+        ordered = rows if order is None else rows[order]
+        cuts = np.flatnonzero(np.diff(ordered) > RUN_GAP) + 1
+        for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(rows)].tolist()):
+            lo = int(ordered[a])
+            values = self.read(name, lo, int(ordered[b - 1]) + 1)[ordered[a:b] - lo]
+            if order is None:
+                out[a:b] = values
+            else:
+                out[order[a:b]] = values
+        return out
+
+    def on(self, conn: sqlite3.Connection) -> "StoredColumns":
+        """The same table over another connection (a forked child's)."""
+        other = StoredColumns.__new__(StoredColumns)
+        other.conn, other.table, other.where = conn, self.table, self.where
+        return other
 
     def labels(self, name: str) -> Optional[np.ndarray]:
         """The distinct texts of a text column (None for a numeric one)."""

@@ -20,3 +20,25 @@ def test_sorted_keys_find_the_first_equal_key(keys):
     wanted = [4, 9, 2, -3, 2 ** 40, 0]
     expect = [keys.index(w) if w in keys else -1 for w in wanted]
     assert arrays.SortedKeys(np.array(keys, dtype=np.int64)).find(np.array(wanted)).tolist() == expect
+
+
+@pytest.mark.parametrize("columns", [
+    [[0, 1, 1, 0, 1], [7, 7, 8, 7, 7]],
+    [[-5, 3, -5, 3], [2 ** 20, 0, 2 ** 20, 1], [1, 1, 1, 1]],
+    [[2 ** 40, 0, 2 ** 40], [2 ** 30, 2 ** 30, 0]],  # 71 bits: no packed key
+    [[], []],
+])
+def test_packed_keys_are_equal_where_the_rows_are(columns):
+    keys = [np.array(c, dtype=np.int64) for c in columns]
+    packed = arrays.packed_key(keys)
+    rows = list(zip(*columns))
+    if sum((max(c) - min(c)).bit_length() for c in columns if c) > 63:
+        assert packed is None
+        return
+    assert len(packed) == len(rows) and (packed >= 0).all()
+    for i in range(len(rows)):
+        for j in range(len(rows)):
+            assert (packed[i] == packed[j]) == (rows[i] == rows[j])
+    # the groups agree with group_ids'
+    groups = arrays.group_ids(keys) if rows else np.zeros(0, np.int64)
+    assert len(set(zip(groups.tolist(), packed.tolist()))) == len(set(rows))

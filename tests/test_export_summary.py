@@ -15,6 +15,7 @@ import pytest
 
 from conftest import COMPARE, DEGRADED_CASES, GOLDEN, INTACT_CASES, copy_input, needs_shared, run
 
+from msprof_kit import store
 from msprof_kit.exporters import summary as S
 
 KINDS = "op_summary,op_statistic,api_statistic,task_time"
@@ -269,12 +270,55 @@ def _files(prof: str) -> dict:
                          + [("910b_steps", ("--model-id", "1", "--iteration-id", "3")),
                             ("310p_hwts", ("--format", "json"))])
 def test_blocks_of_a_few_rows_write_the_same_files(case, extra, tmp_path, capsys, monkeypatch):
-    """Per-task summaries are built BLOCK_ROWS rows at a time and api_statistic reads CANN_API
-    API_BLOCK rows at a time: with blocks of a few rows (wait times, first rows and sums crossing
-    block edges) every file is byte for byte the one-block export."""
+    """Per-task summaries are built BLOCK_ROWS rows at a time, tasks are selected and op_statistic
+    grouped TASK_BLOCK tasks at a time, columns are read at a block's rows by runs of rows at most
+    RUN_GAP apart, and api_statistic reads CANN_API API_BLOCK rows at a time: with blocks of a few
+    rows (wait times, first rows, groups and sums crossing block edges) every file is byte for byte
+    the one-block export."""
     whole = _files(export_summary(case, tmp_path / "whole", capsys, *extra))
     assert whole
+    monkeypatch.setattr(S, "TASK_BLOCK", 4)
+    monkeypatch.setattr(store, "RUN_GAP", 2)
     monkeypatch.setattr(S, "BLOCK_ROWS", 7)
     monkeypatch.setattr(S, "API_BLOCK", 5)
     monkeypatch.setattr(S, "CHUNK_ROWS", 3)
     assert _files(export_summary(case, tmp_path / "blocks", capsys, *extra)) == whole
+
+
+def _task_time_keep_by_rows(device, stream, task, batch, ctx_id):
+    """task_time's rule, group by group in plain Python."""
+    groups = {}
+    for i, key in enumerate(zip(device, stream, task, batch)):
+        groups.setdefault(key, []).append(i)
+    keep = [True] * len(ctx_id)
+    for rows in groups.values():
+        ctxs = [ctx_id[i] for i in rows]
+        if len(rows) == 1:
+            continue
+        if any(c not in (0, S.INVALID_CONTEXT) for c in ctxs):
+            for i in rows:
+                keep[i] = False
+        elif 0 in ctxs:
+            for i in rows:
+                keep[i] = ctx_id[i] == 0
+    return keep
+
+
+@pytest.mark.parametrize("seed, wide", [(0, False), (1, False), (2, True)])
+def test_task_time_keep_equals_the_rule_group_by_group(seed, wide):
+    """Only the groups holding a task with a context id are grouped; the rest stay. The same
+    keep as the rule applied to every group, with a packed key and (wide batch ids, more than 63
+    bits of key) without."""
+    rng = np.random.default_rng(seed)
+    n = 3000
+    device = rng.integers(0, 2, n)
+    stream = rng.integers(0, 4, n)
+    task = rng.integers(0, 60, n)
+    batch = rng.integers(-1, 2, n) * (2 ** 61 if wide else 1)
+    ctx_id = rng.choice([S.INVALID_CONTEXT] * 6 + [0, 0, 1, 5], n).astype(np.int64)
+    got = S._task_time_keep(device, stream, task, batch, ctx_id)
+    want = _task_time_keep_by_rows(device.tolist(), stream.tolist(), task.tolist(), batch.tolist(), ctx_id.tolist())
+    assert got.tolist() == want
+    assert 0 < got.sum() < n
+    none_marked = np.full(n, S.INVALID_CONTEXT, dtype=np.int64)
+    assert S._task_time_keep(device, stream, task, batch, none_marked).all()

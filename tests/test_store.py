@@ -81,6 +81,24 @@ def test_blob_slices_read_the_same_with_and_without_blobopen(tmp_path):
     conn.close()
 
 
+@pytest.mark.parametrize("gap", [1, 3, 1 << 16])
+def test_stored_columns_take_rows_in_any_order(tmp_path, monkeypatch, gap):
+    """`take` reads the runs of wanted rows apart (RUN_GAP): rows in order, shuffled, repeated,
+    none, and the many-rows path that reads the column whole all give values[rows]."""
+    monkeypatch.setattr(store, "RUN_GAP", gap)
+    conn = sqlite3.connect(str(tmp_path / "t.db"))
+    conn.execute("CREATE TABLE KIT_COLUMNS (tableName, name, dtype, data BLOB, labels)")
+    values = (np.arange(1000, dtype="<i4") * 7 - 3000)
+    conn.execute("INSERT INTO KIT_COLUMNS VALUES ('T', 'c', '<i4', ?, NULL)", (values.tobytes(),))
+    cols = store.StoredColumns(conn, "T")
+    rng = np.random.default_rng(gap)
+    for rows in (np.array([], dtype=np.int64), np.array([999]), np.arange(10, 40), np.array([5, 6, 500, 501, 990]),
+                 rng.permutation(1000)[:200], np.array([40, 3, 3, 700, 41, 3]), rng.integers(0, 1000, 600)):
+        got = cols.take("c", rows)
+        assert got.dtype == values.dtype and got.tolist() == values[rows].tolist(), rows
+    conn.close()
+
+
 def test_a_failure_in_the_background_writer_reaches_the_caller(tmp_path):
     """The import's writer hands tables to a thread; a table that cannot be written (a repeated
     INTEGER PRIMARY KEY) fails the whole store, with the store error, and leaves no file."""

@@ -135,6 +135,14 @@ class ExportContext:
         """`columns`, widened to int64."""
         return {n: v.astype(np.int64, copy=False) for n, v in self.columns(table, names).items()}
 
+    def reader(self, table: str, names: Sequence[str]) -> "RowReader":
+        """Columns of an all-integer unified table to be read at chosen rows (see RowReader)."""
+        mirror = self.stored(table) if self.has(table) and self.has("KIT_COLUMNS") else None
+        if mirror is not None and all(n in mirror for n in names):
+            return RowReader(len(mirror), mirror=mirror)
+        whole = self.columns(table, names)
+        return RowReader(len(whole[names[0]]) if names else 0, whole=whole)
+
     def blocks(self, table: str, names: Sequence[str], size: int) -> Iterator[Tuple[int, int, Dict[str, np.ndarray]]]:
         """`ints` of an all-integer unified table `size` rows at a time: (first row, end row, the
         columns of those rows). Read by row range from the mirror; a store without one is read
@@ -156,6 +164,36 @@ class ExportContext:
         path = os.path.join(self.out_dir, name)
         self.written.append(path)
         return path
+
+
+@dataclass
+class RowReader:
+    """Columns of a table read at chosen rows, as stored (narrowest integer types): from the
+    column-wise mirror by the row ranges asked for, so that only those are loaded, or from whole
+    columns held in memory (a store written before the mirrors were kept)."""
+    n_rows: int
+    mirror: Optional[store.StoredColumns] = None
+    whole: Optional[Dict[str, np.ndarray]] = None
+
+    def __len__(self) -> int:
+        return self.n_rows
+
+    def read(self, name: str, rows: Optional[np.ndarray] = None) -> np.ndarray:
+        """A column whole (rows None) or at these rows (any order)."""
+        if self.mirror is None:
+            values = self.whole[name]
+            return values if rows is None else values[rows]
+        return self.mirror.read(name) if rows is None else self.mirror.take(name, rows)
+
+    def span(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """Rows lo:hi of a column."""
+        if self.mirror is None:
+            return self.whole[name][lo:hi]
+        return self.mirror.read(name, lo, hi)
+
+    def on(self, ctx: "ExportContext") -> "RowReader":
+        """The same columns read through another context's connection (a forked child's)."""
+        return self if self.mirror is None else RowReader(self.n_rows, mirror=self.mirror.on(ctx.conn))
 
 
 def open_context(collection_path: str, scope: Optional[Scope] = None, stamp: Optional[str] = None) -> ExportContext:

@@ -21,6 +21,7 @@ per device (the C++ path drops tasks whose stream and task id repeat on another 
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import glob
 import json
@@ -36,8 +37,8 @@ from numpy.dtypes import StringDType
 from .. import native_impl
 from ..forked import Forked, can_fork
 from ..native_impl import Slot, fixed_slot, format_rows, int_slot, overlay, text_slot, text_table, trim_slot
-from ..arrays import SortedKeys, group_ids
-from .context import ExportContext
+from ..arrays import SortedKeys, ascending, distinct, group_ids, in_sorted, packed_key
+from .context import ExportContext, RowReader
 
 NA = "N/A"
 CSV_LIMIT = 1_000_000          # data rows per CSV file (outputs.md §2.1)
@@ -456,20 +457,25 @@ INFO_COLUMNS = ("name", "blockNum", "mixBlockNum", "taskType", "opType", "inputF
                 "inputShapes", "outputFormats", "outputDataTypes", "outputShapes", "opState", "hf32Eligible")
 
 
+TASK_BLOCK = 1 << 20  # tasks whose columns are read at a time to select and group them
+
+Where = Union[None, slice, np.ndarray]  # all tasks, a range of them, or some positions
+
+
 @dataclass
 class Tasks:
-    """Device tasks in scope, in TASK order, with their host descriptions. Columns stay as the
-    store keeps them (the narrowest integer type); `col` and `info_ids` widen what they are asked
-    for, whole or at some positions.
+    """Device tasks in scope, in TASK order, with their host descriptions. Their columns stay in
+    the store: `col` and `info_ids` read what they are asked for (all tasks, a range or some
+    positions), widened to int64, so that an export holds a block of tasks at a time.
 
-    `cols`: TASK_COLUMNS (times in local ns, taskType a STRING_IDS id); `row`: each task's position
+    `task`: TASK_COLUMNS (times in local ns, taskType a STRING_IDS id); `row`: each task's position
     in TASK (None: every TASK row, in order); `iteration`: in a graph export, the iteration each
     task is exported for; `info`: COMPUTE_TASK_INFO's columns (STRING_IDS ids; None without the
     table) and `info_pos`: the position of each task's row in them (-1: none)."""
-    cols: Dict[str, np.ndarray]
+    task: RowReader
     row: Optional[np.ndarray]
     iteration: Optional[np.ndarray]
-    info: Optional[Dict[str, np.ndarray]]
+    info: Optional[RowReader]
     info_pos: np.ndarray
     strings: np.ndarray
     stored: int  # rows of TASK (in scope or not)
@@ -477,29 +483,52 @@ class Tasks:
     def __len__(self) -> int:
         return len(self.info_pos)
 
-    @property
-    def has_info(self) -> np.ndarray:
-        return self.info_pos >= 0
+    def on(self, ctx: ExportContext) -> "Tasks":
+        """These tasks read through another context's connection (a forked child's)."""
+        return dataclasses.replace(self, task=self.task.on(ctx), info=self.info.on(ctx) if self.info else None)
 
-    def rows(self, at: Optional[np.ndarray] = None) -> np.ndarray:
+    def spans(self) -> Iterator[slice]:
+        """The tasks TASK_BLOCK at a time, as ranges of positions."""
+        size = TASK_BLOCK
+        for lo in range(0, len(self), size):
+            yield slice(lo, min(len(self), lo + size))
+
+    def has_info(self, at: Where = None) -> np.ndarray:
+        return (self.info_pos if at is None else self.info_pos[at]) >= 0
+
+    def rows(self, at: Where = None) -> np.ndarray:
         """TASK row positions of the tasks (at these positions)."""
         if self.row is None:
-            return np.arange(len(self), dtype=np.int64) if at is None else np.asarray(at, dtype=np.int64)
+            if at is None:
+                return np.arange(len(self), dtype=np.int64)
+            return np.arange(at.start, at.stop, dtype=np.int64) if isinstance(at, slice) \
+                else np.asarray(at, dtype=np.int64)
         return self.row if at is None else self.row[at]
 
-    def col(self, name: str, at: Optional[np.ndarray] = None) -> np.ndarray:
-        """A TASK column as int64, whole or at these positions."""
-        values = self.cols[name]
-        return (values if at is None else values[at]).astype(np.int64, copy=False)
+    def stored_col(self, name: str) -> np.ndarray:
+        """A TASK column of all the tasks, as stored (the narrowest integer type)."""
+        return self.task.read(name) if self.row is None else self.task.read(name, self.row)
 
-    def info_ids(self, name: str, at: Optional[np.ndarray] = None) -> np.ndarray:
+    def col(self, name: str, at: Where = None) -> np.ndarray:
+        """A TASK column as int64, whole or at these positions."""
+        if at is None:
+            values = self.stored_col(name)
+        elif self.row is not None:
+            values = self.task.read(name, self.rows(at))
+        elif isinstance(at, slice):
+            values = self.task.span(name, at.start, at.stop)
+        else:
+            values = self.task.read(name, at)
+        return values.astype(np.int64, copy=False)
+
+    def info_ids(self, name: str, at: Where = None) -> np.ndarray:
         """A COMPUTE_TASK_INFO column per task as int64 (-1 where the task has no row)."""
         pos = self.info_pos if at is None else self.info_pos[at]
-        if self.info is None:
-            return np.full(len(pos), -1, dtype=np.int64)
-        values = self.info[name][np.maximum(pos, 0)].astype(np.int64)
-        values[pos < 0] = -1
-        return values
+        out = np.full(len(pos), -1, dtype=np.int64)
+        if self.info is not None:
+            found = pos >= 0
+            out[found] = self.info.read(name, pos[found])
+        return out
 
     def text(self, ids: np.ndarray) -> np.ndarray:
         """Strings of STRING_IDS ids (N/A for -1)."""
@@ -540,33 +569,38 @@ def load_tasks(ctx: ExportContext, strings: np.ndarray) -> Optional[Tasks]:
     """The device tasks in scope with their host descriptions, or None."""
     if not ctx.has("TASK"):
         return None
-    cols = ctx.columns("TASK", TASK_COLUMNS)
-    if not len(cols["startNs"]):
+    task = ctx.reader("TASK", TASK_COLUMNS)
+    if not len(task):
         return None
-    stored = len(cols["startNs"])
     row, iteration = None, None
     if not ctx.scope.all_export:
-        dev, start, end = (cols[c].astype(np.int64) for c in ("deviceId", "startNs", "endNs"))
+        dev, start, end = (task.read(c).astype(np.int64) for c in ("deviceId", "startNs", "endNs"))
         row = np.flatnonzero(_in_windows(ctx, dev, start, end))
         if not len(row):
             return None
-        cols = {k: v[row] for k, v in cols.items()}
         iteration = _iteration_of(ctx, dev[row], start[row], end[row])
-    info, info_pos = _task_info(ctx, cols["globalTaskId"].astype(np.int64, copy=False))
-    return Tasks(cols, row, iteration, info, info_pos, strings, stored)
+    info, info_pos = _task_info(ctx, task, row)
+    return Tasks(task, row, iteration, info, info_pos, strings, len(task))
 
 
-def _task_info(ctx: ExportContext, gtid: np.ndarray) -> Tuple[Optional[Dict[str, np.ndarray]], np.ndarray]:
-    """COMPUTE_TASK_INFO's columns as stored, and the position of each task's row in them (-1:
-    none; of several rows with its globalTaskId, the first)."""
-    none = np.full(len(gtid), -1, dtype=np.int64)
+def _task_info(ctx: ExportContext, task: RowReader, row: Optional[np.ndarray]
+               ) -> Tuple[Optional[RowReader], np.ndarray]:
+    """COMPUTE_TASK_INFO's columns, and the position of each task's row in them (-1: none; of
+    several rows with its globalTaskId, the first)."""
+    n = len(task) if row is None else len(row)
     if not ctx.has("COMPUTE_TASK_INFO"):
-        return None, none
-    cti = ctx.columns("COMPUTE_TASK_INFO", ("globalTaskId",) + INFO_COLUMNS)
-    keys = cti.pop("globalTaskId")
+        return None, np.full(n, -1, dtype=np.int64)
+    keys = ctx.columns("COMPUTE_TASK_INFO", ("globalTaskId",))["globalTaskId"]
     if not len(keys):
-        return None, none
-    return cti, SortedKeys(keys).find(gtid)
+        return None, np.full(n, -1, dtype=np.int64)
+    found = SortedKeys(keys)
+    del keys
+    pos = np.empty(n, dtype=np.int64)
+    for lo in range(0, n, TASK_BLOCK):
+        hi = min(n, lo + TASK_BLOCK)
+        gtid = task.span("globalTaskId", lo, hi) if row is None else task.read("globalTaskId", row[lo:hi])
+        pos[lo:hi] = found.find(gtid)
+    return ctx.reader("COMPUTE_TASK_INFO", INFO_COLUMNS), pos
 
 
 class PmuReader:
@@ -626,11 +660,28 @@ def _graph_mode(ctx: ExportContext) -> bool:
     return not ctx.scope.all_export
 
 
-def _of_model(ctx: ExportContext, tasks: Tasks) -> np.ndarray:
+def _of_model(ctx: ExportContext, tasks: Tasks, at: Where = None) -> np.ndarray:
     """op_summary and op_statistic of a graph export cover the exported model's tasks only."""
     if ctx.scope.all_export:
-        return np.ones(len(tasks), dtype=bool)
-    return tasks.col("modelId") == ctx.scope.model_id
+        return np.ones(len(tasks.info_pos if at is None else tasks.info_pos[at]), dtype=bool)
+    return tasks.col("modelId", at) == ctx.scope.model_id
+
+
+def _ordered(tasks: Tasks, idx: np.ndarray, by_device: bool) -> np.ndarray:
+    """Task positions ordered by start time (stably), first by device in device text order when
+    `by_device`; left as they are when they are in that order already (TASK is kept by device and
+    start)."""
+    start = tasks.col("startNs", idx)
+    keys = [start]
+    if by_device:
+        rank = _device_rank(tasks.col("deviceId", idx))
+        step = np.diff(rank)
+        if (step >= 0).all() and ((step > 0) | (np.diff(start) >= 0)).all():
+            return idx
+        keys.append(rank)
+    elif ascending(start):
+        return idx
+    return idx[np.lexsort(keys)]
 
 
 def _model_table(ctx: ExportContext) -> Dict[int, str]:
@@ -804,25 +855,22 @@ def op_summary_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional
     """One row per device task that has a host compute description (§4.2), by device and start."""
     if tasks.info is None:
         return None
-    task_type = tasks.info_ids("taskType")
-    excluded = tasks.id_in(task_type, OP_SUMMARY_EXCLUDED)
-    communication = tasks.id_in(task_type, ("COMMUNICATION",))
-    if communication.any():
-        aiv = tasks.id_test(tasks.info_ids("name"), lambda name: name.endswith(AIV_KERNEL))
-        excluded &= ~(communication & aiv)
-    del task_type, communication
-    start, end = tasks.col("startNs"), tasks.col("endNs")
-    keep = (tasks.has_info & ~excluded & _of_model(ctx, tasks)
-            & _keep_after_start(start, end, session_start(ctx), flavour))
-    del excluded
+    begin = session_start(ctx)
+    keep = np.zeros(len(tasks), dtype=bool)
+    for at in tasks.spans():
+        task_type = tasks.info_ids("taskType", at)
+        excluded = tasks.id_in(task_type, OP_SUMMARY_EXCLUDED)
+        communication = tasks.id_in(task_type, ("COMMUNICATION",))
+        if communication.any():
+            aiv = tasks.id_test(tasks.info_ids("name", at), lambda name: name.endswith(AIV_KERNEL))
+            excluded &= ~(communication & aiv)
+        keep[at] = (tasks.has_info(at) & ~excluded & _of_model(ctx, tasks, at)
+                    & _keep_after_start(tasks.col("startNs", at), tasks.col("endNs", at), begin, flavour))
     if not keep.any():
         return None
-    idx = np.flatnonzero(keep)
+    idx = _ordered(tasks, np.flatnonzero(keep), by_device=True)
     del keep
-    device = tasks.col("deviceId", idx)
-    idx = idx[np.lexsort((start[idx], _device_rank(device)))]
-    devices = len(np.unique(device))
-    del device
+    devices = len(np.unique(tasks.col("deviceId", idx)))
     s = tasks.strings
     graph = _graph_mode(ctx)
     pmu = PmuReader(ctx)
@@ -906,31 +954,35 @@ def op_statistic_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Option
     total/min/avg/max duration and share of the total."""
     if tasks.info is None:
         return None
-    start = tasks.col("startNs")
-    task_type = tasks.info_ids("taskType")
-    keep = tasks.has_info & ~tasks.id_in(task_type, STATISTIC_EXCLUDED) & _of_model(ctx, tasks)
-    begin = session_start(ctx)
-    if begin is not None:
-        keep &= start > begin
-    if not keep.any():
-        return None
     graph = _graph_mode(ctx)
-    idx = np.flatnonzero(keep)
-    del keep
+    begin = session_start(ctx)
     # grouped by ids first (first seen order), then by their texts: ids with the same text (a
-    # missing description and a stored "N/A") make one group, where it was first seen
+    # missing description and a stored "N/A") make one group, where it was first seen. Each block
+    # of tasks is grouped on its own; the grouping by texts joins a group's parts from every block.
     share_of = ["device", "model"]
     keys = share_of + ["op_type", "core_type"]
-    g = pd.DataFrame({
-        "device": tasks.col("deviceId", idx),
-        "model": tasks.col("modelId", idx) if graph else 0,
-        "op_type": tasks.info_ids("opType", idx),
-        "core_type": task_type[idx],
-        "dur": tasks.col("endNs", idx) - start[idx],
-    })
-    del idx, task_type
-    stats = g.groupby(keys, sort=False)["dur"].agg(["count", "sum", "min", "max"]).reset_index()
-    del g
+    parts = []
+    for at in tasks.spans():
+        start = tasks.col("startNs", at)
+        task_type = tasks.info_ids("taskType", at)
+        keep = tasks.has_info(at) & ~tasks.id_in(task_type, STATISTIC_EXCLUDED) & _of_model(ctx, tasks, at)
+        if begin is not None:
+            keep &= start > begin
+        idx = np.flatnonzero(keep)
+        if not len(idx):
+            continue
+        g = pd.DataFrame({
+            "device": tasks.col("deviceId", at)[idx],
+            "model": tasks.col("modelId", at)[idx] if graph else 0,
+            "op_type": tasks.info_ids("opType", at)[idx],
+            "core_type": task_type[idx],
+            "dur": tasks.col("endNs", at)[idx] - start[idx],
+        })
+        parts.append(g.groupby(keys, sort=False)["dur"].agg(["count", "sum", "min", "max"]).reset_index())
+    if not parts:
+        return None
+    stats = pd.concat(parts, ignore_index=True)
+    del parts
     stats["model"] = _names_of(_model_table(ctx), stats["model"].to_numpy()) if graph else ""
     stats["op_type"] = tasks.text(stats["op_type"].to_numpy())
     stats["core_type"] = tasks.text(stats["core_type"].to_numpy())
@@ -985,61 +1037,71 @@ def _task_time_keep(device: np.ndarray, stream: np.ndarray, task: np.ndarray, ba
                     ctx_id: np.ndarray) -> np.ndarray:
     """Tasks grouped by (device, stream, task id, batch): a single task stays; a group holding a
     context id other than 0 is FFTS+ and goes; a group holding context 0 (MIX) keeps only that one;
-    any other group (a static graph executed repeatedly) stays whole."""
-    group = group_ids([device, stream, task, batch])
+    any other group (a static graph executed repeatedly) stays whole. Only the groups holding a
+    task with a context id are grouped: every other task stays."""
+    keep = np.ones(len(ctx_id), dtype=bool)
+    marked = ctx_id != INVALID_CONTEXT
+    if not marked.any():
+        return keep
+    keys = [device, stream, task, batch]
+    key = packed_key(keys)
+    at = np.arange(len(ctx_id)) if key is None else np.flatnonzero(in_sorted(key, distinct(key[marked])))
+    del key, marked
+    group = group_ids([k[at] for k in keys])
+    ctx_id = ctx_id[at]
     size = np.bincount(group)
     ffts = np.bincount(group, weights=(ctx_id != 0) & (ctx_id != INVALID_CONTEXT)) > 0
     zero = np.bincount(group, weights=ctx_id == 0) > 0
-    return (size[group] == 1) | (~ffts[group] & (~zero[group] | (ctx_id == 0)))
+    keep[at] = (size[group] == 1) | (~ffts[group] & (~zero[group] | (ctx_id == 0)))
+    return keep
 
 
-def _kernels(ctx: ExportContext, tasks: Tasks) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """KIT_TASK's batch id and kernel name (a code into the kernel names, -1: none) per task, and
-    the kernel names; zeros and no names for a store without them."""
+class Kernels:
+    """KIT_TASK's kernel names of the tasks: a code per TASK row into `names` (-1: none), read at
+    the rows asked for; none for a store without them."""
+
+    def __init__(self, ctx: ExportContext, tasks: Tasks) -> None:
+        kit = ctx.stored("KIT_TASK")
+        labels = kit.labels("kernelName") if len(kit) == tasks.stored and "kernelName" in kit else None
+        self.kit = kit if labels is not None else None
+        self.names = labels if labels is not None else np.array([""], dtype=object)
+        self.has_name = np.array([bool(k) for k in self.names.tolist()], dtype=bool)
+
+    def of(self, rows: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """(kernel name, whether there is one) of these TASK rows."""
+        if self.kit is None:
+            return np.full(len(rows), "", dtype=object), np.zeros(len(rows), dtype=bool)
+        code = self.kit.take("kernelName", rows).astype(np.int64)
+        return self.names[np.maximum(code, 0)], self.has_name[np.maximum(code, 0)] & (code >= 0)
+
+
+def _batches(ctx: ExportContext, tasks: Tasks) -> np.ndarray:
+    """KIT_TASK's batch id per task (zeros for a store without it)."""
     kit = ctx.stored("KIT_TASK")
-    batch = np.zeros(len(tasks), dtype=np.int64)
-    kernel = np.full(len(tasks), -1, dtype=np.int64)
-    names = np.array([""], dtype=object)
-    if len(kit) != tasks.stored:
-        return batch, kernel, names
-    if "batchId" in kit:
-        batch = kit.read("batchId")
-        batch = batch if tasks.row is None else batch[tasks.row]
-    if "kernelName" in kit:
-        labels = kit.labels("kernelName")
-        if labels is not None:
-            kernel = kit.read("kernelName")
-            kernel = kernel if tasks.row is None else kernel[tasks.row]
-            names = labels
-    return batch, kernel, names
+    if len(kit) != tasks.stored or "batchId" not in kit:
+        return np.zeros(len(tasks), dtype=np.int64)
+    batch = kit.read("batchId")
+    return batch if tasks.row is None else batch[tasks.row]
 
 
 def task_time_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional[BlockTable]:
     """One row per device task (§7.1), by start time (C++) or by device and start time (Python)."""
-    start, end = tasks.col("startNs"), tasks.col("endNs")
-    batch, kernel, kernels = _kernels(ctx, tasks)
-    keep = (_task_time_keep(tasks.cols["deviceId"], tasks.cols["streamId"], tasks.cols["taskId"], batch,
-                            tasks.col("contextId"))
-            & _keep_after_start(start, end, session_start(ctx), flavour))
-    del batch
+    keep = _task_time_keep(tasks.stored_col("deviceId"), tasks.stored_col("streamId"), tasks.stored_col("taskId"),
+                           _batches(ctx, tasks), tasks.col("contextId"))
+    begin = session_start(ctx)
+    for at in tasks.spans():
+        keep[at] &= _keep_after_start(tasks.col("startNs", at), tasks.col("endNs", at), begin, flavour)
     if not keep.any():
         return None
-    idx = np.flatnonzero(keep)
+    idx = _ordered(tasks, np.flatnonzero(keep), by_device=flavour != "cpp")
     del keep
-    device = tasks.col("deviceId", idx)
-    if flavour == "cpp":
-        idx = idx[np.argsort(start[idx], kind="stable")]
-    else:
-        idx = idx[np.lexsort((start[idx], _device_rank(device)))]
-    devices = len(np.unique(device))
-    del device
-    has_name = np.array([bool(k) for k in kernels.tolist()], dtype=bool)
+    devices = len(np.unique(tasks.col("deviceId", idx)))
+    kernels = Kernels(ctx, tasks)
 
     def block(lo: int, hi: int) -> List[Column]:
         at = idx[lo:hi]
-        b_start, b_end = start[at], end[at]
-        code = kernel[at].astype(np.int64)
-        named = has_name[np.maximum(code, 0)] & (code >= 0)
+        b_start, b_end = tasks.col("startNs", at), tasks.col("endNs", at)
+        kernel, named = kernels.of(tasks.rows(at))
         if tasks.info is not None:
             op_name = tasks.text(tasks.info_ids("name", at))
             ge_type = tasks.text(tasks.info_ids("taskType", at))
@@ -1047,7 +1109,7 @@ def task_time_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional[
             op_name = ge_type = np.full(len(at), NA, dtype=object)
         # kernel_name: the runtime's kernel name, else the op name; kernel_type: the op's task type,
         # else the task's own (host runtime type, or the device's for a task no host record launched)
-        name = np.where(named, kernels[np.maximum(code, 0)], op_name)
+        name = np.where(named, kernel, op_name)
         kind = np.where(ge_type != NA, ge_type, tasks.text(tasks.col("taskType", at)))
         return [
             coded("Device_id", tasks.col("deviceId", at).astype(str), number=True),
@@ -1237,7 +1299,7 @@ def _op_summary_job(ctx: ExportContext, tasks: Tasks, flavour: str, fmt: str) ->
     copy-on-write); the files it wrote."""
     ctx = ctx.reopened()
     try:
-        table = op_summary_table(ctx, tasks, flavour)
+        table = op_summary_table(ctx, tasks.on(ctx), flavour)
         if table is not None and table.n_rows:
             _write_one(ctx, "op_summary", table, flavour, fmt)
         return ctx.written
