@@ -67,6 +67,12 @@ class StoreError(MsprofKitError):
     exit_code = 5
 
 
+class OutputError(MsprofKitError):
+    """An output file could not be written (a full disk, no permission)."""
+
+    exit_code = 10
+
+
 class InvalidIteration(BadOption):
     """An iteration range outside the model's iterations (the reference's INVALID_STEP_TRACE code)."""
 

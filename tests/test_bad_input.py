@@ -164,3 +164,28 @@ def test_raw_files_unchanged_by_import_and_export(prof, capsys):
     assert {k: v for k, v in after.items() if k in before} == before
     created = sorted(set(after) - set(before))
     assert created[0].startswith("msprof_") and created[1] == os.path.join("sqlite", "msprof_kit.db")
+
+
+@pytest.mark.parametrize("what, writer", [("summary", "write_csv"), ("timeline", "_write_overlap")])
+def test_a_full_disk_leaves_no_half_written_export(prof, capsys, monkeypatch, what, writer):
+    """An export that cannot be written (here: the disk fills up midway) is one line naming the
+    output folder and the cause, exit code 10, and none of that export's files is left behind."""
+    from msprof_kit.exporters import summary, timeline
+    code, _, err = run(["import", "-dir", prof], capsys)
+    assert code == 0, err
+    module = summary if what == "summary" else timeline
+    real = getattr(module, writer)
+
+    def fills_the_disk(*args, **kwargs):
+        real(*args, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(module, writer, fills_the_disk)
+    code, _, err = run(["export", what, "-dir", prof, "-j", "1"], capsys)
+    assert code == 10
+    assert "Traceback" not in err
+    line = [l for l in err.splitlines() if l.startswith("Error:")]
+    assert len(line) == 1 and "mindstudio_profiler_output" in line[0] and "No space left on device" in line[0], err
+    out = os.path.join(prof, "mindstudio_profiler_output")
+    left = [f for f in os.listdir(out)] if os.path.isdir(out) else []
+    assert not [f for f in left if f.startswith(("op_", "task_time", "api_statistic", "msprof_", "."))], left

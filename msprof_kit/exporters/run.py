@@ -9,7 +9,7 @@ import sqlite3
 from typing import List, Optional, Set, Tuple
 
 from .. import forked, store
-from ..errors import Diagnostics, PathNotFound
+from ..errors import Diagnostics, OutputError, PathNotFound
 from ..forked import Forked
 from ..importer import ensure_imported
 from ..layout import Collection
@@ -80,7 +80,7 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
             from .summary import write_summary
             write_summary(ctx, fmt)
             write_step_trace_csv(ctx)
-    except BaseException:
+    except BaseException as exc:
         if db is not None:  # stop the DB writer and remove what it wrote
             target = store.db_path(coll.path, ctx.stamp)
             pid = db.cancel()
@@ -88,6 +88,13 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
             for leftover in (target, partial):
                 if leftover and os.path.exists(leftover):
                     os.remove(leftover)
+        for leftover in ctx.written:  # no half-written export is left behind
+            if os.path.exists(leftover):
+                os.remove(leftover)
+        if isinstance(exc, OSError):
+            where = exc.filename or ctx.out_dir
+            raise OutputError(f"cannot write the {what} export ({exc.strerror or exc}); nothing of it is kept",
+                              path=where) from exc
         raise
     finally:
         ctx.conn.close()
