@@ -64,11 +64,12 @@ def free_heap() -> Optional[int]:
     return int(_LIBC.mallinfo2().fordblks)
 
 
-def give_back() -> None:
-    """Between phases of a large import: return free heap pages to the system once they exceed
-    KEEP_FREE."""
+def give_back(keep: int = KEEP_FREE) -> None:
+    """Between phases of a large import, or before forking a worker (which would otherwise count
+    the parent's free heap in its own resident size): return free heap pages to the system once
+    they exceed `keep` bytes."""
     if _LIBC is None:
         return
     free = free_heap()
-    if free is None or free > KEEP_FREE:
+    if free is None or free > keep:
         _LIBC.malloc_trim(0)

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import COMPARE, DEGRADED_CASES, GOLDEN, INTACT_CASES, copy_input, needs_shared
 
-from msprof_kit import cli
+from msprof_kit import cli, store
 from msprof_kit.exporters import timeline
 
 pytestmark = needs_shared
@@ -172,12 +172,18 @@ def _trace_bytes(prof: str) -> bytes:
 @pytest.mark.parametrize("case, extra", [(c, ()) for c in ALL_CASES]
                          + [("910b_steps", ("--model-id", "1", "--iteration-id", "3"))])
 def test_blocks_of_a_few_apis_write_the_same_file(case, extra, tmp_path, monkeypatch):
-    """The CANN layer reads CANN_API and KIT_API API_BLOCK rows at a time: with blocks of a few rows
-    the trace is byte for byte the one-block trace written in chunks of the same size (in an
-    iteration export, whose window thins the blocks, the chunks differ: the same events)."""
+    """The CANN layer reads CANN_API and KIT_API API_BLOCK rows at a time, the device layers read
+    TASK TASK_BLOCK shown tasks at a time, twice (op names read at runs of rows at most RUN_GAP
+    apart):
+    with blocks of a few rows the trace is byte for byte the one-block trace written in chunks of
+    the same size (in an iteration export, whose window thins the blocks, the chunks differ: the
+    same events)."""
     monkeypatch.setattr(timeline, "CHUNK", 3)
     whole = export(case, str(tmp_path / "whole"), *extra)
     monkeypatch.setattr(timeline, "API_BLOCK", 6)
+    monkeypatch.setattr(timeline, "TASK_BLOCK", 6)
+    monkeypatch.setattr(timeline, "TASK_CACHE", 0)  # each block made again for the writing
+    monkeypatch.setattr(store, "RUN_GAP", 2)
     blocks = export(case, str(tmp_path / "blocks"), *extra)
     if extra:
         assert event_set(load(blocks)) == event_set(load(whole))
@@ -268,3 +274,18 @@ def test_dense_codes_map_each_key_to_its_distinct_value(keys):
     assert codes.dtype == np.int32
     assert uniq[codes].tolist() == keys
     assert sorted(set(uniq.tolist())) == sorted(set(keys)) and len(uniq) == len(set(keys))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_flows_grouped_by_connection_in_first_seen_order(seed):
+    """The arrows' flow ids by connection id, a connection's flows in the order first seen: the
+    sort-based grouping gives what a first-seen unique then a stable sort by connection gives."""
+    import pandas as pd
+    rng = np.random.default_rng(seed)
+    conn = rng.integers(0, 50, 2000)
+    ctx_id = rng.choice([0, 1, 2, 4294967295], 2000)
+    flows = (conn << 32) + (ctx_id & 0xFFFFFFFF)
+    want = pd.unique(flows)
+    want = want[np.argsort(want >> 32, kind="stable")]
+    assert timeline._first_seen_by_conn(flows).tolist() == want.tolist()
+    assert timeline._first_seen_by_conn(flows[:1]).tolist() == flows[:1].tolist()

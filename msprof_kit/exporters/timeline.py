@@ -30,6 +30,7 @@ overlap recomputed from the exported tasks, and every device layer cut to the ti
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import queue
@@ -42,12 +43,12 @@ from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence,
 import numpy as np
 import pandas as pd
 
-from .. import store
-from ..arrays import SortedKeys, ascending, distinct, group_ids, in_sorted, isin
+from .. import memory, store
+from ..arrays import SortedKeys, ascending, distinct, group_ids, in_sorted, isin, packed_key
 from ..build import interval_gaps, union_intervals
 from ..forked import Forked
 from ..native_impl import Slot, fixed_slot, float_slot, format_rows, int_slot, text_slot, text_table
-from .context import ExportContext, Scope
+from .context import ExportContext, RowReader, Scope
 from .scope import step_iterations
 
 HOST_DEVICE = 31          # the device id part of a host process id
@@ -58,8 +59,9 @@ STEP_TID_BASE = 70000     # step-trace thread of model m: 70000 + m
 INVALID_CTX = 4294967295
 NO_MODEL = 4294967295     # model id of eager (single-operator) tasks
 CHUNK = 100_000           # rows rendered and written at a time
-WRITE_AHEAD = 4           # rendered chunks that may wait for the disk
+WRITE_AHEAD = 2           # rendered chunks that may wait for the disk
 PART_COPY = 1 << 20       # bytes copied at a time when a part file is appended
+FORK_KEEP_FREE = 64 << 20  # free heap kept when the device layers' process is forked
 
 LEVEL_ACL, LEVEL_MODEL, LEVEL_NODE = 20000, 15000, 10000
 # API level -> (event name prefix, args "level")
@@ -362,9 +364,16 @@ def _host_pid_from_tables(ctx: ExportContext) -> int:
 # ------------------------------------------------------------------------------------------------
 # Device tasks
 
+TASK_COLUMNS = ("startNs", "endNs", "deviceId", "streamId", "taskId", "contextId", "modelId", "connectionId",
+                "globalTaskId", "taskType")
+TASK_COLS = ("start", "end", "device", "stream", "task", "ctx", "model", "conn")
+TASK_BLOCK = 5 * CHUNK   # shown tasks turned into events at a time (a whole number of chunks)
+TASK_CACHE = 10 * CHUNK  # up to this many shown tasks, the blocks made for the summary pass are kept
+
+
 @dataclass
-class Tasks:
-    """The device tasks shown (one X event each), with their texts and arrow roles."""
+class TaskBlock:
+    """Some of the device tasks shown (one X event each), with their texts and arrow roles."""
 
     cols: Dict[str, np.ndarray]   # as stored (narrow integers): start, end, device, stream, task, ctx, batch,
     #                               model, conn, thread, track_ns
@@ -373,8 +382,7 @@ class Tasks:
     is_op: np.ndarray             # shown as an op (computing, for an iteration export's overlap)
     via_track: np.ndarray         # the arrow starts at the host task record (Python flavour)
     via_api: np.ndarray           # the arrow starts at the CANN API with the task's connection id
-    memcpy_conns: np.ndarray      # connection ids of MEMCPY_ASYNC tasks
-    acl_event_conns: np.ndarray   # connection ids of ACL event record / wait calls
+    memcpy: np.ndarray            # MEMCPY_ASYNC tasks
 
     def __len__(self) -> int:
         return len(self.is_op)
@@ -386,15 +394,6 @@ class Tasks:
         """C++: connection id << 32; Python: (connection id << 32) + context id."""
         conn = self.col("conn") << 32
         return conn + (self.col("ctx") & 0xFFFFFFFF) if python_rules else conn
-
-    def api_conns(self) -> np.ndarray:
-        """The connection ids whose API starts an arrow to a shown task, ascending."""
-        return distinct(self.cols["conn"][self.via_api]).astype(np.int64)
-
-
-TASK_COLUMNS = ("startNs", "endNs", "deviceId", "streamId", "taskId", "contextId", "modelId", "connectionId",
-                "globalTaskId", "taskType")
-TASK_COLS = ("start", "end", "device", "stream", "task", "ctx", "model", "conn")
 
 
 @dataclass
@@ -412,83 +411,191 @@ class TaskTexts:
                       lambda k: json.dumps(str(self.labels[k]), ensure_ascii=False))
 
 
-def _load_tasks(ctx: ExportContext, facts: Facts) -> Tasks:
-    """TASK (with KIT_TASK) as the timeline shows it: UNKNOWN device tasks and tasks shown through
-    their FFTS+ subtasks left out; in an iteration export, only the tasks of the iterations' time,
-    those of other models as device-only tasks (named by their device type, model 4294967295)."""
-    cols, gid, host_type, dev_type, texts = _read_tasks(ctx, facts)
-    keep = ~texts.isin(dev_type, ("UNKNOWN",)) & ~_hidden_parents(cols)
-    if facts.scoped:
-        keep &= _in_scope(cols["device"], cols["start"], cols["end"], facts.scope)
-    if not keep.all():
-        idx = np.flatnonzero(keep)
-        cols = {k: v[idx] for k, v in cols.items()}
-        gid, host_type, dev_type = gid[idx], host_type[idx], dev_type[idx]
-    del keep
+class TaskSource:
+    """TASK with KIT_TASK's columns and COMPUTE_TASK_INFO's op names, read by row range from the
+    store (whole for a store without column mirrors)."""
 
-    op_name, ge_type, has_op = _op_info(ctx, gid)
-    device_only = np.zeros(len(gid), dtype=bool)
-    del gid
-    if facts.scoped:
-        device_only = cols["model"] != facts.scope.model_id
-        cols["model"] = np.where(device_only, NO_MODEL, cols["model"].astype(np.int64))
-    is_op = has_op & ~device_only
-    memcpy = texts.isin(host_type, (MEMCPY_ASYNC,))
-    plain = np.where(texts.isin(host_type, DEVICE_NAMED) | device_only, dev_type, host_type)  # a task no op
-    generic = plain if facts.python_rules else np.where(memcpy, dev_type, plain)
-    del dev_type, host_type
-    name = texts.slot(np.where(is_op, op_name, plain))
-    task_type = texts.slot(np.where(is_op & ~texts.isin(ge_type, ("N/A",)), ge_type, generic))
-    del op_name, ge_type, plain, generic
+    def __init__(self, ctx: ExportContext, facts: Facts) -> None:
+        self.task = ctx.reader("TASK", TASK_COLUMNS)
+        n = len(self.task)
+        kit = ctx.stored("KIT_TASK")
+        self.kit = kit if len(kit) == n and n and "deviceTaskType" in kit and "batchId" in kit else None
+        self.width = len(facts.strings)
+        dev_labels = self.kit.labels("deviceTaskType") if self.kit is not None else None
+        self.texts = TaskTexts(np.concatenate([facts.strings, dev_labels if dev_labels is not None else [],
+                                               [""]]).astype(object))
+        self.op_keys: Optional[SortedKeys] = None
+        self.ops: Optional[RowReader] = None
+        if ctx.has("COMPUTE_TASK_INFO") and n:
+            self.op_keys = SortedKeys(ctx.columns("COMPUTE_TASK_INFO", ("globalTaskId",))["globalTaskId"])
+            self.ops = ctx.reader("COMPUTE_TASK_INFO", ("name", "taskType"))
 
-    # arrow ends: ops, memory copies and ACL event tasks with a host call
-    conn = cols["conn"]
-    acl_event_conns = _acl_event_conns(ctx, facts)
-    ends = (has_op | memcpy | isin(conn, acl_event_conns)) & (conn >= 0)
-    via_track = np.zeros(len(conn), dtype=bool)
-    if facts.python_rules:
-        via_track = ends & has_op & (cols["track_ns"] >= 0) & (cols["thread"] >= 0)
-    return Tasks(cols=cols, name=name, task_type=task_type, is_op=is_op,
-                 via_track=via_track, via_api=ends & ~via_track,
-                 memcpy_conns=distinct(conn[memcpy & (conn >= 0)]).astype(np.int64),
-                 acl_event_conns=acl_event_conns)
+    def __len__(self) -> int:
+        return len(self.task)
 
+    def on(self, ctx: ExportContext) -> "TaskSource":
+        """The same source read through another context's connection (a forked child's)."""
+        other = copy.copy(self)
+        other.task = self.task.on(ctx)
+        other.kit = self.kit.on(ctx.conn) if self.kit is not None else None
+        other.ops = self.ops.on(ctx) if self.ops is not None else None
+        return other
 
-def _read_tasks(ctx: ExportContext, facts: Facts
-                ) -> Tuple[Dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, TaskTexts]:
-    """Every TASK row: (columns as stored, globalTaskId, host task type code, device task type code,
-    the texts of the codes)."""
-    t = ctx.columns("TASK", TASK_COLUMNS)
-    n = len(t["startNs"])
-    cols = {name: t[column] for name, column in zip(TASK_COLS, TASK_COLUMNS)}
-    host_type = t["taskType"].astype(np.int64)
-    width = len(facts.strings)
-    kit = ctx.stored("KIT_TASK")
-    if len(kit) == n and n and "deviceTaskType" in kit and "batchId" in kit:
-        cols["batch"] = kit.read("batchId")
-        dev_type = kit.read("deviceTaskType").astype(np.int64) + width
-        dev_labels = kit.labels("deviceTaskType")
-        for key, col in (("thread", "threadId"), ("track_ns", "trackNs")):
-            cols[key] = kit.read(col) if col in kit else np.full(n, -1, np.int64)
-    else:  # no tasks, or a store without the extension: no batches, no host records
-        cols["batch"] = np.zeros(n, np.int64)
-        dev_type, dev_labels = host_type, np.zeros(0, dtype=object)
-        cols["thread"] = cols["track_ns"] = np.full(n, -1, np.int64)
-    labels = np.concatenate([facts.strings, dev_labels if dev_labels is not None else [], [""]]).astype(object)
-    return cols, t["globalTaskId"], host_type, dev_type, TaskTexts(labels)
+    def kit_span(self, name: str, lo: int, hi: int, default: int) -> np.ndarray:
+        if self.kit is None or name not in self.kit:
+            return np.full(hi - lo, default, dtype=np.int64)
+        return self.kit.read(name, lo, hi)
+
+    def dev_type(self, lo: int, hi: int) -> np.ndarray:
+        """Device task type codes of rows lo:hi (the host's type where KIT_TASK is missing)."""
+        if self.kit is None:
+            return self.task.span("taskType", lo, hi).astype(np.int64)
+        return self.kit.read("deviceTaskType", lo, hi).astype(np.int64) + self.width
+
+    def read(self, lo: int, hi: int, idx: np.ndarray) -> Tuple[Dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+        """Rows lo + idx: (columns as stored, globalTaskId, host task type code, device task type code)."""
+        cols = {name: self.task.span(column, lo, hi)[idx] for name, column in zip(TASK_COLS, TASK_COLUMNS)}
+        cols["batch"] = self.kit_span("batchId", lo, hi, 0)[idx]
+        cols["thread"] = self.kit_span("threadId", lo, hi, -1)[idx]
+        cols["track_ns"] = self.kit_span("trackNs", lo, hi, -1)[idx]
+        return (cols, self.task.span("globalTaskId", lo, hi)[idx], self.task.span("taskType", lo, hi)[idx].astype(np.int64),
+                self.dev_type(lo, hi)[idx])
+
+    def op_info(self, gid: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(op name, GE task type, found) of each task, from COMPUTE_TASK_INFO by globalTaskId:
+        STRING_IDS ids, -1 where the task has no row."""
+        name, ge_type = np.full(len(gid), -1, dtype=np.int64), np.full(len(gid), -1, dtype=np.int64)
+        if self.op_keys is None or not len(gid):
+            return name, ge_type, name >= 0
+        pos = self.op_keys.find(gid)
+        found = pos >= 0
+        name[found] = self.ops.read("name", pos[found])
+        ge_type[found] = self.ops.read("taskType", pos[found])
+        return name, ge_type, found
 
 
-def _op_info(ctx: ExportContext, gid: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(op name, GE task type, found) of each task, from COMPUTE_TASK_INFO by globalTaskId: STRING_IDS
-    ids, -1 where the task has no row."""
-    none = np.full(len(gid), -1, dtype=np.int64)
-    if not ctx.has("COMPUTE_TASK_INFO") or not len(gid):
-        return none, none, none >= 0
-    info = ctx.columns("COMPUTE_TASK_INFO", ("globalTaskId", "name", "taskType"))
-    pos = SortedKeys(info["globalTaskId"]).find(gid)
-    found = pos >= 0
-    name, ge_type = (np.where(found, info[c][np.maximum(pos, 0)].astype(np.int64), -1) for c in ("name", "taskType"))
-    return name, ge_type, found
+class Tasks:
+    """The device tasks the timeline shows, TASK_BLOCK at a time (`blocks`), and what the layers
+    need of all of them: UNKNOWN device tasks and tasks shown through their FFTS+ subtasks are left
+    out; in an iteration export, only the tasks of the iterations' time, those of other models as
+    device-only tasks (named by their device type, model 4294967295)."""
+
+    def __init__(self, ctx: ExportContext, facts: Facts) -> None:
+        self.facts = facts
+        self.source = TaskSource(ctx, facts)
+        self.acl_event_conns = _acl_event_conns(ctx, facts)
+        self.shown = self._shown()
+        self.count = int(self.shown.sum())
+        # the TASK row where each block of shown tasks starts (and the end)
+        firsts = np.flatnonzero(self.shown)[::TASK_BLOCK]
+        self.bounds = np.append(firsts, len(self.source)).tolist() if self.count else [0]
+        self._kept: Optional[List[TaskBlock]] = None
+        # what the layers need of every shown task
+        threads: Set[int] = set()
+        streams, conns, memcpy, flows, overlap = [], [], [], [], []
+        kept = []
+        for block in self.blocks():
+            if self.count <= TASK_CACHE:
+                kept.append(block)
+            c = block.cols
+            streams.append(distinct((block.col("device") << 32) | block.col("stream")))
+            threads |= set(np.unique(c["thread"][block.via_track]).tolist())
+            conns.append(distinct(c["conn"][block.via_api]).astype(np.int64))
+            memcpy.append(distinct(c["conn"][block.memcpy & (c["conn"] >= 0)]).astype(np.int64))
+            if facts.python_rules:  # (in the C++ rules the flows are the connection ids')
+                flows.append(pd.unique(block.flow_ids(True)[block.via_api]))
+            if facts.scoped:
+                overlap.append(np.column_stack([block.col("device"), block.col("start"), block.col("end"),
+                                                block.is_op]))
+        self._kept = kept if self.count <= TASK_CACHE else None
+        self.streams = distinct(np.concatenate(streams)) if streams else np.zeros(0, np.int64)  # device << 32 | stream
+        self.threads = threads
+        self.api_conns = distinct(np.concatenate(conns)) if conns else np.zeros(0, np.int64)
+        self.memcpy_conns = distinct(np.concatenate(memcpy)) if memcpy else np.zeros(0, np.int64)
+        # by connection id, each connection's flows in the order they were first seen
+        self._flows = _first_seen_by_conn(np.concatenate(flows)) if flows else None
+        self.overlap_input = np.concatenate(overlap) if overlap else np.zeros((0, 4), np.int64)
+
+    def __len__(self) -> int:
+        return self.count
+
+    @property
+    def flows(self) -> np.ndarray:
+        """The flow ids of the arrows that start on an API, by connection id (see TaskBlock.flow_ids)."""
+        return self._flows if self._flows is not None else self.api_conns << 32
+
+    def on(self, ctx: ExportContext) -> "Tasks":
+        """These tasks read through another context's connection (a forked child's)."""
+        other = copy.copy(self)
+        other.source = self.source.on(ctx)
+        return other
+
+    def _shown(self) -> np.ndarray:
+        """Which TASK rows are shown."""
+        src, facts = self.source, self.facts
+        n = len(src)
+        if not n:
+            return np.zeros(0, dtype=bool)
+        keep = ~src.texts.isin(src.dev_type(0, n), ("UNKNOWN",))
+        cols = {name: src.task.read(column) for name, column in zip(TASK_COLS[2:6], TASK_COLUMNS[2:6])}
+        cols["batch"] = src.kit_span("batchId", 0, n, 0)
+        keep &= ~_hidden_parents(cols)
+        if facts.scoped:
+            keep &= _in_scope(cols["device"], src.task.read("startNs"), src.task.read("endNs"), facts.scope)
+        return keep
+
+    def blocks(self) -> Iterator[TaskBlock]:
+        """The shown tasks, TASK_BLOCK at a time (the last block may be shorter)."""
+        if self._kept is not None:
+            yield from self._kept
+            return
+        for lo, hi in zip(self.bounds, self.bounds[1:]):
+            yield self._block(lo, hi)
+
+    def _block(self, lo: int, hi: int) -> TaskBlock:
+        """The shown tasks among TASK rows lo:hi."""
+        facts, texts = self.facts, self.source.texts
+        cols, gid, host_type, dev_type = self.source.read(lo, hi, np.flatnonzero(self.shown[lo:hi]))
+        op_name, ge_type, has_op = self.source.op_info(gid.astype(np.int64))
+        device_only = np.zeros(len(gid), dtype=bool)
+        del gid
+        if facts.scoped:
+            device_only = cols["model"] != facts.scope.model_id
+            cols["model"] = np.where(device_only, NO_MODEL, cols["model"].astype(np.int64))
+        is_op = has_op & ~device_only
+        memcpy = texts.isin(host_type, (MEMCPY_ASYNC,))
+        plain = np.where(texts.isin(host_type, DEVICE_NAMED) | device_only, dev_type, host_type)  # a task no op
+        generic = plain if facts.python_rules else np.where(memcpy, dev_type, plain)
+        del dev_type, host_type
+        name = texts.slot(np.where(is_op, op_name, plain))
+        task_type = texts.slot(np.where(is_op & ~texts.isin(ge_type, ("N/A",)), ge_type, generic))
+        del op_name, ge_type, plain, generic
+
+        # arrow ends: ops, memory copies and ACL event tasks with a host call
+        conn = cols["conn"]
+        ends = (has_op | memcpy | isin(conn, self.acl_event_conns)) & (conn >= 0)
+        via_track = np.zeros(len(conn), dtype=bool)
+        if facts.python_rules:
+            via_track = ends & has_op & (cols["track_ns"] >= 0) & (cols["thread"] >= 0)
+        return TaskBlock(cols=cols, name=name, task_type=task_type, is_op=is_op, via_track=via_track,
+                         via_api=ends & ~via_track, memcpy=memcpy)
+
+
+def _first_seen_by_conn(flows: np.ndarray) -> np.ndarray:
+    """The distinct flow ids (connection id << 32, plus a context id in the Python rules), by
+    connection id, those of one connection in the order they were first seen (by sorting: a hash
+    table of ten million ids would take several times their size)."""
+    flows = np.asarray(flows, dtype=np.int64)
+    if len(flows) < 2:
+        return flows
+    order = np.argsort(flows, kind="stable")
+    ordered = flows[order]
+    first = np.empty(len(ordered), dtype=bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    values, seen = ordered[first], order[first]
+    del order, ordered, first
+    return values[np.lexsort((seen, values >> 32))]
 
 
 def _hidden_parents(cols: Dict[str, np.ndarray]) -> np.ndarray:
@@ -497,7 +604,11 @@ def _hidden_parents(cols: Dict[str, np.ndarray]) -> np.ndarray:
     sub = cols["ctx"] != INVALID_CTX
     if not sub.any():
         return np.zeros(len(sub), dtype=bool)
-    group = group_ids([cols["device"], cols["stream"], cols["task"], cols["batch"]])
+    keys = [cols["device"], cols["stream"], cols["task"], cols["batch"]]
+    key = packed_key(keys)
+    if key is not None:
+        return ~sub & in_sorted(key, distinct(key[sub]))
+    group = group_ids(keys)
     return ~sub & (np.bincount(group, weights=sub) > 0)[group]
 
 
@@ -533,7 +644,7 @@ def _acl_event_conns(ctx: ExportContext, facts: Facts) -> np.ndarray:
 # CANN layer
 
 API_COLUMNS = ("startNs", "endNs", "type", "globalTid", "connectionId", "name")
-API_BLOCK = 20 * CHUNK  # CANN_API rows read at a time (whole chunks: the events come in the same order)
+API_BLOCK = 5 * CHUNK  # CANN_API rows read at a time (whole chunks: the events come in the same order)
 
 
 class ApiBlocks:
@@ -638,7 +749,7 @@ class Arrows:
 
     @classmethod
     def of(cls, tasks: Tasks) -> "Arrows":
-        return cls(tasks.api_conns(), distinct(np.concatenate([tasks.memcpy_conns, tasks.acl_event_conns])).astype(np.int64))
+        return cls(tasks.api_conns, distinct(np.concatenate([tasks.memcpy_conns, tasks.acl_event_conns])).astype(np.int64))
 
     def starts(self, conn: np.ndarray, level: np.ndarray) -> np.ndarray:
         return in_sorted(conn, self.task_conns) & ((level == LEVEL_NODE) | in_sorted(conn, self.special))
@@ -656,7 +767,7 @@ def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks
     the arrow starts (None: no arrows)."""
     pid = facts.pid(SORT_CANN)
     tids = blocks.threads() if blocks is not None else set()
-    tids |= set(np.unique(tasks.cols["thread"][tasks.via_track]).tolist())
+    tids |= tasks.threads
     if not tids:
         return
     meta = _process_meta(pid, "CANN", "CPU", SORT_CANN)
@@ -669,8 +780,7 @@ def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks
     # arrows that start on an API: the distinct flow ids of the tasks they end at (first seen
     # first), grouped by connection id (a flow id is the connection id << 32, plus the context id
     # in the Python rules)
-    flow = pd.unique(tasks.flow_ids(facts.python_rules)[tasks.via_api])
-    flow = flow[np.argsort(flow >> 32, kind="stable")]
+    flow = tasks.flows
     flow_conn = flow >> 32
     for lo, hi, block in blocks:
         if not len(block):
@@ -757,15 +867,14 @@ def _write_hardware(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.nd
     """The Ascend Hardware processes: metadata, the task X events with their arrow ends (and, in
     the Python flavour, the arrow starts on host task records), then the step-trace iterations.
     Returns the step-trace events with their metadata, for step_trace_{ts}.json."""
-    device, stream = tasks.cols["device"], tasks.cols["stream"]
-    if not show_tasks:
-        device, stream = device[:0], stream[:0]
+    pairs = tasks.streams if show_tasks else tasks.streams[:0]
+    device, stream = pairs >> 32, pairs & 0xFFFFFFFF
     devices = sorted(set(np.unique(device).tolist()) | set(steps))
     meta: List[str] = []
     for dev in devices:
         pid = facts.pid(SORT_HARDWARE, dev)
         meta += _process_meta(pid, "Ascend Hardware", f"NPU {dev}", SORT_HARDWARE)
-        for s in np.unique(stream[device == dev]).tolist():
+        for s in stream[device == dev].tolist():
             meta += _thread_meta(pid, s, f"Stream {s}", s)
     out.add(meta)
     if len(tasks) and show_tasks:
@@ -784,31 +893,32 @@ def _write_hardware(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.nd
 
 
 def _write_tasks(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.ndarray, arrows: bool = True) -> None:
-    c = tasks.cols
-    devices = np.unique(c["device"])
+    devices = np.unique(tasks.streams >> 32)
     pids = np.array([facts.pid(SORT_HARDWARE, d) for d in devices.tolist()], dtype=np.int64)
-    pid = pids[np.searchsorted(devices, c["device"])] if len(devices) else np.zeros(0, np.int64)
-    ends = tasks.via_track | (tasks.via_api & in_sorted(c["conn"], started))
-    if not arrows:
-        ends = np.zeros(len(tasks), dtype=bool)
-    host_starts = tasks.via_track & arrows
-    ids = tasks.flow_ids(facts.python_rules)
     cann_pid = facts.pid(SORT_CANN)
-    for lo in range(0, len(tasks), CHUNK):
-        s = slice(lo, min(lo + CHUNK, len(tasks)))
-        n = s.stop - s.start
-        start = c["start"][s]
-        out.add_block(TASK_EVENT.rows(
-            n, name=tasks.name.take(s), pid=int_slot(pid[s]), stream=int_slot(c["stream"][s]),
-            ts=fixed_slot(start, 3), dur=float_slot(_dur_us(start, c["end"][s])), model=int_slot(c["model"][s]),
-            task_type=tasks.task_type.take(s), task=int_slot(c["task"][s]), batch=int_slot(c["batch"][s]),
-            ctx=int_slot(c["ctx"][s]), conn=int_slot(c["conn"][s])), n)
-        e = np.flatnonzero(ends[s])
-        if len(e):
-            _flow_events(out, "f", pid[s][e], c["stream"][s][e], start[e], ids[s][e])
-        t = np.flatnonzero(host_starts[s])
-        if len(t):
-            _flow_events(out, "s", np.full(len(t), cann_pid), c["thread"][s][t], c["track_ns"][s][t], ids[s][t])
+    for block in tasks.blocks():
+        c = block.cols
+        pid = pids[np.searchsorted(devices, c["device"])] if len(devices) else np.zeros(0, np.int64)
+        ends = block.via_track | (block.via_api & in_sorted(c["conn"], started))
+        if not arrows:
+            ends = np.zeros(len(block), dtype=bool)
+        host_starts = block.via_track & arrows
+        ids = block.flow_ids(facts.python_rules)
+        for lo in range(0, len(block), CHUNK):
+            s = slice(lo, min(lo + CHUNK, len(block)))
+            n = s.stop - s.start
+            start = c["start"][s]
+            out.add_block(TASK_EVENT.rows(
+                n, name=block.name.take(s), pid=int_slot(pid[s]), stream=int_slot(c["stream"][s]),
+                ts=fixed_slot(start, 3), dur=float_slot(_dur_us(start, c["end"][s])), model=int_slot(c["model"][s]),
+                task_type=block.task_type.take(s), task=int_slot(c["task"][s]), batch=int_slot(c["batch"][s]),
+                ctx=int_slot(c["ctx"][s]), conn=int_slot(c["conn"][s])), n)
+            e = np.flatnonzero(ends[s])
+            if len(e):
+                _flow_events(out, "f", pid[s][e], c["stream"][s][e], start[e], ids[s][e])
+            t = np.flatnonzero(host_starts[s])
+            if len(t):
+                _flow_events(out, "s", np.full(len(t), cann_pid), c["thread"][s][t], c["track_ns"][s][t], ids[s][t])
 
 
 def _iteration_events(pid: int, its: Sequence[Iteration], tid_of: Optional[Dict[int, int]] = None) -> List[str]:
@@ -911,18 +1021,40 @@ def _graph_overlap(tasks: Tasks, facts: Facts) -> np.ndarray:
     tasks as the reference does: Computing = the merged spans of the model's ops, Free = the gaps
     between them from the first task's start to the last task's end; then cut to the timeline
     window."""
-    c = tasks.cols
+    device, start, end, is_op = tasks.overlap_input.T
     parts = []
-    for dev in np.unique(c["device"]).tolist():
-        mine = c["device"] == dev
-        comp = mine & tasks.is_op
-        cs, ce = union_intervals(c["start"][comp], c["end"][comp])
-        fs, fe = interval_gaps(int(c["start"][mine].min()), int(c["end"][mine].max()), cs, ce)
+    for dev in np.unique(device).tolist():
+        mine = device == dev
+        comp = mine & (is_op != 0)
+        cs, ce = union_intervals(start[comp], end[comp])
+        fs, fe = interval_gaps(int(start[mine].min()), int(end[mine].max()), cs, ce)
         rows = np.column_stack([np.full(len(cs) + len(fs), dev), np.concatenate([cs, fs]), np.concatenate([ce, fe]),
                                 np.repeat([0, 3], [len(cs), len(fs)])]).astype(np.int64)
         rows = rows[_in_timeline(rows[:, 1], rows[:, 2], facts.timeline_window(dev))]
         parts.append(rows[np.lexsort((rows[:, 3], rows[:, 1]))])
     return np.concatenate(parts) if parts else np.zeros((0, 4), np.int64)
+
+
+OVERLAP_COLUMNS = ("deviceId", "startNs", "endNs", "type")
+
+
+def _overlap_chunks(ctx: ExportContext) -> Tuple[List[int], Iterator[np.ndarray]]:
+    """The devices of OVERLAP_ANALYSIS and its rows by id, CHUNK at a time as (device, start, end,
+    type) rows: read API_BLOCK rows at a time from a store that keeps them in id order, else whole
+    and sorted."""
+    mirror = ctx.stored("OVERLAP_ANALYSIS") if ctx.has("KIT_COLUMNS") else None
+    if mirror is not None and all(c in mirror for c in ("id",) + OVERLAP_COLUMNS) and ascending(mirror.read("id")):
+        devices = np.unique(mirror.read("deviceId")).tolist()
+
+        def by_blocks() -> Iterator[np.ndarray]:
+            for _, _, cols in ctx.blocks("OVERLAP_ANALYSIS", OVERLAP_COLUMNS, API_BLOCK):
+                table = np.column_stack([cols[c] for c in OVERLAP_COLUMNS])
+                yield from (table[lo:lo + CHUNK] for lo in range(0, len(table), CHUNK))
+        return devices, by_blocks()
+    ov = ctx.ints("OVERLAP_ANALYSIS", ("id",) + OVERLAP_COLUMNS)
+    order = np.argsort(ov["id"], kind="stable")
+    table = np.column_stack([ov[c][order] for c in OVERLAP_COLUMNS])
+    return np.unique(table[:, 0]).tolist(), (table[lo:lo + CHUNK] for lo in range(0, len(table), CHUNK))
 
 
 def _write_overlap(ctx: ExportContext, out: TraceWriter, facts: Facts, graph_rows: Optional[np.ndarray]) -> None:
@@ -932,12 +1064,7 @@ def _write_overlap(ctx: ExportContext, out: TraceWriter, facts: Facts, graph_row
         devices = np.unique(graph_rows[:, 0]).tolist()
         chunks: Iterator[np.ndarray] = iter([graph_rows] if len(graph_rows) else [])
     elif ctx.has("OVERLAP_ANALYSIS"):
-        ov = ctx.ints("OVERLAP_ANALYSIS", ("id", "deviceId", "startNs", "endNs", "type"))
-        order = np.argsort(ov["id"], kind="stable")
-        table = np.column_stack([ov[c][order] for c in ("deviceId", "startNs", "endNs", "type")])
-        del ov, order
-        devices = np.unique(table[:, 0]).tolist()
-        chunks = (table[lo:lo + CHUNK] for lo in range(0, len(table), CHUNK))
+        devices, chunks = _overlap_chunks(ctx)
     else:
         return
     sort_index = SORT_OVERLAP[facts.flavour]
@@ -973,7 +1100,7 @@ def write_timeline(ctx: ExportContext) -> None:
     Core Freq, Overlap Analysis) to a part file while this one writes the CANN layer into the
     trace; the part is then appended."""
     facts = _facts(ctx)
-    tasks = _load_tasks(ctx, facts)
+    tasks = Tasks(ctx, facts)
     steps = _timeline_steps(ctx)
     if not len(tasks) and not steps and not any(ctx.has(t) for t in ("CANN_API", "OVERLAP_ANALYSIS",
                                                                        "AICORE_FREQ")):
@@ -988,6 +1115,7 @@ def write_timeline(ctx: ExportContext) -> None:
     started = arrows.started(blocks) if arrows is not None and blocks is not None else np.zeros(0, np.int64)
     path = ctx.path_for("msprof", "json")
     part_path = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.devices")
+    memory.give_back(FORK_KEEP_FREE)
     device_part = Forked(lambda: _write_device_layers(ctx, part_path, facts, tasks, started, steps, arrows=cann),
                          "timeline", inline=ctx.jobs < 2)
     try:
@@ -1014,6 +1142,7 @@ def _write_device_layers(ctx: ExportContext, path: str, facts: Facts, tasks: Tas
     ascend = ctx.layer_on("ascend")
     graph_overlap = _graph_overlap(tasks, facts) if facts.scoped else None
     ctx = ctx.reopened()  # a forked child never uses its parent's sqlite connection
+    tasks = tasks.on(ctx)
     try:
         with TraceWriter(path, part=True) as out:
             step_texts: List[str] = []
