@@ -92,6 +92,7 @@ class StoredColumns:
 
     def __init__(self, conn: sqlite3.Connection, table: str) -> None:
         self.conn, self.table = conn, table
+        self._open: Dict[int, object] = {}  # BLOB handles kept open, by KIT_COLUMNS rowid (blob_slice)
         self.where: Dict[str, Tuple[int, np.dtype, int]] = {}
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name='KIT_COLUMNS'").fetchone():
             for rowid, name, dtype, size in conn.execute(
@@ -119,7 +120,7 @@ class StoredColumns:
         if lo == 0 and hi == n:
             blob = self.conn.execute("SELECT data FROM KIT_COLUMNS WHERE rowid = ?", (rowid,)).fetchone()[0]
         else:
-            blob = blob_slice(self.conn, rowid, lo * dtype.itemsize, (hi - lo) * dtype.itemsize)
+            blob = blob_slice(self.conn, rowid, lo * dtype.itemsize, (hi - lo) * dtype.itemsize, self._open)
         return np.frombuffer(blob, dtype=dtype)
 
     def take(self, name: str, rows: np.ndarray) -> np.ndarray:
@@ -148,7 +149,7 @@ class StoredColumns:
     def on(self, conn: sqlite3.Connection) -> "StoredColumns":
         """The same table over another connection (a forked child's)."""
         other = StoredColumns.__new__(StoredColumns)
-        other.conn, other.table, other.where = conn, self.table, self.where
+        other.conn, other.table, other.where, other._open = conn, self.table, self.where, {}
         return other
 
     def labels(self, name: str) -> Optional[np.ndarray]:
@@ -474,13 +475,28 @@ def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
     return out
 
 
-def blob_slice(conn: sqlite3.Connection, rowid: int, start: int, length: int) -> bytes:
+def blob_slice(conn: sqlite3.Connection, rowid: int, start: int, length: int,
+               handles: Optional[Dict[int, object]] = None) -> bytes:
     """`length` bytes from `start` of a KIT_COLUMNS BLOB: read in place where sqlite3 can (Python
-    3.11+), else through substr (which loads the whole BLOB)."""
+    3.11+), else through substr (which loads the whole BLOB).
+
+    A BLOB larger than a page is a chain of overflow pages that sqlite walks from the start to
+    reach an offset, except on a handle that has walked it before. `handles` keeps the handles
+    open by rowid, so that reading a column range after range costs its bytes, not the pages
+    before each range again (at 10M tasks, reading CANN_API's columns 500k rows at a time
+    otherwise re-read tens of GB from the page cache)."""
     if hasattr(conn, "blobopen"):
-        with conn.blobopen("KIT_COLUMNS", "data", rowid, readonly=True) as blob:
+        blob = handles.get(rowid) if handles is not None else None
+        if blob is None:
+            blob = conn.blobopen("KIT_COLUMNS", "data", rowid, readonly=True)
+            if handles is not None:
+                handles[rowid] = blob
+        try:
             blob.seek(start)
             return blob.read(length)
+        finally:
+            if handles is None:
+                blob.close()
     row = conn.execute("SELECT substr(data, ?, ?) FROM KIT_COLUMNS WHERE rowid = ?", (start + 1, length, rowid))
     return bytes(row.fetchone()[0])
 

@@ -78,6 +78,12 @@ def test_blob_slices_read_the_same_with_and_without_blobopen(tmp_path):
     for reader in (conn, NoBlobOpen()):
         got = np.frombuffer(store.blob_slice(reader, 1, 8 * 10, 8 * 5), dtype="<i8")
         assert got.tolist() == [10, 11, 12, 13, 14]
+    # a handle kept open serves later ranges, forward and back
+    handles = {}
+    for lo, n in ((900, 3), (20, 4), (995, 5), (0, 1)):
+        got = np.frombuffer(store.blob_slice(conn, 1, 8 * lo, 8 * n, handles), dtype="<i8")
+        assert got.tolist() == list(range(lo, lo + n))
+    assert list(handles) == [1]
     conn.close()
 
 
