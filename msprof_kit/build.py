@@ -21,7 +21,7 @@ from .parsers import host as H
 from .parsers import records as R
 from .parsers.stream import decode_stream, locate, read_stream
 from . import forked, memory, metrics
-from .arrays import isin
+from .arrays import first_seen, isin
 from .forked import Forked, can_fork
 from .errors import Diagnostics, MissingControlFile, NoData
 from .layout import NPU_NAMES, Chip, Collection, ResultDir, data_files
@@ -1087,7 +1087,7 @@ def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.nda
     if c.empty:
         return np.zeros(0, np.int64)
     gid = c[GID_KEYS].astype(np.int64).groupby(GID_KEYS, sort=False).ngroup().to_numpy()  # as _global_ids numbers them
-    first = ~pd.Series(gid).duplicated().to_numpy()
+    first = first_seen(gid)
     host.compute = c[["track"] + GID_KEYS + ["block", "mix"]]
     c = c[first]
     gid = gid[first]

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from . import pages, schema
-from .arrays import ascending
+from .arrays import ascending, first_seen
 from .build import CodedTexts, build, text_codes
 from .job import build_job
 from .errors import Diagnostics, StoreError
@@ -531,7 +531,7 @@ def _put_long_pmu(dest: "TableWriter", src: sqlite3.Connection) -> None:
     column = stored.read
     gid = column("globalTaskId")
     n = len(gid)
-    first = ~pd.Series(gid).duplicated().to_numpy()
+    first = first_seen(gid)
     if dest.paged:
         _paged_long_pmu(dest, gid, first, metrics, metric_ids, column)
         return

@@ -42,3 +42,10 @@ def test_packed_keys_are_equal_where_the_rows_are(columns):
     # the groups agree with group_ids'
     groups = arrays.group_ids(keys) if rows else np.zeros(0, np.int64)
     assert len(set(zip(groups.tolist(), packed.tolist()))) == len(set(rows))
+
+
+@pytest.mark.parametrize("values", [[], [7], [3, 3, 3], [1, 2, 2, 5, 9, 9], [5, 1, 5, 2, 1, 9, 2 ** 40, 2 ** 40, -4]])
+def test_first_seen_marks_what_pandas_does_not_call_duplicated(values):
+    import pandas as pd
+    v = np.array(values, dtype=np.int64)
+    assert arrays.first_seen(v).tolist() == (~pd.Series(v).duplicated()).tolist()
