@@ -49,13 +49,21 @@ def first_seen(values: np.ndarray) -> np.ndarray:
     return first
 
 
+SEARCH_BLOCK = 1 << 20  # values searched at a time (the positions of a block are int64)
+
+
 def in_sorted(values: np.ndarray, table: np.ndarray) -> np.ndarray:
     """Which values are in `table` (ascending)."""
     values = np.asarray(values)
+    out = np.zeros(values.shape, dtype=bool)
     if not len(table) or not len(values):
-        return np.zeros(values.shape, dtype=bool)
-    pos = np.minimum(np.searchsorted(table, values), len(table) - 1)
-    return table[pos] == values
+        return out
+    for lo in range(0, len(values), SEARCH_BLOCK):
+        part = values[lo:lo + SEARCH_BLOCK]
+        pos = np.searchsorted(table, part)
+        np.minimum(pos, len(table) - 1, out=pos)
+        out[lo:lo + SEARCH_BLOCK] = table[pos] == part
+    return out
 
 
 def isin(values: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -76,14 +84,19 @@ class SortedKeys:
         """For each wanted value, the position in the keys as given of the first one equal to it
         (-1: none)."""
         wanted = np.asarray(wanted, dtype=np.int64)
+        out = np.full(len(wanted), -1, dtype=np.int64)
         if not len(self.keys):
-            return np.full(len(wanted), -1, dtype=np.int64)
-        pos = np.minimum(np.searchsorted(self.keys, wanted), len(self.keys) - 1)
-        found = self.keys[pos] == wanted
-        if self.order is not None:
-            pos = self.order[pos]
-        pos[~found] = -1
-        return pos
+            return out
+        for lo in range(0, len(wanted), SEARCH_BLOCK):
+            part = wanted[lo:lo + SEARCH_BLOCK]
+            pos = np.searchsorted(self.keys, part)
+            np.minimum(pos, len(self.keys) - 1, out=pos)
+            found = self.keys[pos] == part
+            if self.order is not None:
+                pos = self.order[pos]
+            pos[~found] = -1
+            out[lo:lo + SEARCH_BLOCK] = pos
+        return out
 
 
 def packed_key(keys: Sequence[np.ndarray]) -> Optional[np.ndarray]:

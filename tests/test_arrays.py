@@ -49,3 +49,15 @@ def test_first_seen_marks_what_pandas_does_not_call_duplicated(values):
     import pandas as pd
     v = np.array(values, dtype=np.int64)
     assert arrays.first_seen(v).tolist() == (~pd.Series(v).duplicated()).tolist()
+
+
+def test_searches_in_blocks_give_the_whole_search(monkeypatch):
+    """in_sorted and SortedKeys.find search SEARCH_BLOCK values at a time."""
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 300, 200)
+    wanted = rng.integers(-5, 310, 1000)
+    whole = (arrays.in_sorted(wanted, np.sort(keys)), arrays.SortedKeys(keys).find(wanted))
+    monkeypatch.setattr(arrays, "SEARCH_BLOCK", 7)
+    assert arrays.in_sorted(wanted, np.sort(keys)).tolist() == whole[0].tolist()
+    assert arrays.SortedKeys(keys).find(wanted).tolist() == whole[1].tolist()
+    assert whole[0].any() and not whole[0].all()
