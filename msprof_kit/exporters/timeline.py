@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from .. import memory, store
-from ..arrays import SortedKeys, ascending, distinct, group_ids, in_sorted, isin, packed_key
+from ..arrays import SortedKeys, ascending, distinct, first_seen, group_ids, in_sorted, isin, packed_key
 from ..build import interval_gaps, union_intervals
 from ..forked import Forked
 from ..native_impl import Slot, fixed_slot, float_slot, format_rows, int_slot, text_slot, text_table
@@ -583,19 +583,11 @@ class Tasks:
 
 def _first_seen_by_conn(flows: np.ndarray) -> np.ndarray:
     """The distinct flow ids (connection id << 32, plus a context id in the Python rules), by
-    connection id, those of one connection in the order they were first seen (by sorting: a hash
-    table of ten million ids would take several times their size)."""
+    connection id, those of one connection in the order they were first seen (found by sorting:
+    a hash table of ten million ids would take several times their size)."""
     flows = np.asarray(flows, dtype=np.int64)
-    if len(flows) < 2:
-        return flows
-    order = np.argsort(flows, kind="stable")
-    ordered = flows[order]
-    first = np.empty(len(ordered), dtype=bool)
-    first[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    values, seen = ordered[first], order[first]
-    del order, ordered, first
-    return values[np.lexsort((seen, values >> 32))]
+    values = flows[first_seen(flows)]
+    return values[np.argsort(values >> 32, kind="stable")]
 
 
 def _hidden_parents(cols: Dict[str, np.ndarray]) -> np.ndarray:
