@@ -17,34 +17,30 @@ def ascending(values: np.ndarray) -> bool:
     return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
 
 
+def _run_starts(ordered: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of an ordered array starts."""
+    starts = np.empty(len(ordered), dtype=bool)
+    if len(ordered):
+        starts[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    return starts
+
+
 def distinct(values: np.ndarray) -> np.ndarray:
     """The distinct values, ascending (as np.unique gives them)."""
     ordered = np.sort(np.asarray(values), kind="stable")
-    if len(ordered) < 2:
-        return ordered
-    keep = np.empty(len(ordered), dtype=bool)
-    keep[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
-    return ordered[keep]
+    return ordered[_run_starts(ordered)]
 
 
 def first_seen(values: np.ndarray) -> np.ndarray:
     """Whether each value is the first of its kind in the array (as ~pd.Series.duplicated() says),
     by sorting (ten million ids hashed take several times their size)."""
     values = np.asarray(values)
-    first = np.zeros(len(values), dtype=bool)
-    if not len(values):
-        return first
     if ascending(values):
-        first[0] = True
-        np.not_equal(values[1:], values[:-1], out=first[1:])
-        return first
+        return _run_starts(values)
     order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    starts = np.empty(len(values), dtype=bool)
-    starts[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
-    del ordered
+    starts = _run_starts(values[order])
+    first = np.zeros(len(values), dtype=bool)
     first[order[starts]] = True
     return first
 
@@ -130,3 +126,12 @@ def group_ids(keys: Sequence[np.ndarray]) -> np.ndarray:
         code = code * len(values) + inverse.reshape(-1)
         width *= len(values)
     return code
+
+
+def in_marked_groups(keys: Sequence[np.ndarray], marked: np.ndarray) -> np.ndarray:
+    """Whether each row's group (rows equal in all the integer key columns) holds a marked row."""
+    key = packed_key(keys)
+    if key is not None:
+        return in_sorted(key, distinct(key[marked]))
+    group = group_ids(keys)
+    return (np.bincount(group, weights=marked) > 0)[group]

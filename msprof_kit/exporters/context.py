@@ -116,47 +116,38 @@ class ExportContext:
         """A column-wise table (or mirror), to read whole columns or row ranges of them."""
         return store.StoredColumns(self.conn, table)
 
-    def columns(self, table: str, names: Sequence[str]) -> Dict[str, np.ndarray]:
-        """Columns of an all-integer unified table in row order, as the mirror stores them (the
-        narrowest integer type holding the values; empty int64 arrays when the table is absent):
-        from its column-wise mirror (schema.MIRRORED), or as int64 from sqlite for a store written
-        before the mirrors were kept."""
+    def reader(self, table: str, names: Sequence[str]) -> "RowReader":
+        """Columns of an all-integer unified table, to be read whole or at chosen rows (see
+        RowReader): from its column-wise mirror (schema.MIRRORED), or as int64 from sqlite for a
+        store written before the mirrors were kept (empty int64 arrays when the table is absent)."""
         if not self.has(table):
-            return {n: np.zeros(0, np.int64) for n in names}
+            return RowReader(0, whole={n: np.zeros(0, np.int64) for n in names})
         if self.has("KIT_COLUMNS"):
             mirror = self.stored(table)
             if all(n in mirror for n in names):
-                return {n: mirror.read(n) for n in names}
+                return RowReader(len(mirror), mirror=mirror)
         rows = self.conn.execute(f"SELECT {', '.join(names)} FROM {table} ORDER BY rowid").fetchall()
         arr = np.array(rows, dtype=np.int64).reshape(len(rows), len(names))
-        return {n: arr[:, j] for j, n in enumerate(names)}
+        return RowReader(len(rows), whole={n: arr[:, j] for j, n in enumerate(names)})
+
+    def columns(self, table: str, names: Sequence[str]) -> Dict[str, np.ndarray]:
+        """Columns of an all-integer unified table in row order, as the mirror stores them (the
+        narrowest integer type holding the values; see `reader`)."""
+        columns = self.reader(table, names)
+        return {n: columns.read(n) for n in names}
 
     def ints(self, table: str, names: Sequence[str]) -> Dict[str, np.ndarray]:
         """`columns`, widened to int64."""
         return {n: v.astype(np.int64, copy=False) for n, v in self.columns(table, names).items()}
 
-    def reader(self, table: str, names: Sequence[str]) -> "RowReader":
-        """Columns of an all-integer unified table to be read at chosen rows (see RowReader)."""
-        mirror = self.stored(table) if self.has(table) and self.has("KIT_COLUMNS") else None
-        if mirror is not None and all(n in mirror for n in names):
-            return RowReader(len(mirror), mirror=mirror)
-        whole = self.columns(table, names)
-        return RowReader(len(whole[names[0]]) if names else 0, whole=whole)
-
     def blocks(self, table: str, names: Sequence[str], size: int) -> Iterator[Tuple[int, int, Dict[str, np.ndarray]]]:
         """`ints` of an all-integer unified table `size` rows at a time: (first row, end row, the
         columns of those rows). Read by row range from the mirror; a store without one is read
         whole from sqlite, then cut."""
-        mirror = self.stored(table) if self.has("KIT_COLUMNS") else None
-        if mirror is not None and all(n in mirror for n in names):
-            for lo in range(0, len(mirror), size):
-                hi = min(len(mirror), lo + size)
-                yield lo, hi, {c: mirror.read(c, lo, hi).astype(np.int64) for c in names}
-            return
-        whole = self.ints(table, names)
-        n = len(whole[names[0]])
-        for lo in range(0, n, size):
-            yield lo, min(n, lo + size), {c: v[lo:lo + size] for c, v in whole.items()}
+        columns = self.reader(table, names)
+        for lo in range(0, len(columns), size):
+            hi = min(len(columns), lo + size)
+            yield lo, hi, {c: columns.span(c, lo, hi).astype(np.int64) for c in names}
 
     def path_for(self, kind: str, ext: str, part: Optional[int] = None) -> str:
         """`<kind>[_slice_<part>]_<stamp>.<ext>` in the output folder; the path is recorded as written."""

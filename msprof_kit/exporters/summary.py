@@ -37,7 +37,7 @@ from numpy.dtypes import StringDType
 from .. import native_impl
 from ..forked import Forked, can_fork
 from ..native_impl import Slot, fixed_slot, format_rows, int_slot, overlay, text_slot, text_table, trim_slot
-from ..arrays import SortedKeys, ascending, distinct, group_ids, in_sorted, packed_key
+from ..arrays import SortedKeys, ascending, group_ids, in_marked_groups
 from .context import ExportContext, RowReader
 
 NA = "N/A"
@@ -479,6 +479,7 @@ class Tasks:
     info_pos: np.ndarray
     strings: np.ndarray
     stored: int  # rows of TASK (in scope or not)
+    _passed: Dict[object, np.ndarray] = field(default_factory=dict, repr=False)  # id_test's tables by key
 
     def __len__(self) -> int:
         return len(self.info_pos)
@@ -534,14 +535,18 @@ class Tasks:
         """Strings of STRING_IDS ids (N/A for -1)."""
         return np.append(self.strings, NA)[string_codes(ids, self.strings)]
 
-    def id_test(self, ids: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
-        """Whether the text of each STRING_IDS id passes `test` (tested once per string)."""
-        passed = np.array([test(str(t)) for t in np.append(self.strings, NA).tolist()], dtype=bool)
+    def id_test(self, ids: np.ndarray, key: object, test: Callable[[str], bool]) -> np.ndarray:
+        """Whether the text of each STRING_IDS id passes `test`, tested once per string for all the
+        calls that name the same `key` (each block of tasks asks again)."""
+        passed = self._passed.get(key)
+        if passed is None:
+            passed = np.array([test(str(t)) for t in np.append(self.strings, NA).tolist()], dtype=bool)
+            self._passed[key] = passed
         return passed[string_codes(ids, self.strings)]
 
     def id_in(self, ids: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         """Whether the text of each STRING_IDS id is one of `texts`."""
-        return self.id_test(ids, lambda text: text in texts)
+        return self.id_test(ids, tuple(texts), lambda text: text in texts)
 
 
 def _in_windows(ctx: ExportContext, dev: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -862,7 +867,7 @@ def op_summary_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional
         excluded = tasks.id_in(task_type, OP_SUMMARY_EXCLUDED)
         communication = tasks.id_in(task_type, ("COMMUNICATION",))
         if communication.any():
-            aiv = tasks.id_test(tasks.info_ids("name", at), lambda name: name.endswith(AIV_KERNEL))
+            aiv = tasks.id_test(tasks.info_ids("name", at), AIV_KERNEL, lambda name: name.endswith(AIV_KERNEL))
             excluded &= ~(communication & aiv)
         keep[at] = (tasks.has_info(at) & ~excluded & _of_model(ctx, tasks, at)
                     & _keep_after_start(tasks.col("startNs", at), tasks.col("endNs", at), begin, flavour))
@@ -1044,9 +1049,8 @@ def _task_time_keep(device: np.ndarray, stream: np.ndarray, task: np.ndarray, ba
     if not marked.any():
         return keep
     keys = [device, stream, task, batch]
-    key = packed_key(keys)
-    at = np.arange(len(ctx_id)) if key is None else np.flatnonzero(in_sorted(key, distinct(key[marked])))
-    del key, marked
+    at = np.flatnonzero(in_marked_groups(keys, marked))
+    del marked
     group = group_ids([k[at] for k in keys])
     ctx_id = ctx_id[at]
     size = np.bincount(group)

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from .. import memory, store
-from ..arrays import SortedKeys, ascending, distinct, first_seen, group_ids, in_sorted, isin, packed_key
+from ..arrays import SortedKeys, ascending, distinct, first_seen, in_marked_groups, in_sorted, isin
 from ..build import interval_gaps, union_intervals
 from ..forked import Forked
 from ..native_impl import Slot, fixed_slot, float_slot, format_rows, int_slot, text_slot, text_table
@@ -596,12 +596,7 @@ def _hidden_parents(cols: Dict[str, np.ndarray]) -> np.ndarray:
     sub = cols["ctx"] != INVALID_CTX
     if not sub.any():
         return np.zeros(len(sub), dtype=bool)
-    keys = [cols["device"], cols["stream"], cols["task"], cols["batch"]]
-    key = packed_key(keys)
-    if key is not None:
-        return ~sub & in_sorted(key, distinct(key[sub]))
-    group = group_ids(keys)
-    return ~sub & (np.bincount(group, weights=sub) > 0)[group]
+    return ~sub & in_marked_groups([cols["device"], cols["stream"], cols["task"], cols["batch"]], sub)
 
 
 def _in_timeline(start: np.ndarray, end: np.ndarray, window: Optional[Tuple[int, int]]) -> np.ndarray:
