@@ -128,10 +128,29 @@ def group_ids(keys: Sequence[np.ndarray]) -> np.ndarray:
     return code
 
 
+def key_codes(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """One int64 per row of several integer key columns, equal where all of them are: the packed
+    key, or dense group numbers when the columns need more than 63 bits together."""
+    key = packed_key(keys)
+    return key if key is not None else group_ids(keys)
+
+
+def numbered_by_first_row(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """A group number per row of several integer key columns, the groups numbered 0, 1, ... in the
+    order of their first rows (what pandas' groupby(sort=False).ngroup() gives, which hashes the
+    rows: at twenty million rows it takes four times as long as sorting them)."""
+    key = key_codes(keys)
+    order = np.argsort(key, kind="stable")
+    starts = _run_starts(key[order])
+    first_rows = order[starts]  # a stable sort puts each group's first row at its start
+    rank = np.empty(len(first_rows), dtype=np.int64)
+    rank[np.argsort(first_rows)] = np.arange(len(first_rows), dtype=np.int64)
+    out = np.empty(len(key), dtype=np.int64)
+    out[order] = rank[np.cumsum(starts) - 1]
+    return out
+
+
 def in_marked_groups(keys: Sequence[np.ndarray], marked: np.ndarray) -> np.ndarray:
     """Whether each row's group (rows equal in all the integer key columns) holds a marked row."""
-    key = packed_key(keys)
-    if key is not None:
-        return in_sorted(key, distinct(key[marked]))
-    group = group_ids(keys)
-    return (np.bincount(group, weights=marked) > 0)[group]
+    key = key_codes(keys)
+    return in_sorted(key, distinct(key[marked]))

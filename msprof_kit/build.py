@@ -21,7 +21,7 @@ from .parsers import host as H
 from .parsers import records as R
 from .parsers.stream import decode_stream, locate, read_stream
 from . import forked, memory, metrics
-from .arrays import first_seen, isin
+from .arrays import first_seen, isin, key_codes, numbered_by_first_row
 from .forked import Forked, can_fork
 from .errors import Diagnostics, MissingControlFile, NoData
 from .layout import NPU_NAMES, Chip, Collection, ResultDir, data_files
@@ -838,14 +838,13 @@ def match_tasks(host: Optional[HostData], dev: DeviceData) -> pd.DataFrame:
     keys["stream_id"] = tr.loc[keys["track"], "stream_id"].to_numpy()
     keys["task_id"] = tr.loc[keys["track"], "task_low"].to_numpy()
     keys["ts"] = tr.loc[keys["track"], "ts_ns"].to_numpy()
-    kcols = ["stream_id", "task_id", "ctx"]
-    both = pd.concat([keys[kcols], tasks[kcols]], ignore_index=True)
-    code = both.groupby(kcols, sort=False).ngroup().to_numpy()
+    code = key_codes([np.concatenate([keys[c].to_numpy(np.int64), tasks[c].to_numpy(np.int64)])
+                      for c in ("stream_id", "task_id", "ctx")])
     keys["k"] = code[: len(keys)]
     # only what the match reads of the tasks: their row, start and key
     left = _frame({"row": np.arange(len(tasks)), "start_ns": tasks["start_ns"].to_numpy(),
                    "k": code[len(keys):]}).sort_values("start_ns", kind="stable")
-    del both, code
+    del code
     right = keys.sort_values("ts", kind="stable")[["k", "ts", "track"]].rename(columns={"track": "htrack"})
     back = pd.merge_asof(left, right, left_on="start_ns", right_on="ts", by="k", direction="backward")
     missing = back["htrack"].isna()
@@ -929,14 +928,11 @@ def _attach_by_time(tasks: pd.DataFrame, stream: np.ndarray, task: np.ndarray, c
     n = len(t)
     if n == 0:
         return np.zeros(0, np.int64)
-    kcols = ["stream_id", "task_id", "ctx"]
-    probe = _frame({"stream_id": stream.astype(np.int64), "task_id": task.astype(np.int64),
-                    "ctx": ctx.astype(np.int64), "t": t.astype(np.int64), "i": np.arange(n)})
-    both = pd.concat([tasks[kcols], probe[kcols]], ignore_index=True)
-    code = both.groupby(kcols, sort=False).ngroup().to_numpy()
+    code = key_codes([np.concatenate([tasks[c].to_numpy(np.int64), probe.astype(np.int64)])
+                      for c, probe in (("stream_id", stream), ("task_id", task), ("ctx", ctx))])
     right = _frame({"k": code[: len(tasks)], "start": tasks["start"].to_numpy(),
                     "end": tasks["end"].to_numpy(), "row": np.arange(len(tasks))}).sort_values("start")
-    left = probe.assign(k=code[len(tasks):]).sort_values("t")
+    left = _frame({"t": t.astype(np.int64), "i": np.arange(n), "k": code[len(tasks):]}).sort_values("t")
     m = pd.merge_asof(left, right, left_on="t", right_on="start", by="k", direction="backward")
     ok = m["row"].notna().to_numpy() & (m["t"].to_numpy() <= m["end"].fillna(-1).to_numpy())
     out = np.full(n, -1, dtype=np.int64)
@@ -1074,9 +1070,10 @@ def _global_ids(compute: pd.DataFrame, task_keys: pd.DataFrame) -> np.ndarray:
     """globalTaskId of each task: tasks sharing (device, stream, task, context, batch) share an id;
     the compute tasks' keys are numbered first, in host order, so a compute task and the device
     executions of it share its id."""
-    comp_keys = compute[GID_KEYS] if not compute.empty else pd.DataFrame(columns=GID_KEYS)
-    all_keys = pd.concat([comp_keys, task_keys], ignore_index=True).astype(np.int64)
-    return all_keys.groupby(GID_KEYS, sort=False).ngroup().to_numpy()[len(comp_keys):]
+    n = 0 if compute.empty else len(compute)
+    keys = [np.concatenate([compute[k].to_numpy(np.int64) if n else np.zeros(0, np.int64),
+                            task_keys[k].to_numpy(np.int64)]) for k in GID_KEYS]
+    return numbered_by_first_row(keys)[n:]
 
 
 def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.ndarray:
@@ -1086,7 +1083,7 @@ def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.nda
     c = host.compute
     if c.empty:
         return np.zeros(0, np.int64)
-    gid = c[GID_KEYS].astype(np.int64).groupby(GID_KEYS, sort=False).ngroup().to_numpy()  # as _global_ids numbers them
+    gid = numbered_by_first_row([c[k].to_numpy(np.int64) for k in GID_KEYS])  # as _global_ids numbers them
     first = first_seen(gid)
     host.compute = c[["track"] + GID_KEYS + ["block", "mix"]]
     c = c[first]

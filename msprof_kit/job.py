@@ -26,6 +26,7 @@ from .parsers import device as D
 from .parsers import job as J
 from .parsers.host import parse_dictionary
 from .parsers.stream import Issue, Piece, locate, read_stream
+from .arrays import numbered_by_first_row
 from .build import StringPool, control_times, device_info_rows
 from .errors import BadRecords, Diagnostics, MissingControlFile, NoData
 from .layout import CHIPS, NPU_NAMES, Collection, JobFile, JobLayout, ResultDir
@@ -316,12 +317,11 @@ def _names(codes: np.ndarray, table: Dict[int, str]) -> np.ndarray:
 def _global_ids(ops: pd.DataFrame, tasks: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
     """globalTaskIds of the ops and the tasks: equal (device, stream, task, context, batch) keys
     share an id; the ops are numbered first, in file order (as build.py numbers host compute tasks)."""
-    parts = [f[GID_KEYS].astype(np.int64) if not f.empty else pd.DataFrame(columns=GID_KEYS, dtype=np.int64)
-             for f in (ops, tasks)]
-    both = pd.concat(parts, ignore_index=True)
-    gid = both.groupby(GID_KEYS, sort=False).ngroup().to_numpy().astype(np.int64) if len(both) else \
-        np.zeros(0, dtype=np.int64)
-    return gid[: len(parts[0])], gid[len(parts[0]):]
+    n = 0 if ops.empty else len(ops)
+    keys = [np.concatenate([f[k].to_numpy(np.int64) if not f.empty else np.zeros(0, np.int64) for f in (ops, tasks)])
+            for k in GID_KEYS]
+    gid = numbered_by_first_row(keys)
+    return gid[:n], gid[n:]
 
 
 def _put_tasks(ops: pd.DataFrame, tasks: pd.DataFrame, pid: int, strings: StringPool, put: Sink) -> None:

@@ -61,3 +61,30 @@ def test_searches_in_blocks_give_the_whole_search(monkeypatch):
     assert arrays.in_sorted(wanted, np.sort(keys)).tolist() == whole[0].tolist()
     assert arrays.SortedKeys(keys).find(wanted).tolist() == whole[1].tolist()
     assert whole[0].any() and not whole[0].all()
+
+
+@pytest.mark.parametrize("columns", [
+    [[], []],
+    [[3], [1]],
+    [[0, 1, 1, 0, 1, 0], [7, 7, 8, 7, 8, 9]],
+    [[2 ** 40, 0, 2 ** 40, 5, 0], [2 ** 30, 2 ** 30, 2 ** 30, 0, 2 ** 30]],  # 71 bits: dense groups instead
+    [[9, 8, 7, 6, 5, 9, 8], [-1, -1, -1, -1, -1, -1, -1]],
+])
+def test_groups_numbered_by_first_row_equal_pandas_ngroup(columns):
+    import pandas as pd
+    keys = [np.array(c, dtype=np.int64) for c in columns]
+    frame = pd.DataFrame({f"k{i}": k for i, k in enumerate(keys)})
+    expect = frame.groupby(list(frame.columns), sort=False).ngroup().tolist() if len(frame) else []
+    assert arrays.numbered_by_first_row(keys).tolist() == expect
+    codes = arrays.key_codes(keys)
+    rows = list(zip(*columns))
+    assert len(set(zip(codes.tolist(), rows))) == len(set(rows)) == len(set(codes.tolist()))
+
+
+def test_groups_numbered_by_first_row_on_many_random_rows():
+    import pandas as pd
+    rng = np.random.default_rng(11)
+    keys = [rng.integers(0, 3, 5000), rng.integers(0, 40, 5000), np.where(rng.random(5000) < .8, 2 ** 32 - 1, 0)]
+    frame = pd.DataFrame({f"k{i}": k for i, k in enumerate(keys)})
+    expect = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()
+    assert (arrays.numbered_by_first_row(keys) == expect).all()
