@@ -21,7 +21,7 @@ from .parsers import host as H
 from .parsers import records as R
 from .parsers.stream import decode_stream, locate, read_stream
 from . import forked, memory, metrics
-from .arrays import first_seen, isin, key_codes, numbered_by_first_row
+from .arrays import SortedKeys, ascending, distinct, first_seen, isin, key_codes, numbered_by_first_row
 from .forked import Forked, can_fork
 from .errors import Diagnostics, MissingControlFile, NoData
 from .layout import NPU_NAMES, Chip, Collection, ResultDir, data_files
@@ -251,22 +251,34 @@ def _select(cols: Columns, rows: np.ndarray) -> None:
 
 def _contain(p_thread: np.ndarray, p_time: np.ndarray, a_thread: np.ndarray, a_begin: np.ndarray,
              a_end: np.ndarray) -> np.ndarray:
-    """Index of the API (same thread, begin < t <= end, latest begin) containing each point, or -1."""
+    """Index of the API (same thread, begin < t <= end, latest begin; of equal begins the last)
+    containing each point, or -1. One search over the APIs ordered by (thread, begin), not one a
+    thread (real collections have dozens of threads)."""
     out = np.full(len(p_time), -1, dtype=np.int64)
     if len(a_begin) == 0 or len(p_time) == 0:
         return out
-    for thread in np.unique(p_thread):
-        pm = np.flatnonzero(p_thread == thread)
-        am = np.flatnonzero(a_thread == thread)
-        if len(am) == 0:
-            continue
-        order = am[np.argsort(a_begin[am], kind="stable")]
-        begins = a_begin[order]
-        idx = np.searchsorted(begins, p_time[pm], side="left") - 1
-        ok = idx >= 0
-        cand = order[np.clip(idx, 0, None)]
-        ok &= p_time[pm] <= a_end[cand]
-        out[pm[ok]] = cand[ok]
+    threads = distinct(a_thread)
+    a_code = np.searchsorted(threads, a_thread)
+    p_code = np.minimum(np.searchsorted(threads, p_thread), len(threads) - 1)
+    lo = min(int(a_begin.min()), int(p_time.min()))
+    width = (max(int(a_begin.max()), int(p_time.max())) - lo).bit_length()
+    if width + (len(threads) - 1).bit_length() > 63:  # times too far apart to pack with the thread
+        for thread in np.unique(p_thread):
+            pm = np.flatnonzero(p_thread == thread)
+            am = np.flatnonzero(a_thread == thread)
+            if len(am):
+                order = am[np.argsort(a_begin[am], kind="stable")]
+                idx = np.searchsorted(a_begin[order], p_time[pm]) - 1
+                cand = order[np.maximum(idx, 0)]
+                ok = (idx >= 0) & (p_time[pm] <= a_end[cand])
+                out[pm[ok]] = cand[ok]
+        return out
+    a_key = (a_code.astype(np.int64) << width) | (a_begin.astype(np.int64) - lo)
+    order = np.argsort(a_key, kind="stable")
+    idx = np.searchsorted(a_key[order], (p_code.astype(np.int64) << width) | (p_time.astype(np.int64) - lo)) - 1
+    cand = order[np.maximum(idx, 0)]
+    ok = (idx >= 0) & (a_thread[cand] == p_thread) & (p_time <= a_end[cand])
+    out[ok] = cand[ok]
     return out
 
 
@@ -816,44 +828,48 @@ def match_tasks(host: Optional[HostData], dev: DeviceData) -> pd.DataFrame:
     tasks["track"] = -1
     if host is None or host.tracks.empty or tasks.empty:
         return tasks
-    tr = host.tracks
-    on_dev = tr["device_id"].to_numpy() == dev.device_id
-    tr = tr[on_dev]
-    if tr.empty:
+    tracks = host.tracks  # its index is the track's position
+    on_dev = np.flatnonzero(tracks["device_id"].to_numpy() == dev.device_id)
+    if not len(on_dev):
         return tasks
-    type_name = tr["type_name"].to_numpy()
     # context keys: the default, the op's context id (MIX ops run as FFTS+ context 0)
-    ctx_of = pd.Series(INVALID_CTX, index=tr.index, dtype=np.int64)
+    ctx_of = np.full(len(on_dev), INVALID_CTX, dtype=np.int64)
     if not host.compute.empty:
-        comp = host.compute.set_index("track")["ctx"]
-        common = comp.index.intersection(tr.index)
-        ctx_of.loc[common] = comp.loc[common].to_numpy()
-    mix = _where_text(type_name, lambda t: t in MIX_TYPES)
-    keys = pd.concat([
-        _frame({"track": tr.index, "ctx": INVALID_CTX}),
-        _frame({"track": tr.index[ctx_of.to_numpy() != INVALID_CTX],
-                "ctx": ctx_of.to_numpy()[ctx_of.to_numpy() != INVALID_CTX]}),
-        _frame({"track": tr.index[mix & (ctx_of.to_numpy() != 0)], "ctx": 0}),
-    ], ignore_index=True)
-    keys["stream_id"] = tr.loc[keys["track"], "stream_id"].to_numpy()
-    keys["task_id"] = tr.loc[keys["track"], "task_low"].to_numpy()
-    keys["ts"] = tr.loc[keys["track"], "ts_ns"].to_numpy()
-    code = key_codes([np.concatenate([keys[c].to_numpy(np.int64), tasks[c].to_numpy(np.int64)])
-                      for c in ("stream_id", "task_id", "ctx")])
-    keys["k"] = code[: len(keys)]
-    # only what the match reads of the tasks: their row, start and key
-    left = _frame({"row": np.arange(len(tasks)), "start_ns": tasks["start_ns"].to_numpy(),
-                   "k": code[len(keys):]}).sort_values("start_ns", kind="stable")
-    del code
-    right = keys.sort_values("ts", kind="stable")[["k", "ts", "track"]].rename(columns={"track": "htrack"})
-    back = pd.merge_asof(left, right, left_on="start_ns", right_on="ts", by="k", direction="backward")
-    missing = back["htrack"].isna()
+        ctx_all = np.full(len(tracks), INVALID_CTX, dtype=np.int64)
+        ctx_all[host.compute["track"].to_numpy()] = host.compute["ctx"].to_numpy()
+        ctx_of = ctx_all[on_dev]
+        del ctx_all
+    mix = _where_text(tracks["type_name"].to_numpy()[on_dev], lambda t: t in MIX_TYPES)
+    has_ctx = ctx_of != INVALID_CTX
+    also_zero = mix & (ctx_of != 0)
+    key_track = np.concatenate([on_dev, on_dev[has_ctx], on_dev[also_zero]])
+    key_ctx = np.concatenate([np.full(len(on_dev), INVALID_CTX, dtype=np.int64), ctx_of[has_ctx],
+                              np.zeros(int(also_zero.sum()), dtype=np.int64)])
+    del ctx_of, mix, has_ctx, also_zero, on_dev
+    code = key_codes([
+        np.concatenate([tracks["stream_id"].to_numpy(np.int64)[key_track], tasks["stream_id"].to_numpy(np.int64)]),
+        np.concatenate([tracks["task_low"].to_numpy(np.int64)[key_track], tasks["task_id"].to_numpy(np.int64)]),
+        np.concatenate([key_ctx, tasks["ctx"].to_numpy(np.int64)])])
+    del key_ctx
+    n_keys = len(key_track)
+    # the tasks by start (stably), the keys by the time of their track (stably)
+    start = tasks["start_ns"].to_numpy()
+    rows = np.arange(len(tasks)) if ascending(start) else np.argsort(start, kind="stable")
+    left = _frame({"start_ns": start[rows], "k": code[n_keys:][rows]})
+    ts = tracks["ts_ns"].to_numpy()[key_track]
+    by_ts = np.argsort(ts, kind="stable")
+    right = _frame({"k": code[:n_keys][by_ts], "ts": ts[by_ts], "htrack": key_track[by_ts]})
+    del code, ts, by_ts, key_track
+    found = pd.merge_asof(left, right, left_on="start_ns", right_on="ts", by="k",
+                          direction="backward")["htrack"].to_numpy()
+    missing = np.isnan(found)
     if missing.any():
-        fwd = pd.merge_asof(left[missing.to_numpy()], right, left_on="start_ns", right_on="ts", by="k",
-                            direction="forward")
-        back.loc[missing.to_numpy(), "htrack"] = fwd["htrack"].to_numpy()
-    back = back.sort_values("row")
-    tasks["track"] = back["htrack"].fillna(-1).astype(np.int64).to_numpy()
+        found[missing] = pd.merge_asof(left[missing], right, left_on="start_ns", right_on="ts", by="k",
+                                       direction="forward")["htrack"].to_numpy()
+    track = np.full(len(tasks), -1, dtype=np.int64)
+    hit = ~np.isnan(found)
+    track[rows[hit]] = found[hit].astype(np.int64)
+    tasks["track"] = track
     return tasks
 
 
@@ -1239,7 +1255,7 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List
     # block counts by task row, for the PMU times
     block = mix = np.zeros(len(tasks), np.int64)
     if not tasks.empty and not compute.empty:
-        pos = pd.Index(compute["track"].to_numpy()).get_indexer(tasks["track"].to_numpy())
+        pos = SortedKeys(compute["track"].to_numpy()).find(tasks["track"].to_numpy())
         block = np.where(pos >= 0, compute["block"].to_numpy()[np.clip(pos, 0, None)], 0)
         mix = np.where(pos >= 0, compute["mix"].to_numpy()[np.clip(pos, 0, None)], 0)
         del pos
