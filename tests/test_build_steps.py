@@ -61,3 +61,31 @@ def test_events_pair_as_a_loop_pairs_them(n, seed):
     assert got["thread"].tolist() == keep["thread_id"][rows].astype(np.int64).tolist()
     assert list(got) == ["level", "type", "thread", "reserve", "begin", "end", "item", "order"]
     assert any(f"{unpaired} begin/end event records have no partner" in w for w in diag.warnings) == bool(unpaired)
+
+
+def _contain_by_loop(p_thread, p_time, a_thread, a_begin, a_end):
+    """For each point, the API of its thread with the latest begin before it (of equal begins the
+    last), if that API has not ended before the point."""
+    out = []
+    for thread, t in zip(p_thread.tolist(), p_time.tolist()):
+        best = -1
+        for i, (at, b) in enumerate(zip(a_thread.tolist(), a_begin.tolist())):
+            if at == thread and b < t and (best < 0 or b >= a_begin[best]):
+                best = i
+        out.append(best if best >= 0 and t <= a_end[best] else -1)
+    return out
+
+
+@pytest.mark.parametrize("seed, span", [(1, 60), (2, 60), (3, 2 ** 62)])  # 2**62: too wide to pack, one search a thread
+def test_points_find_the_api_containing_them_as_a_loop_finds_it(seed, span):
+    rng = np.random.default_rng(seed)
+    n_api, n_pt = 150, 200
+    a_thread = rng.integers(1, 30, n_api).astype(np.uint32)
+    a_begin = rng.integers(0, span, n_api).astype(np.int64)
+    a_end = a_begin + rng.integers(0, span // 6, n_api)
+    p_thread = rng.integers(0, 32, n_pt).astype(np.int64)  # threads without APIs too
+    p_time = np.concatenate([rng.integers(0, span, n_pt - 20), a_begin[:10], a_end[:10]]).astype(np.int64)
+    got = build._contain(p_thread, p_time, a_thread, a_begin, a_end)
+    expect = _contain_by_loop(p_thread, p_time, a_thread, a_begin, a_end)
+    assert got.tolist() == expect
+    assert sum(e >= 0 for e in expect) > 20
