@@ -356,14 +356,16 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
     apis["conn"] = tree + 1
     del tree
 
-    # compact / additional records, each tagged with its file class
-    def records(kind: str) -> pd.DataFrame:
+    # compact records: the fields read below, each record tagged with its file class
+    def records(kind: str, fields: Sequence[str]) -> pd.DataFrame:
         frames = [_frame(c).assign(aging=group == "aging")
-                  for group, c in _compact(files, kind, diag, lambda name, col: col.ndim == 1)]
+                  for group, c in _compact(files, kind, diag, lambda name, col: name in fields)]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
-    tracks = records("task_track")
-    nbi = records("node_basic_info")
+    tracks = records("task_track", ("thread_id", "timestamp", "device_id", "stream_id", "task_id", "task_type",
+                                    "kernel_name", "data_len", "num_blocks", "ratio"))
+    nbi = records("node_basic_info", ("thread_id", "timestamp", "op_name", "op_type", "task_type", "block_dim",
+                                      "op_flag"))
     ctx = _context_ids(rd, files, diag)
     tensors, tensor_table = tensor_texts()
     models = _model_names(rd, files, hashes, diag)
@@ -384,7 +386,12 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
         empty = pd.DataFrame()
         return HostData(tracks=empty, compute=empty, models=models, pid=pid, tensor_table=tensor_table)
 
-    # deepest tree API containing each task track
+    # the task tracks but maintenance ones, each under the deepest tree API containing it
+    type_names = _map_names(tracks["task_type"].to_numpy(), types)
+    kept = _where_text(type_names, lambda t: t != "MAINTENANCE")
+    if not kept.all():
+        tracks, type_names = tracks[kept], type_names[kept]
+    del kept
     t_thread = tracks["thread_id"].to_numpy().astype(np.int64)
     t_time = tracks["timestamp"].to_numpy().astype(np.int64)
     parent = np.full(len(tracks), -1, dtype=np.int64)
@@ -397,27 +404,23 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
         hit = found >= 0
         parent[todo[hit]] = idx[found[hit]]
     midx = np.flatnonzero(level == LEVEL_MODEL)
-    mfound = _contain(t_thread, t_time, a_thread[midx], a_begin[midx], a_end[midx])
-    model_api = _take(midx, mfound)
-
-    type_names = _map_names(tracks["task_type"].to_numpy(), types)
-    tracks = tracks.assign(
-        type_name=type_names,
-        stream_id=tracks["stream_id"].astype(np.int64),
-        task_low=(tracks["task_id"].to_numpy() & 0xFFFF).astype(np.int64),
-        batch=(tracks["task_id"].to_numpy() >> 16).astype(np.int64),
-        ts_ns=clock.to_ns(t_time),
-        parent=parent,
-        parent_level=np.where(parent >= 0, level[np.clip(parent, 0, None)], -1),
-        model_id=np.where(model_api >= 0, apis["item"].astype(np.int64)[np.clip(model_api, 0, None)], NO_MODEL),
-        request_id=np.where(model_api >= 0, apis["reserve"].astype(np.int64)[np.clip(model_api, 0, None)], -1),
-        conn=np.where(parent >= 0, apis["conn"][np.clip(parent, 0, None)], -1),
-        kernel=_hash_names(tracks["kernel_name"].to_numpy(), hashes),
-    )
-    keep = ["device_id", "stream_id", "task_low", "batch", "ts_ns", "thread_id", "type_name", "parent",
-            "parent_level", "model_id", "request_id", "conn", "kernel", "data_len", "num_blocks", "ratio"]
-    tracks = tracks.loc[tracks["type_name"].to_numpy() != "MAINTENANCE", keep].reset_index(drop=True)
-    del t_thread, t_time, parent, model_api, type_names
+    model_api = _take(midx, _contain(t_thread, t_time, a_thread[midx], a_begin[midx], a_end[midx]))
+    del t_thread
+    has_parent, at_parent = parent >= 0, np.clip(parent, 0, None)
+    has_model, at_model = model_api >= 0, np.clip(model_api, 0, None)
+    task_id = tracks["task_id"].to_numpy()
+    tracks = _frame({
+        "device_id": tracks["device_id"].to_numpy(), "stream_id": tracks["stream_id"].to_numpy(np.int64),
+        "task_low": (task_id & 0xFFFF).astype(np.int64), "batch": (task_id >> 16).astype(np.int64),
+        "ts_ns": clock.to_ns(t_time), "thread_id": tracks["thread_id"].to_numpy(), "type_name": type_names,
+        "parent": parent, "parent_level": np.where(has_parent, level[at_parent], -1),
+        "model_id": np.where(has_model, apis["item"].astype(np.int64)[at_model], NO_MODEL),
+        "request_id": np.where(has_model, apis["reserve"].astype(np.int64)[at_model], -1),
+        "conn": np.where(has_parent, apis["conn"][at_parent], -1),
+        "kernel": _hash_names(tracks["kernel_name"].to_numpy(), hashes),
+        "data_len": tracks["data_len"].to_numpy(), "num_blocks": tracks["num_blocks"].to_numpy(),
+        "ratio": tracks["ratio"].to_numpy()})
+    del t_time, task_id, parent, model_api, type_names, has_parent, at_parent, has_model, at_model
     apis = {k: apis[k] for k in ("thread", "begin", "end")}  # what attach() reads of the node APIs
     compute = _compute_tasks(tracks, nbi, tensors, tensor_table, ctx, attach, hashes)
     return HostData(tracks=tracks, compute=compute, models=models, pid=pid, tensor_table=tensor_table)
