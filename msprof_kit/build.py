@@ -21,7 +21,7 @@ from .parsers import host as H
 from .parsers import records as R
 from .parsers.stream import decode_stream, locate, read_stream
 from . import forked, memory, metrics
-from .arrays import SortedKeys, ascending, distinct, first_seen, isin, key_codes, numbered_by_first_row
+from .arrays import SortedKeys, ascending, first_seen, isin, key_codes, numbered_by_first_row
 from .forked import Forked, can_fork
 from .errors import Diagnostics, MissingControlFile, NoData
 from .layout import NPU_NAMES, Chip, Collection, ResultDir, data_files
@@ -252,33 +252,22 @@ def _select(cols: Columns, rows: np.ndarray) -> None:
 def _contain(p_thread: np.ndarray, p_time: np.ndarray, a_thread: np.ndarray, a_begin: np.ndarray,
              a_end: np.ndarray) -> np.ndarray:
     """Index of the API (same thread, begin < t <= end, latest begin; of equal begins the last)
-    containing each point, or -1. One search over the APIs ordered by (thread, begin), not one a
-    thread (real collections have dozens of threads)."""
+    containing each point, or -1. One search a thread: each thread's points are in time order, so
+    its search walks the sorted begins forwards (one search of all threads' packed keys jumps
+    between threads and took longer at 10M tasks, with two threads or thirty)."""
     out = np.full(len(p_time), -1, dtype=np.int64)
     if len(a_begin) == 0 or len(p_time) == 0:
         return out
-    threads = distinct(a_thread)
-    a_code = np.searchsorted(threads, a_thread)
-    p_code = np.minimum(np.searchsorted(threads, p_thread), len(threads) - 1)
-    lo = min(int(a_begin.min()), int(p_time.min()))
-    width = (max(int(a_begin.max()), int(p_time.max())) - lo).bit_length()
-    if width + (len(threads) - 1).bit_length() > 63:  # times too far apart to pack with the thread
-        for thread in np.unique(p_thread):
-            pm = np.flatnonzero(p_thread == thread)
-            am = np.flatnonzero(a_thread == thread)
-            if len(am):
-                order = am[np.argsort(a_begin[am], kind="stable")]
-                idx = np.searchsorted(a_begin[order], p_time[pm]) - 1
-                cand = order[np.maximum(idx, 0)]
-                ok = (idx >= 0) & (p_time[pm] <= a_end[cand])
-                out[pm[ok]] = cand[ok]
-        return out
-    a_key = (a_code.astype(np.int64) << width) | (a_begin.astype(np.int64) - lo)
-    order = np.argsort(a_key, kind="stable")
-    idx = np.searchsorted(a_key[order], (p_code.astype(np.int64) << width) | (p_time.astype(np.int64) - lo)) - 1
-    cand = order[np.maximum(idx, 0)]
-    ok = (idx >= 0) & (a_thread[cand] == p_thread) & (p_time <= a_end[cand])
-    out[ok] = cand[ok]
+    for thread in np.unique(p_thread):
+        pm = np.flatnonzero(p_thread == thread)
+        am = np.flatnonzero(a_thread == thread)
+        if len(am) == 0:
+            continue
+        order = am[np.argsort(a_begin[am], kind="stable")]
+        idx = np.searchsorted(a_begin[order], p_time[pm]) - 1
+        cand = order[np.maximum(idx, 0)]
+        ok = (idx >= 0) & (p_time[pm] <= a_end[cand])
+        out[pm[ok]] = cand[ok]
     return out
 
 
