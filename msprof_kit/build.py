@@ -914,17 +914,24 @@ def pmu_stars(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.nda
         ok &= np.where(main_aic, blk["core_type"] == 1, blk["core_type"] == 0)
         np.add.at(blk_sum_cyc, pos[ok], blk["total_cycle"][ok])
         np.add.at(blk_sum, pos[ok], blk["pmu"][ok])
-    zeros_c = np.zeros(n, np.int64)
-    zeros_p = np.zeros((n, 8), np.int64)
     freq_arr = np.full(n, freq)
     for core in ("aic", "aiv"):
         group, events = _group_of(rd, core)
         main = is_aic if core == "aic" else ~is_aic
+        second = ~main & is_mix
         # main core: its context record; MIX secondary core: block sums; otherwise zeros
-        cyc = np.where(main, ctx["total_cycle"][src], np.where(is_mix, blk_sum_cyc, zeros_c))
-        cnt = np.where(main[:, None], ctx["pmu"][src], np.where(is_mix[:, None], blk_sum, zeros_p))
-        b = np.where(main, block[rows], np.where(is_mix, mix[rows], 0))
+        cyc = np.zeros(n, np.int64)
+        cnt = np.zeros((n, 8), np.int64)
+        b = np.zeros(n, np.int64)
+        cyc[main] = ctx["total_cycle"][src[main]]
+        cnt[main] = ctx["pmu"][src[main]]
+        b[main] = block[rows[main]]
+        cyc[second] = blk_sum_cyc[second]
+        cnt[second] = blk_sum[second]
+        b[second] = mix[rows[second]]
+        del main, second
         values = metrics.compute(events, group, cyc, cnt, b, cores[core], freq_arr)
+        del cyc, cnt, b
         for name in metrics.metric_columns(events, group):
             out[f"{core}_{name}"] = values[name]
     return out
