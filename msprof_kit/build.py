@@ -285,12 +285,18 @@ def _tree_mask(apis: Columns) -> np.ndarray:
     mask = np.isin(level, TREE_LEVELS) & (apis["begin"] != apis["end"])
     check = np.flatnonzero(mask & (level != LEVEL_NODE))
     if len(check):
-        sub = _frame({"thread": apis["thread"][check], "level": level[check], "begin": apis["begin"][check],
-                      "end": apis["end"][check], "row": check}).sort_values(["thread", "level", "begin"], kind="stable")
-        prev_end = sub.groupby(["thread", "level"], sort=False)["end"].transform(
-            lambda s: s.shift(1).cummax()).to_numpy()
-        redundant = ~np.isnan(prev_end) & (sub["begin"].to_numpy() <= np.nan_to_num(prev_end, nan=-1))
-        mask[sub["row"].to_numpy()[redundant]] = False
+        # by (thread, level, begin), stably: each API against the latest end before it in its group
+        thread, lv = apis["thread"][check], level[check]
+        order = np.lexsort((apis["begin"][check], lv, thread))
+        check = check[order]
+        thread, lv = thread[order], lv[order]
+        new_group = np.ones(len(check), dtype=bool)
+        new_group[1:] = (thread[1:] != thread[:-1]) | (lv[1:] != lv[:-1])
+        del thread, lv, order
+        latest_end = pd.Series(apis["end"][check]).groupby(np.cumsum(new_group)).cummax().to_numpy()
+        redundant = np.zeros(len(check), dtype=bool)
+        redundant[1:] = ~new_group[1:] & (apis["begin"][check[1:]] <= latest_end[:-1])
+        mask[check[redundant]] = False
     return mask
 
 

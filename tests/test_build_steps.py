@@ -89,3 +89,27 @@ def test_points_find_the_api_containing_them_as_a_loop_finds_it(seed, span):
     expect = _contain_by_loop(p_thread, p_time, a_thread, a_begin, a_end)
     assert got.tolist() == expect
     assert sum(e >= 0 for e in expect) > 20
+
+
+def test_tree_mask_drops_what_a_loop_calls_overlapping():
+    """An acl, model or hccl API leaves the call tree when an API of its thread and level that
+    comes before it (by begin, then by position) has not ended when it begins; node APIs and
+    empty APIs by their own rules."""
+    rng = np.random.default_rng(8)
+    n = 400
+    level = rng.choice(list(build.TREE_LEVELS) + [5000], n).astype(np.uint16)
+    begin = rng.integers(1, 300, n).astype(np.int64)
+    end = begin + rng.integers(0, 40, n)
+    apis = {"level": level, "thread": rng.integers(1, 4, n).astype(np.uint32), "begin": begin, "end": end}
+    expect = []
+    for i in range(n):
+        keep = level[i] in build.TREE_LEVELS and begin[i] != end[i]
+        if keep and level[i] != build.LEVEL_NODE:
+            earlier = [j for j in range(n) if (begin[j], j) < (begin[i], i) and level[j] == level[i]
+                       and apis["thread"][j] == apis["thread"][i] and begin[j] != end[j]]
+            keep = not any(end[j] >= begin[i] for j in earlier)
+        expect.append(keep)
+    got = build._tree_mask(apis).tolist()
+    assert got == expect
+    assert 0 < sum(expect) < n and sum(e is False and level[i] != 5000 and begin[i] != end[i]
+                                       for i, e in enumerate(expect)) > 10
