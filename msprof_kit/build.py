@@ -1087,14 +1087,15 @@ def overlap_rows(task: pd.DataFrame, comp_ok: np.ndarray) -> pd.DataFrame:
 GID_KEYS = ["device_id", "stream_id", "task_id", "ctx", "batch"]
 
 
-def _global_ids(compute: pd.DataFrame, task_keys: pd.DataFrame) -> np.ndarray:
-    """globalTaskId of each task: tasks sharing (device, stream, task, context, batch) share an id;
-    the compute tasks' keys are numbered first, in host order, so a compute task and the device
-    executions of it share its id."""
-    n = 0 if compute.empty else len(compute)
-    keys = [np.concatenate([compute[k].to_numpy(np.int64) if n else np.zeros(0, np.int64),
-                            task_keys[k].to_numpy(np.int64)]) for k in GID_KEYS]
-    return numbered_by_first_row(keys)[n:]
+def global_ids(first: pd.DataFrame, then: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
+    """globalTaskIds of two frames of GID_KEYS columns (either may be empty): rows sharing (device,
+    stream, task, context, batch) share an id, and `first`'s keys are numbered first, in row order
+    (host compute tasks before their device executions, or a legacy job's ops before its tasks)."""
+    frames = [f for f in (first, then) if not f.empty]
+    keys = [np.concatenate([f[k].to_numpy(np.int64) for f in frames] or [np.zeros(0, np.int64)]) for k in GID_KEYS]
+    gid = numbered_by_first_row(keys)
+    n = 0 if first.empty else len(first)
+    return gid[:n], gid[n:]
 
 
 def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.ndarray:
@@ -1104,7 +1105,7 @@ def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.nda
     c = host.compute
     if c.empty:
         return np.zeros(0, np.int64)
-    gid = numbered_by_first_row([c[k].to_numpy(np.int64) for k in GID_KEYS])  # as _global_ids numbers them
+    gid = numbered_by_first_row([c[k].to_numpy(np.int64) for k in GID_KEYS])  # as global_ids numbers them
     first = first_seen(gid)
     host.compute = c[["track"] + GID_KEYS + ["block", "mix"]]
     c = c[first]
@@ -1237,7 +1238,7 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List
     # --- global task ids of the tasks (compute tasks were numbered first, in host order)
     task_keys = tasks[["deviceId", "stream_id", "task_id", "ctx", "hbatch"]].set_axis(GID_KEYS, axis=1) \
         if not tasks.empty else pd.DataFrame(columns=GID_KEYS)
-    task_gid = _global_ids(compute, task_keys)
+    task_gid = global_ids(compute, task_keys)[1]
     del task_keys
 
     # --- TASK and its extension

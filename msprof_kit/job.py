@@ -26,10 +26,9 @@ from .parsers import device as D
 from .parsers import job as J
 from .parsers.host import parse_dictionary
 from .parsers.stream import Issue, Piece, locate, read_stream
-from .arrays import numbered_by_first_row
-from .build import StringPool, control_times, device_info_rows
+from .build import GID_KEYS, StringPool, control_times, device_info_rows, global_ids
 from .errors import BadRecords, Diagnostics, MissingControlFile, NoData
-from .layout import CHIPS, NPU_NAMES, Collection, JobFile, JobLayout, ResultDir
+from .layout import CHIPS, NPU_NAMES, Collection, JobFile, JobLayout
 from .timebase import Clock, wall_offset_ns
 
 INVALID_CTX = 4294967295
@@ -37,7 +36,6 @@ NO_MODEL = 4294967295
 LEVEL_ACL = 20000
 DEFAULT_HWTS_MHZ = Fraction(100)  # the 910/310-era system counter (10 ns a tick), as MindSpore assumes
 WRAP_DROP = 1 << 15               # a task id falling by more than this on a stream is a 16-bit wrap
-GID_KEYS = ["device_id", "stream_id", "task_id", "ctx", "batch"]
 TEXT_COLUMNS = ("in_shapes", "in_dtypes", "in_formats", "out_shapes", "out_dtypes", "out_formats")
 NA = "N/A"
 
@@ -314,18 +312,8 @@ def _names(codes: np.ndarray, table: Dict[int, str]) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------
 # Store tables
 
-def _global_ids(ops: pd.DataFrame, tasks: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
-    """globalTaskIds of the ops and the tasks: equal (device, stream, task, context, batch) keys
-    share an id; the ops are numbered first, in file order (as build.py numbers host compute tasks)."""
-    n = 0 if ops.empty else len(ops)
-    keys = [np.concatenate([f[k].to_numpy(np.int64) if not f.empty else np.zeros(0, np.int64) for f in (ops, tasks)])
-            for k in GID_KEYS]
-    gid = numbered_by_first_row(keys)
-    return gid[:n], gid[n:]
-
-
 def _put_tasks(ops: pd.DataFrame, tasks: pd.DataFrame, pid: int, strings: StringPool, put: Sink) -> None:
-    op_gid, task_gid = _global_ids(ops, tasks)
+    op_gid, task_gid = global_ids(ops, tasks)
     if not ops.empty:
         n = len(ops)
         put("COMPUTE_TASK_INFO", pd.DataFrame({
