@@ -226,6 +226,88 @@ def db_path(collection_path: str, stamp: str) -> str:
     return os.path.join(collection_path, f"msprof_{stamp}.db")
 
 
+class _SpilledColumn:
+    """One KIT_COLUMNS column of a table written in parts: the parts' values appended to a scratch
+    file, put into its BLOB when the table ends. A text column keeps its distinct texts in the
+    order of their first row over all parts (as `text_codes` gives them of the whole column) and
+    spills int32 codes; a mirrored integer column spills int64 and is narrowed at the end."""
+
+    COPY_ROWS = 1 << 20  # values moved from the scratch file into the BLOB at a time
+
+    def __init__(self, path: str, mirror: bool) -> None:
+        self.path, self.mirror = path, mirror
+        self.file = open(path, "w+b")
+        self.dtype: Optional[np.dtype] = None
+        self.labels: Optional[Dict[str, int]] = None
+        self.n = 0
+        self.lo: Optional[int] = None
+        self.hi: Optional[int] = None
+
+    def add(self, values: Union[np.ndarray, CodedTexts]) -> None:
+        if isinstance(values, CodedTexts) or (not self.mirror and np.asarray(values).dtype == object):
+            codes, labels = text_codes(values)
+            if self.labels is None:
+                self.labels = {}
+            known = self.labels
+            to_global = np.array([known.setdefault(str(x), len(known)) for x in labels], dtype="<i4")
+            arr = to_global[codes] if len(codes) else np.zeros(0, "<i4")
+        else:
+            values = np.asarray(values)
+            arr = values.astype("<i8") if self.mirror else \
+                np.ascontiguousarray(values.astype(values.dtype.newbyteorder("<"), copy=False))
+            if self.mirror and len(arr):
+                lo, hi = int(arr.min()), int(arr.max())
+                self.lo = lo if self.lo is None else min(self.lo, lo)
+                self.hi = hi if self.hi is None else max(self.hi, hi)
+        if self.dtype is None:
+            self.dtype = arr.dtype
+        elif arr.dtype != self.dtype:
+            raise StoreError(f"internal: column {os.path.basename(self.path)} is {arr.dtype} in one part, "
+                             f"{self.dtype} in another")
+        self.file.write(memoryview(np.ascontiguousarray(arr)))
+        self.n += len(arr)
+
+    def stored_dtype(self) -> np.dtype:
+        if self.mirror:  # as `narrowest` of the whole column
+            if self.lo is not None and self.hi is not None:
+                for dtype in NARROW:
+                    info = np.iinfo(dtype)
+                    if info.min <= self.lo and self.hi <= info.max:
+                        return dtype
+            return np.dtype("<i8")
+        return self.dtype if self.dtype is not None else np.dtype("<i4")
+
+    def write(self, conn: sqlite3.Connection, table: str, name: str) -> None:
+        """The KIT_COLUMNS row of the column, its BLOB filled from the scratch file a piece at a time."""
+        out = self.stored_dtype()
+        labels = json.dumps(list(self.labels), ensure_ascii=False) if self.labels is not None else None
+        rowid = conn.execute("INSERT INTO KIT_COLUMNS VALUES (?, ?, ?, zeroblob(?), ?)",
+                             (table, name, out.str, self.n * out.itemsize, labels)).lastrowid
+        if self.n:
+            src = self.dtype
+            self.file.seek(0)
+            with conn.blobopen("KIT_COLUMNS", "data", rowid) as blob:
+                for lo in range(0, self.n, self.COPY_ROWS):
+                    k = min(self.COPY_ROWS, self.n - lo)
+                    piece = np.frombuffer(self.file.read(k * src.itemsize), dtype=src)
+                    blob.write(memoryview(np.ascontiguousarray(piece.astype(out, copy=False))))
+
+    def close(self) -> None:
+        self.file.close()
+        os.remove(self.path)
+
+
+class _Parts:
+    """A table being written in parts: its rows (sqlite, or the pages of an `Appender` kept open
+    until the last part) and its KIT_COLUMNS columns (spilled)."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        self.pages: Optional[pages.Appender] = None
+        self.kinds: Optional[bytes] = None
+        self.columns: Dict[str, _SpilledColumn] = {}
+
+
 class TableWriter:
     """A new database written table by table, then put in place atomically.
 
@@ -247,6 +329,8 @@ class TableWriter:
         if os.path.exists(self.tmp):
             os.remove(self.tmp)
         self.attached: Optional[str] = None
+        self._parts_given: Set[str] = set()  # the caller's view of the tables left open
+        self._parts: Dict[str, _Parts] = {}  # tables whose last part has not come yet
         self.conn = self._connect()
         self.tables: List[str] = []
         self.indexed: Set[str] = set()
@@ -270,24 +354,31 @@ class TableWriter:
             self._finish()
             return
         self._stop()
+        self._drop_parts()
         self.conn.close()
         if os.path.exists(self.tmp):
             os.remove(self.tmp)
         if isinstance(exc, sqlite3.Error):
             raise StoreError(f"cannot write the database: {exc}", path=self.path) from exc
 
-    def put(self, table: str, frame: Optional[Table]) -> None:
-        """Write one table: a DataFrame, or for a columnar table also a dict of column arrays."""
-        if _is_empty(frame):
+    def put(self, table: str, frame: Optional[Table], last: bool = True) -> None:
+        """Write one table: a DataFrame, or for a columnar table also a dict of column arrays. A
+        table may come in parts (rows in order): every part but the last with `last=False`. While
+        a table of pages waits for its next part, only columnar tables may be written besides."""
+        if _is_empty(frame) and (last is False or table not in self._parts_given):
             return
+        if not last:
+            self._parts_given.add(table)
+        else:
+            self._parts_given.discard(table)
         if self._queue is None:
-            self._put(table, frame)
+            self._put(table, frame, last)
             return
         self._raise()
         if self._thread is None:
             self._thread = threading.Thread(target=self._drain, name="store writer", daemon=True)
             self._thread.start()
-        self._queue.put((table, frame))
+        self._queue.put((table, frame, last))
 
     def _drain(self) -> None:
         assert self._queue is not None
@@ -319,7 +410,12 @@ class TableWriter:
         self._stop()
         self._raise()
 
-    def _put(self, table: str, frame: Table) -> None:
+    def _put(self, table: str, frame: Optional[Table], last: bool = True) -> None:
+        if not last or table in self._parts:
+            self._put_part(table, frame, last)
+            return
+        assert frame is not None
+        self._need_sqlite(table)
         if table in schema.COLUMNAR:
             self._put_columns(table, encode_columns(table, frame))
             return
@@ -346,6 +442,106 @@ class TableWriter:
             self.conn.execute(schema.create_sql("KIT_COLUMNS", cols))
             self.tables.append("KIT_COLUMNS")
         self.conn.executemany(schema.insert_sql("KIT_COLUMNS", cols), rows)
+
+    def _need_sqlite(self, table: str) -> None:
+        """Writing `table` needs the connection: no other table of pages may be waiting for parts."""
+        waiting = [t for t, p in self._parts.items() if p.pages is not None and t != table]
+        if waiting:
+            raise StoreError(f"internal: table {table} written while {waiting[0]} waits for its next part",
+                             path=self.path)
+
+    def _put_part(self, table: str, frame: Optional[Table], last: bool) -> None:
+        parts = self._parts.get(table)
+        if parts is None:
+            parts = self._parts[table] = _Parts(table)
+            if table not in schema.COLUMNAR:
+                self._need_sqlite(table)
+                self.create(table, schema.ALL_TABLES[table])
+        if not _is_empty(frame):
+            assert frame is not None
+            if table in schema.COLUMNAR:
+                self._spill(parts, table, frame, mirror=False)
+            else:
+                self._add_rows(parts, table, frame)
+        if last:
+            self._end_parts(parts)
+
+    def _spill(self, parts: _Parts, table: str, frame: Table, mirror: bool,
+               names: Optional[Sequence[str]] = None) -> None:
+        required = schema.COLUMNAR.get(table, ())
+        missing = [c for c in required if c not in frame]
+        if missing:
+            raise StoreError(f"internal: table {table} lacks columns {missing}")
+        names = list(frame.keys()) if names is None else names
+        if parts.columns and list(parts.columns) != list(names):
+            raise StoreError(f"internal: the parts of table {table} have other columns", path=self.path)
+        folder = self.tmp + ".parts"
+        os.makedirs(folder, exist_ok=True)
+        for name in names:
+            col = parts.columns.get(name)
+            if col is None:
+                col = parts.columns[name] = _SpilledColumn(os.path.join(folder, f"{table}.{name}"), mirror)
+            values = frame[name]
+            col.add(values.to_numpy() if isinstance(values, pd.Series) else values)
+
+    def _add_rows(self, parts: _Parts, table: str, frame: Table) -> None:
+        if isinstance(frame, dict):
+            frame = pd.DataFrame(frame)
+        cols = schema.ALL_TABLES[table]
+        missing = [c[0] for c in cols if c[0] not in frame.columns]
+        if missing:
+            raise StoreError(f"internal: table {table} lacks columns {missing}", path=self.path)
+        names = [c[0] for c in cols]
+        kinds = self.paged and pages.column_kinds([c[1] for c in cols], [np.asarray(frame[n]) for n in names])
+        if parts.kinds is None and parts.pages is None:
+            parts.kinds = kinds or b""
+            if kinds:  # sqlite lets go of the file until the last part
+                root = pages.root_page(self.conn, table)
+                self.conn.commit()
+                self.conn.close()
+                parts.pages = pages.Appender(self.tmp, table, root)
+        if (kinds or b"") != parts.kinds:
+            raise StoreError(f"internal: the parts of table {table} have other column types", path=self.path)
+        if parts.pages is not None:
+            parts.pages.add_frame(frame, names, parts.kinds)
+        else:
+            _insert_frame(self.conn, table, cols, frame)
+        if table in schema.MIRRORED:
+            self._spill(parts, table, frame, mirror=True, names=names)
+
+    def _end_parts(self, parts: _Parts) -> None:
+        """The last part came: the pages get their interior pages, sqlite takes the file again,
+        and the spilled columns go into KIT_COLUMNS."""
+        del self._parts[parts.table]
+        if parts.pages is not None:
+            try:
+                parts.pages.finish()
+            finally:
+                parts.pages.close()
+                parts.pages = None
+                self.conn = self._connect()
+        if parts.table not in schema.COLUMNAR:
+            self.index(parts.table)
+        self._need_sqlite(parts.table)
+        if parts.columns:
+            self._put_columns(parts.table, ())
+            for name, col in parts.columns.items():
+                col.write(self.conn, parts.table, name)
+                col.close()
+
+    def _drop_parts(self) -> None:
+        """After a failure: the scratch files of tables left in parts, and their open files."""
+        for parts in self._parts.values():
+            if parts.pages is not None:
+                parts.pages.close()
+            for col in parts.columns.values():
+                col.file.close()
+        self._parts.clear()
+        folder = self.tmp + ".parts"
+        if os.path.isdir(folder):
+            for name in os.listdir(folder):
+                os.remove(os.path.join(folder, name))
+            os.rmdir(folder)
 
     def put_rows(self, table: str, cols: Sequence[schema.Column], rows: Iterable[Tuple[object, ...]]) -> None:
         self._sync()
@@ -401,7 +597,11 @@ class TableWriter:
     def _finish(self) -> None:
         try:
             self._sync()
+            if self._parts:
+                raise StoreError(f"internal: table {next(iter(self._parts))} did not get its last part",
+                                 path=self.path)
         except BaseException as exc:
+            self._drop_parts()
             self.conn.close()
             if os.path.exists(self.tmp):
                 os.remove(self.tmp)
@@ -414,6 +614,7 @@ class TableWriter:
             self.conn.commit()
         finally:
             self.conn.close()
+            self._drop_parts()
         os.replace(self.tmp, self.path)
 
 
