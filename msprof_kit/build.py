@@ -9,6 +9,7 @@ a bad record costs that record, and device tasks pair with host tasks by time as
 from __future__ import annotations
 
 import functools
+import tempfile
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -21,6 +22,7 @@ from .parsers import host as H
 from .parsers import records as R
 from .parsers.stream import decode_stream, locate, read_stream
 from . import forked, memory, metrics
+from .api_windows import ApiWindows
 from .arrays import SortedKeys, ascending, first_seen, isin, key_codes, numbered_by_first_row
 from .forked import Forked, can_fork
 from .errors import Diagnostics, MissingControlFile, NoData
@@ -45,8 +47,9 @@ COMPUTE_HOST_TYPES = ("KERNEL_AICORE", "KERNEL_AIVEC", "FFTS_PLUS", "KERNEL_MIX_
                       "PROFILING_ENABLE", "PROFILING_DISABLE")
 
 
-# receives each finished store table: (name, rows); columnar tables may come as dicts of arrays
-Sink = Callable[[str, Union[pd.DataFrame, Dict[str, Union[np.ndarray, "CodedTexts"]]]], None]
+# receives each finished store table: (name, rows); columnar tables may come as dicts of arrays; a
+# table may come in parts (`last=False` but for its last part), TableWriter.put
+Sink = Callable[..., None]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -194,61 +197,6 @@ def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
 Columns = H.Columns
 
 
-def _merge_events(cols: Columns, diag: Diagnostics, where: str) -> Columns:
-    """Api records as they are; Event records paired in stream order on (level, type, thread,
-    request, item): first = begin, second = end. Returns the APIs' columns (the records' own
-    types; begin and end as int64) with `order` (the record's position in the stream; a pair's
-    is its second record's), in stream order (a pair at its first record). Takes the record
-    columns over (`cols` is emptied)."""
-    n = len(cols["level"])
-    is_event = np.asarray(cols["is_event"], dtype=bool)
-    frame = {
-        "level": cols["level"], "type": cols["type"], "thread": cols["thread_id"], "reserve": cols["reserve"],
-        "begin": cols["begin"].view(np.int64), "end": cols["end"].view(np.int64),
-        "item": cols["item_id"], "order": np.arange(n, dtype=np.int64 if n >= 2 ** 31 else np.int32),
-    }
-    cols.clear()
-    events = np.flatnonzero(is_event)
-    if len(events):
-        # the events grouped by key, each group in stream order: ranks 0, 1 pair, 2, 3 pair ...
-        group = np.zeros(len(events), dtype=np.int64)
-        room = 1
-        for key in ("item", "reserve", "thread", "type", "level"):
-            codes, uniq = pd.factorize(frame[key][events])
-            if room > (2 ** 62) // max(1, len(uniq)):  # too many combinations for one int64: renumber
-                group = pd.factorize(group)[0]
-                room = int(group.max()) + 1
-            group = group * len(uniq) + codes
-            room *= max(1, len(uniq))
-        by_key = np.argsort(group, kind="stable")
-        grouped = group[by_key]
-        new_key = np.ones(len(events), dtype=bool)
-        new_key[1:] = grouped[1:] != grouped[:-1]
-        at = np.arange(len(events))
-        rank = at - np.maximum.accumulate(np.where(new_key, at, 0))
-        first = (rank % 2 == 0)
-        first[-1] = False
-        first[:-1] &= ~new_key[1:]  # a begin whose end is the next record of its group
-        begins = events[by_key[first]]
-        ends = events[by_key[np.flatnonzero(first) + 1]]
-        leftover = len(events) - 2 * len(begins)
-        if leftover:
-            diag.warn(f"{where}: {leftover} begin/end event records have no partner; dropped")
-        frame["end"][begins] = frame["begin"][ends]
-        frame["order"][begins] = ends
-        keep = ~is_event
-        keep[begins] = True
-        _select(frame, keep)
-    return frame
-
-
-def _select(cols: Columns, rows: np.ndarray) -> None:
-    """Keep `rows` (a mask or positions) of every column, in place, one column at a time (so the
-    copies never coexist)."""
-    for key in list(cols):
-        cols[key] = cols[key][rows]
-
-
 def _contain(p_thread: np.ndarray, p_time: np.ndarray, a_thread: np.ndarray, a_begin: np.ndarray,
              a_end: np.ndarray) -> np.ndarray:
     """Index of the API (same thread, begin < t <= end, latest begin; of equal begins the last)
@@ -278,9 +226,35 @@ def _take(idx: np.ndarray, found: np.ndarray) -> np.ndarray:
     return np.where(found >= 0, idx[np.clip(found, 0, None)], -1)
 
 
-def _tree_mask(apis: Columns) -> np.ndarray:
+class LatestEnds:
+    """For each (thread, level) of the APIs checked by _tree_mask so far, the latest end: what an
+    API of a later window of begins is compared with."""
+
+    def __init__(self) -> None:
+        self.keys = np.zeros(0, dtype=np.int64)  # sorted (thread << 32 | level)
+        self.ends = np.zeros(0, dtype=np.int64)
+
+    def of(self, keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """(whether a key has an end, the end) of each key."""
+        pos = np.clip(np.searchsorted(self.keys, keys), 0, max(0, len(self.keys) - 1))
+        found = (self.keys[pos] == keys) if len(self.keys) else np.zeros(len(keys), dtype=bool)
+        return found, np.where(found, self.ends[pos] if len(self.ends) else 0, 0)
+
+    def update(self, keys: np.ndarray, ends: np.ndarray) -> None:
+        """Take the latest end of each key (distinct keys) into account."""
+        all_keys = np.concatenate([self.keys, keys])
+        all_ends = np.concatenate([self.ends, ends])
+        order = np.lexsort((all_ends, all_keys))
+        all_keys, all_ends = all_keys[order], all_ends[order]
+        last = np.ones(len(all_keys), dtype=bool)
+        last[:-1] = all_keys[1:] != all_keys[:-1]
+        self.keys, self.ends = all_keys[last], all_ends[last]
+
+
+def _tree_mask(apis: Columns, latest: Optional[LatestEnds] = None) -> np.ndarray:
     """APIs that enter the call tree: acl/model/node/hccl levels, non-empty, acl/model/hccl
-    without overlap with an earlier one of the same level on the thread."""
+    without overlap with an earlier one of the same level on the thread. `latest` carries the
+    latest ends from earlier windows of begins (and takes this window's)."""
     level = apis["level"]
     mask = np.isin(level, TREE_LEVELS) & (apis["begin"] != apis["end"])
     check = np.flatnonzero(mask & (level != LEVEL_NODE))
@@ -289,13 +263,26 @@ def _tree_mask(apis: Columns) -> np.ndarray:
         thread, lv = apis["thread"][check], level[check]
         order = np.lexsort((apis["begin"][check], lv, thread))
         check = check[order]
-        thread, lv = thread[order], lv[order]
-        new_group = np.ones(len(check), dtype=bool)
-        new_group[1:] = (thread[1:] != thread[:-1]) | (lv[1:] != lv[:-1])
+        key = (thread[order].astype(np.int64) << 32) | lv[order].astype(np.int64)
         del thread, lv, order
-        latest_end = pd.Series(apis["end"][check]).groupby(np.cumsum(new_group)).cummax().to_numpy()
-        redundant = np.zeros(len(check), dtype=bool)
-        redundant[1:] = ~new_group[1:] & (apis["begin"][check[1:]] <= latest_end[:-1])
+        new_group = np.ones(len(check), dtype=bool)
+        new_group[1:] = key[1:] != key[:-1]
+        ends = apis["end"][check]
+        has_before = ~new_group
+        if latest is not None:  # a group's first API is compared with the carried end
+            first = np.flatnonzero(new_group)
+            found, carried = latest.of(key[first])
+            has_before[first] = found
+            ends[first[found]] = np.maximum(ends[first[found]], carried[found])
+        latest_end = pd.Series(ends).groupby(np.cumsum(new_group)).cummax().to_numpy()
+        del ends
+        before = np.empty(len(check), dtype=np.int64)
+        before[1:] = latest_end[:-1]
+        if latest is not None:
+            before[first] = carried
+            last = np.flatnonzero(np.r_[new_group[1:], True])
+            latest.update(key[last], latest_end[last])
+        redundant = has_before & (apis["begin"][check] <= before)
         mask[check[redundant]] = False
     return mask
 
@@ -307,7 +294,7 @@ def _tensor_job(rd: ResultDir, files) -> Tuple[pd.DataFrame, np.ndarray, List[st
 
 
 def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, strings: "StringPool", put: Sink,
-              jobs: int = 1) -> Optional[HostData]:
+              jobs: int = 1, scratch: str = "") -> Optional[HostData]:
     """The host's tracks and compute tasks, associated with its APIs; the APIs themselves go to
     `put` (CANN_API, KIT_API) as soon as they are numbered. With jobs > 1 the tensor texts are
     rendered in a forked worker meanwhile."""
@@ -326,7 +313,7 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, strings: "Stri
         return tensors, table
 
     try:
-        return _load_host(rd, coll, diag, files, tensor_texts, strings, put)
+        return _load_host(rd, coll, diag, files, tensor_texts, strings, put, scratch)
     finally:
         if worker is not None:
             worker.cancel()
@@ -334,22 +321,14 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, strings: "Stri
 
 def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
                tensor_texts: Callable[[], Tuple[pd.DataFrame, np.ndarray]], strings: "StringPool",
-               put: Sink) -> HostData:
+               put: Sink, scratch: str) -> HostData:
     clock = host_clock_of(rd, coll, diag)
     hashes = _dictionary(files, "hash_dic", False, diag)
     types = _dictionary(files, "type_info_dic", True, diag)
     pid_text = str(rd.info.get("pid", "0"))
     pid = int(pid_text) if pid_text.isdigit() else 0
 
-    apis, api_texts = _host_apis(rd, files, clock, types, hashes, diag)
-    tree = np.flatnonzero(_tree_mask(apis))
-    _write_apis(apis, api_texts, pid, strings, put)
-    # of the APIs the tracks and op records need the tree ones, with their connection ids
-    for key in ("start_ns", "end_ns", "name", "mode", "item_text"):
-        del apis[key]
-    _select(apis, tree)
-    apis["conn"] = tree + 1
-    del tree
+    apis = _tree_apis(rd, files, clock, types, hashes, pid, strings, put, diag, scratch)
 
     # compact records: the fields read below, each record tagged with its file class
     def records(kind: str, fields: Sequence[str]) -> pd.DataFrame:
@@ -421,44 +400,50 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
     return HostData(tracks=tracks, compute=compute, models=models, pid=pid, tensor_table=tensor_table)
 
 
-def _host_apis(rd: ResultDir, files, clock: Clock, types: Dict[str, str], hashes: Dict[str, str],
-               diag: Diagnostics) -> Tuple[Columns, Dict[str, np.ndarray]]:
-    """The APIs (events merged) in connection-id order (APIs by begin, level descending, ties by
-    thread then stream order; an API's connection id is its position + 1): begin, end (host
-    ticks), start_ns, end_ns, level, thread, reserve, item, and name, mode and item_text as codes
-    into the returned tables of texts (by column)."""
-    cols, issues = H.read_api_event(files.get(("api_event", "unaging"), []) + files.get(("api_event", "aging"), []),
-                                    ("level", "type", "thread_id", "reserve", "begin", "end", "item_id"))
-    diag.extend(issues)
-    apis = _merge_events(cols, diag, f"{rd.data_dir}/*.api_event.data")  # empties cols
-    zero = apis["begin"] == 0
-    if zero.any():
-        diag.warn(f"{rd.data_dir}: {int(zero.sum())} API records have begin time 0; dropped")
-        _select(apis, ~zero)
-    del zero
-    names = _name_apis(apis, types, hashes)
-    texts = _api_texts(apis, names, hashes)
-    del apis["type"]
-    order = np.lexsort((apis.pop("order"), apis["thread"], -apis["level"].astype(np.int32), apis["begin"]))
-    _select(apis, order)
-    del order
-    apis["start_ns"] = clock.to_ns(apis["begin"])
-    apis["end_ns"] = clock.to_ns(apis["end"])
-    return apis, texts
+TREE_COLUMNS = ("thread", "level", "begin", "end", "item", "reserve", "conn")
+
+
+def _tree_apis(rd: ResultDir, files, clock: Clock, types: Dict[str, str], hashes: Dict[str, str], pid: int,
+               strings: "StringPool", put: Sink, diag: Diagnostics, scratch: str) -> Columns:
+    """The host's APIs (events merged) into CANN_API and KIT_API, a window of begins at a time in
+    connection-id order (APIs by begin, level descending, ties by thread then stream order; an
+    API's connection id is its position + 1). Returns the tree APIs (TREE_COLUMNS; begin and end
+    in host ticks), in connection-id order."""
+    paths = files.get(("api_event", "unaging"), []) + files.get(("api_event", "aging"), [])
+    apis = ApiWindows(paths, scratch, diag, rd.data_dir)
+    tree: List[Columns] = []
+    latest = LatestEnds()
+    try:
+        for window in apis.windows():
+            names = _name_apis(window, types, hashes)
+            texts = _api_texts(window, names, hashes)
+            window["start_ns"] = clock.to_ns(window["begin"])
+            window["end_ns"] = clock.to_ns(window["end"])
+            _write_apis(window, texts, pid, strings, put)
+            keep = _tree_mask(window, latest)
+            tree.append({k: window[k][keep] for k in TREE_COLUMNS})
+            del window, keep
+    finally:
+        apis.close()
+    put("CANN_API", None, last=True)
+    put("KIT_API", None, last=True)
+    if not tree:
+        return {k: np.zeros(0, dtype=np.int64) for k in TREE_COLUMNS}
+    return {k: np.concatenate([t.pop(k) for t in tree]) for k in TREE_COLUMNS}
 
 
 def _write_apis(apis: Columns, texts: Dict[str, np.ndarray], pid: int, strings: "StringPool", put: Sink) -> None:
-    """CANN_API and KIT_API of the APIs in connection-id order."""
+    """CANN_API and KIT_API parts of a window of APIs in connection-id order (`conn`)."""
     n = len(apis["begin"])
     if not n:
         return
-    conn = np.arange(1, n + 1, dtype=np.int64)
+    conn = apis["conn"]
     put("CANN_API", _frame({
         "startNs": apis["start_ns"], "endNs": apis["end_ns"], "type": apis["level"],
         "globalTid": (np.int64(pid) << 32) | apis["thread"].astype(np.int64), "connectionId": conn,
-        "name": strings.ids_of(CodedTexts(apis["name"], texts["name"]))}))
+        "name": strings.ids_of(CodedTexts(apis["name"], texts["name"]))}), last=False)
     put("KIT_API", {"connectionId": conn, "mode": CodedTexts(apis["mode"], texts["mode"]),
-                    "itemId": CodedTexts(apis["item_text"], texts["item_text"])})
+                    "itemId": CodedTexts(apis["item_text"], texts["item_text"])}, last=False)
 
 
 def _distinct(values: np.ndarray, fn: Callable[[Any], Any]) -> Tuple[np.ndarray, List[Any]]:
@@ -1156,10 +1141,15 @@ def device_info_rows(rd: ResultDir, info: List[Tuple[int, str, str]], sample_key
             info.append((rd.device_id, key, str(di[key])))
 
 
-def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List[Tuple[int, str, str]]:
+def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1, scratch: str = "") -> List[Tuple[int, str, str]]:
     """Parse and associate a whole collection, handing each store table to `put` as soon as it is
-    final (and dropping it then). Returns the KIT_INFO rows. With jobs > 1 the devices' raw data is
-    decoded in forked workers (one a device, at most `jobs`) while this process reads the host's."""
+    final (and dropping it then; large tables come in parts). Returns the KIT_INFO rows. With
+    jobs > 1 the devices' raw data is decoded in forked workers (one a device, at most `jobs`)
+    while this process reads the host's. `scratch`: an empty folder for spilled columns (a
+    temporary one by default)."""
+    if not scratch:
+        with tempfile.TemporaryDirectory(prefix="msprof_kit-") as folder:
+            return build(coll, diag, put, jobs, folder)
     chip = coll.chip()
     info: List[Tuple[int, str, str]] = []
     loaders: List[Forked] = []
@@ -1170,7 +1160,7 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1) -> List
         loaders = [Forked(functools.partial(forked.each, loads, jobs, "device"), "devices", daemon=False)] \
             if pooled else [Forked(fn, f"device {rd.device_id}") for fn, rd in zip(loads, coll.devices)]
     try:
-        host = load_host(coll.host, coll, diag, strings, put, jobs) if coll.host is not None else None
+        host = load_host(coll.host, coll, diag, strings, put, jobs, scratch) if coll.host is not None else None
     except BaseException:
         for loader in loaders:
             loader.cancel()

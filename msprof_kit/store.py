@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import sqlite3
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -630,7 +631,11 @@ def write_store(collection_path: str, coll: Collection, diag: Diagnostics, jobs:
     processes decoding its devices at once."""
     path = store_path(collection_path)
     with TableWriter(path, background=True) as out:
-        info = build_job(coll, diag, out.put) if coll.kind == "job" else build(coll, diag, out.put, jobs)
+        if coll.kind == "job":
+            info = build_job(coll, diag, out.put)
+        else:
+            with tempfile.TemporaryDirectory(prefix=".scratch-", dir=os.path.dirname(path)) as scratch:
+                info = build(coll, diag, out.put, jobs, scratch)
         for name, cols, rows in (
                 ("KIT_INFO", schema.EXTENSIONS["KIT_INFO"], list(info)),
                 ("KIT_WARNINGS", schema.EXTENSIONS["KIT_WARNINGS"], [(w,) for w in diag.warnings]),

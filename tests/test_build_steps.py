@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from msprof_kit import build
-from msprof_kit.errors import Diagnostics
+from msprof_kit import api_windows, build
 
 
 def _records(rng: np.random.Generator, n: int) -> dict:
@@ -41,26 +40,36 @@ def _pairs_by_loop(cols: dict):
 
 
 @pytest.mark.parametrize("n, seed", [(0, 0), (1, 1), (2, 2), (7, 3), (500, 4), (5000, 5)])
-def test_events_pair_as_a_loop_pairs_them(n, seed):
-    cols = _records(np.random.default_rng(seed), n)
+def test_events_pair_across_chunks_as_a_loop_pairs_them(n, seed):
+    """The api_event stream's Event records given to the pairing a chunk at a time (chunks of 0 to
+    40 records): each pair is one API with its first record's fields, its second's begin as end
+    and its second's position as order, completed in the chunk of its second record."""
+    rng = np.random.default_rng(seed)
+    cols = _records(rng, n)
     apis, pairs, unpaired = _pairs_by_loop(cols)
-    keep = {k: v.copy() for k, v in cols.items()}
-    diag = Diagnostics()
-    got = build._merge_events(cols, diag, "here")
-    assert cols == {}  # the record columns are let go
-    # one row per Api record and per pair, in stream order (a pair at its first record)
-    second_of = dict(pairs)
-    rows = sorted(apis + list(second_of))
-    assert len(got["order"]) == len(rows)
-    assert got["order"].tolist() == [second_of.get(r, r) for r in rows]
-    assert got["begin"].tolist() == keep["begin"][rows].astype(np.int64).tolist()
-    ends = [int(keep["begin"][second_of[r]]) if r in second_of else int(keep["end"][r].view(np.int64))
-            for r in rows]
-    assert got["end"].tolist() == ends
-    assert got["item"].tolist() == keep["item_id"][rows].tolist()
-    assert got["thread"].tolist() == keep["thread_id"][rows].astype(np.int64).tolist()
-    assert list(got) == ["level", "type", "thread", "reserve", "begin", "end", "item", "order"]
-    assert any(f"{unpaired} begin/end event records have no partner" in w for w in diag.warnings) == bool(unpaired)
+    events = np.flatnonzero(cols["is_event"])
+    named = {"level": cols["level"], "type": cols["type"], "thread": cols["thread_id"], "reserve": cols["reserve"],
+             "begin": cols["begin"].view(np.int64), "end": cols["end"].view(np.int64), "item": cols["item_id"],
+             "order": np.arange(n, dtype=np.int64)}
+    pairing = api_windows._Pairing()
+    got, at = [], 0
+    while at < n:
+        size = int(rng.integers(0, 41))
+        rows = events[(events >= at) & (events < at + size)]
+        done = pairing.pair({k: v[rows] for k, v in named.items()})
+        assert (done["order"] < at + size).all()
+        got.append(done)
+        at += size
+    got = {k: np.concatenate([g[k] for g in got]) if got else np.zeros(0) for k in named}
+    by_second = np.argsort(got["order"])
+    pairs.sort(key=lambda p: p[1])
+    assert got["order"][by_second].tolist() == [s for _, s in pairs]
+    assert got["begin"][by_second].tolist() == [int(named["begin"][f]) for f, _ in pairs]
+    assert got["end"][by_second].tolist() == [int(named["begin"][s]) for _, s in pairs]
+    for key in ("level", "type", "thread", "reserve", "item"):
+        assert got[key][by_second].tolist() == [named[key][f] for f, _ in pairs]
+    assert pairing.unpaired() == unpaired
+    assert n < 500 or (len(pairs) > 100 and unpaired > 10)
 
 
 def _contain_by_loop(p_thread, p_time, a_thread, a_begin, a_end):
@@ -111,5 +120,13 @@ def test_tree_mask_drops_what_a_loop_calls_overlapping():
         expect.append(keep)
     got = build._tree_mask(apis).tolist()
     assert got == expect
+    # a window of begins at a time, in (begin, position) order, the latest ends carried over
+    order = np.lexsort((np.arange(n), begin))
+    latest = build.LatestEnds()
+    windowed = np.zeros(n, dtype=bool)
+    for lo, hi in ((0, 90), (90, 91), (91, 300)):
+        rows = order[(begin[order] >= lo) & (begin[order] < hi)]
+        windowed[rows] = build._tree_mask({k: v[rows] for k, v in apis.items()}, latest)
+    assert windowed.tolist() == expect
     assert 0 < sum(expect) < n and sum(e is False and level[i] != 5000 and begin[i] != end[i]
                                        for i, e in enumerate(expect)) > 10

@@ -1,11 +1,13 @@
 """The import reads raw slices a chunk at a time: the store must not depend on the chunk size."""
 from __future__ import annotations
 
+import os
 import sqlite3
 
 import pytest
 
-from msprof_kit import store
+import synth
+from msprof_kit import api_windows, store
 from msprof_kit.parsers import stream as S
 
 from conftest import DEGRADED_CASES, INTACT_CASES, copy_input, needs_shared, run
@@ -35,3 +37,39 @@ def test_chunks_of_a_few_records_import_the_same_store(case, tmp_path, capsys, m
     want, got = _tables(whole), _tables(small)
     assert want.get("TASK") or want.get("CANN_API") or want.get("KIT_WARNINGS")
     assert got == want
+
+
+def _windows_of(monkeypatch, rows: int) -> None:
+    """APIs sorted `rows` at a time, their windows' edges placed from every begin."""
+    monkeypatch.setattr(api_windows, "WINDOW_ROWS", rows)
+    monkeypatch.setattr(api_windows, "SAMPLE_EVERY", 1)
+
+
+@needs_shared
+@pytest.mark.parametrize("case", INTACT_CASES + DEGRADED_CASES)
+def test_windows_of_a_few_apis_import_the_same_store(case, tmp_path, capsys, monkeypatch):
+    """APIs in windows of 3 begins (and chunks of 700 bytes, so that event pairs and the latest
+    ends of the call tree cross both): every table is the one-window import's."""
+    whole = copy_input(case, str(tmp_path / "whole"))
+    assert run(["import", "-dir", whole], capsys)[0] == 0
+    monkeypatch.setattr(S, "CHUNK_BYTES", 700)
+    _windows_of(monkeypatch, 3)
+    small = copy_input(case, str(tmp_path / "small"))
+    assert run(["import", "-dir", small], capsys)[0] == 0
+    assert _tables(small) == _tables(whole)
+    assert os.listdir(os.path.join(small, "sqlite")) == ["msprof_kit.db"]  # no scratch left
+
+
+@pytest.mark.parametrize("rows", [1, 7, 500])
+def test_windows_import_the_same_store_of_a_synthetic_collection(rows, tmp_path, capsys, monkeypatch):
+    """2,000 tasks on two devices, a third of them in models (model, node and runtime APIs, and
+    events): windows of 1, 7 and 500 APIs give the one-window store. (The carried latest ends of
+    the call tree are checked against a loop in test_build_steps.)"""
+    whole = synth.write_collection(str(tmp_path / "a"), n_tasks=2000, devices=2, model_fraction=0.3, seed=21)
+    assert run(["import", "-dir", whole], capsys)[0] == 0
+    _windows_of(monkeypatch, rows)
+    small = synth.write_collection(str(tmp_path / "b"), n_tasks=2000, devices=2, model_fraction=0.3, seed=21)
+    assert run(["import", "-dir", small], capsys)[0] == 0
+    want = _tables(whole)
+    assert len(want["CANN_API"]) > 4000
+    assert _tables(small) == want

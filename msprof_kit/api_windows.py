@@ -1,0 +1,205 @@
+"""The host's API records a window of begin times at a time (docs/benchmarks.md, issue 6).
+
+A collection of ten million tasks holds some thirty million API records; sorting them into
+connection-id order in memory took gigabytes. Here the api_event stream is read a chunk at a
+time: each chunk's Event records are paired with the open ones of earlier chunks, and the merged
+APIs are sorted by begin and appended to scratch files (one run a chunk). The begins are then cut
+into windows of about WINDOW_ROWS APIs (equal begins never split), and each window is gathered
+from the runs and sorted into connection-id order: the windows, one after the other, are the
+whole sorted table.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .errors import Diagnostics
+from .parsers import host as H
+from .parsers import records as R
+from .parsers.stream import RecordStream
+
+Columns = Dict[str, np.ndarray]
+WINDOW_ROWS = 1 << 20   # APIs sorted at a time (a window holds more when many share one begin)
+SAMPLE_EVERY = 64       # one begin in this many kept in memory to place the windows' edges
+EVENT_KEYS = ("item", "reserve", "thread", "type", "level")
+COLUMNS = ("level", "type", "thread", "reserve", "begin", "end", "item", "order")
+
+
+def _group_codes(cols: Columns, rows: np.ndarray) -> np.ndarray:
+    """One int64 per row, equal for rows equal in all EVENT_KEYS."""
+    group = np.zeros(len(rows), dtype=np.int64)
+    room = 1
+    for key in EVENT_KEYS:
+        codes, uniq = pd.factorize(cols[key][rows])
+        if room > (2 ** 62) // max(1, len(uniq)):  # too many combinations for one int64: renumber
+            group = pd.factorize(group)[0]
+            room = int(group.max()) + 1
+        group = group * len(uniq) + codes
+        room *= max(1, len(uniq))
+    return group
+
+
+@dataclass
+class _Runs:
+    """Merged APIs spilled a run (a chunk's APIs, sorted by begin) after another: one file a column."""
+    folder: str
+    files: Dict[str, object] = field(default_factory=dict)
+    dtypes: Dict[str, np.dtype] = field(default_factory=dict)
+    bounds: List[int] = field(default_factory=lambda: [0])  # row where each run starts, and the end
+    sample: List[np.ndarray] = field(default_factory=list)
+
+    def add(self, cols: Columns) -> None:
+        order = np.argsort(cols["begin"], kind="stable")
+        for name in COLUMNS:
+            values = np.ascontiguousarray(cols[name][order])
+            if name not in self.files:
+                self.files[name] = open(os.path.join(self.folder, f"api.{name}"), "w+b")
+                self.dtypes[name] = values.dtype
+            self.files[name].write(memoryview(values.astype(self.dtypes[name], copy=False)))
+            if name == "begin":
+                self.sample.append(values[::SAMPLE_EVERY].copy())
+        self.bounds.append(self.bounds[-1] + len(order))
+
+    def read(self, name: str, lo: int, hi: int) -> np.ndarray:
+        f = self.files[name]
+        dtype = self.dtypes[name]
+        f.seek(lo * dtype.itemsize)
+        out = np.empty(hi - lo, dtype=dtype)
+        if hi > lo and f.readinto(memoryview(out).cast("B")) != (hi - lo) * dtype.itemsize:
+            raise OSError(f"{f.name}: scratch file shorter than written")
+        return out
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+            os.remove(f.name)
+        self.files.clear()
+
+
+class _Pairing:
+    """Event records paired across chunks: in stream order within a key (EVENT_KEYS), records 0
+    and 1 make an API, then 2 and 3, ...; a key's last record stays open until its partner comes."""
+
+    def __init__(self) -> None:
+        self.open: Optional[Columns] = None  # the open records (COLUMNS)
+
+    def pair(self, cols: Columns) -> Columns:
+        """The APIs completed by the event records `cols` (in stream order): the first record's
+        fields, the second's begin as end, the second's position as order."""
+        if self.open is not None and len(self.open["order"]):
+            cols = {k: np.concatenate([self.open[k], cols[k]]) for k in cols}
+        n = len(cols["order"])
+        self.open = None
+        if n == 0:
+            return cols
+        group = _group_codes(cols, np.arange(n))
+        by_key = np.argsort(group, kind="stable")
+        grouped = group[by_key]
+        new_key = np.ones(n, dtype=bool)
+        new_key[1:] = grouped[1:] != grouped[:-1]
+        at = np.arange(n)
+        rank = at - np.maximum.accumulate(np.where(new_key, at, 0))
+        first = rank % 2 == 0
+        last_of_key = np.ones(n, dtype=bool)
+        last_of_key[:-1] = new_key[1:]
+        left = by_key[first & last_of_key]  # a key's first-of-a-pair with no partner yet
+        left.sort()
+        self.open = {k: v[left] for k, v in cols.items()}
+        pos = np.flatnonzero(first & ~last_of_key)
+        begins, ends = by_key[pos], by_key[pos + 1]
+        order = np.argsort(begins, kind="stable")  # in stream order of their first records
+        begins, ends = begins[order], ends[order]
+        out = {k: v[begins] for k, v in cols.items()}
+        out["end"] = cols["begin"][ends]
+        out["order"] = cols["order"][ends]
+        return out
+
+    def unpaired(self) -> int:
+        return 0 if self.open is None else len(self.open["order"])
+
+
+class ApiWindows:
+    """The APIs of one api_event stream (`paths`: unaging then aging slices), events merged,
+    records with begin 0 dropped, as windows in connection-id order: begin, then level
+    descending, thread, stream order (a pair's: its second record's). Reading reports the stream's
+    issues and the merge's to `diag`, in that order."""
+
+    def __init__(self, paths: Sequence[str], folder: str, diag: Diagnostics, data_dir: str) -> None:
+        self.runs = _Runs(folder)
+        try:
+            self._read(paths, diag, data_dir)
+        except BaseException:
+            self.runs.close()
+            raise
+        self.count = self.runs.bounds[-1]
+
+    def _read(self, paths: Sequence[str], diag: Diagnostics, data_dir: str) -> None:
+        stream = RecordStream(R.API_EVENT, paths, H._host_valid, H._EXPECT)
+        pairing = _Pairing()
+        seen = zeros = 0
+        for arr, _ in stream.chunks():
+            n = len(arr)
+            cols = {"level": arr["level"], "type": arr["type"], "thread": arr["thread_id"],
+                    "reserve": arr["reserve"], "begin": arr["begin"].view(np.int64), "end": arr["end"].view(np.int64),
+                    "item": arr["item_id"], "order": np.arange(seen, seen + n, dtype=np.int64)}
+            seen += n
+            is_event = arr["end"] == np.uint64(R.EVENT_FLAG)
+            if is_event.any():
+                events = np.flatnonzero(is_event)
+                paired = pairing.pair({k: v[events] for k, v in cols.items()})
+                keep = np.flatnonzero(~is_event)
+                cols = {k: np.concatenate([v[keep], paired[k]]) for k, v in cols.items()}
+            else:
+                cols = {k: np.ascontiguousarray(v) for k, v in cols.items()}
+            del arr
+            zero = cols["begin"] == 0
+            if zero.any():
+                zeros += int(zero.sum())
+                cols = {k: v[~zero] for k, v in cols.items()}
+            if len(cols["begin"]):
+                self.runs.add(cols)
+        diag.extend(stream.issues)
+        if pairing.unpaired():
+            diag.warn(f"{data_dir}/*.api_event.data: {pairing.unpaired()} begin/end event records have no "
+                      f"partner; dropped")
+        if zeros:
+            diag.warn(f"{data_dir}: {zeros} API records have begin time 0; dropped")
+
+    def _edges(self, rows: int) -> np.ndarray:
+        """Begins at which windows start (after the first): about `rows` APIs apart, distinct."""
+        if not self.runs.sample:
+            return np.zeros(0, dtype=np.int64)
+        sample = np.sort(np.concatenate(self.runs.sample))
+        step = max(1, rows // SAMPLE_EVERY)
+        return np.unique(sample[step::step])
+
+    def windows(self, rows: Optional[int] = None) -> Iterator[Columns]:
+        """Each window's APIs (COLUMNS but `order`, with `conn`: the connection id), in order."""
+        runs = self.runs
+        edges = self._edges(rows or WINDOW_ROWS)
+        # where each window starts within each run: the runs are sorted by begin
+        cuts = []
+        for lo, hi in zip(runs.bounds, runs.bounds[1:]):
+            begins = runs.read("begin", lo, hi)
+            cuts.append(np.concatenate([[lo], lo + np.searchsorted(begins, edges), [hi]]))
+            del begins
+        done = 0
+        for w in range(len(edges) + 1):
+            parts = [(int(c[w]), int(c[w + 1])) for c in cuts if c[w + 1] > c[w]]
+            if not parts:
+                continue
+            cols = {name: np.concatenate([runs.read(name, lo, hi) for lo, hi in parts]) for name in COLUMNS}
+            order = np.lexsort((cols.pop("order"), cols["thread"], -cols["level"].astype(np.int32), cols["begin"]))
+            window = {name: v[order] for name, v in cols.items()}
+            del cols, order
+            n = len(window["begin"])
+            window["conn"] = np.arange(done + 1, done + n + 1, dtype=np.int64)
+            done += n
+            yield window
+
+    def close(self) -> None:
+        self.runs.close()
