@@ -420,14 +420,8 @@ class TableWriter:
         if table in schema.COLUMNAR:
             self._put_columns(table, encode_columns(table, frame))
             return
-        if isinstance(frame, dict):
-            frame = pd.DataFrame(frame)
-        cols = schema.ALL_TABLES[table]
-        missing = [c[0] for c in cols if c[0] not in frame.columns]
-        if missing:
-            raise StoreError(f"internal: table {table} lacks columns {missing}", path=self.path)
+        frame, cols, kinds = self._rows_of(table, frame)
         self.create(table, cols)
-        kinds = self.paged and pages.column_kinds([c[1] for c in cols], [np.asarray(frame[c[0]]) for c in cols])
         if kinds:
             with self.pages_of(table) as out:
                 out.add_frame(frame, [c[0] for c in cols], kinds)
@@ -485,15 +479,22 @@ class TableWriter:
             values = frame[name]
             col.add(values.to_numpy() if isinstance(values, pd.Series) else values)
 
-    def _add_rows(self, parts: _Parts, table: str, frame: Table) -> None:
+    def _rows_of(self, table: str, frame: Table) -> Tuple[pd.DataFrame, Sequence[schema.Column], Optional[bytes]]:
+        """(the rows as a frame, the table's columns, the packer's column kinds or None when the
+        rows go through sqlite)."""
         if isinstance(frame, dict):
             frame = pd.DataFrame(frame)
         cols = schema.ALL_TABLES[table]
         missing = [c[0] for c in cols if c[0] not in frame.columns]
         if missing:
             raise StoreError(f"internal: table {table} lacks columns {missing}", path=self.path)
+        kinds = pages.column_kinds([c[1] for c in cols], [np.asarray(frame[c[0]]) for c in cols]) \
+            if self.paged else None
+        return frame, cols, kinds
+
+    def _add_rows(self, parts: _Parts, table: str, frame: Table) -> None:
+        frame, cols, kinds = self._rows_of(table, frame)
         names = [c[0] for c in cols]
-        kinds = self.paged and pages.column_kinds([c[1] for c in cols], [np.asarray(frame[n]) for n in names])
         if parts.kinds is None and parts.pages is None:
             parts.kinds = kinds or b""
             if kinds:  # sqlite lets go of the file until the last part
