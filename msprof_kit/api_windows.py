@@ -17,7 +17,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import Diagnostics
+from .errors import Diagnostics, StoreError
 from .parsers import host as H
 from .parsers import records as R
 from .parsers.stream import RecordStream
@@ -56,10 +56,14 @@ class _Runs:
         order = np.argsort(cols["begin"], kind="stable")
         for name in COLUMNS:
             values = np.ascontiguousarray(cols[name][order])
-            if name not in self.files:
-                self.files[name] = open(os.path.join(self.folder, f"api.{name}"), "w+b")
-                self.dtypes[name] = values.dtype
-            self.files[name].write(memoryview(values.astype(self.dtypes[name], copy=False)))
+            path = os.path.join(self.folder, f"api.{name}")
+            try:
+                if name not in self.files:
+                    self.files[name] = open(path, "w+b")
+                    self.dtypes[name] = values.dtype
+                self.files[name].write(memoryview(values.astype(self.dtypes[name], copy=False)))
+            except OSError as exc:  # a full disk: a write error, not a raw file that cannot be read
+                raise StoreError(f"cannot write a scratch file: {exc.strerror or exc}", path=path) from exc
             if name == "begin":
                 self.sample.append(values[::SAMPLE_EVERY].copy())
         self.bounds.append(self.bounds[-1] + len(order))

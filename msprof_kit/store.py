@@ -265,7 +265,10 @@ class _SpilledColumn:
         elif arr.dtype != self.dtype:
             raise StoreError(f"internal: column {os.path.basename(self.path)} is {arr.dtype} in one part, "
                              f"{self.dtype} in another")
-        self.file.write(memoryview(np.ascontiguousarray(arr)))
+        try:
+            self.file.write(memoryview(np.ascontiguousarray(arr)))
+        except OSError as exc:  # a full disk
+            raise StoreError(f"cannot write a scratch file: {exc.strerror or exc}", path=self.path) from exc
         self.n += len(arr)
 
     def stored_dtype(self) -> np.dtype:

@@ -73,3 +73,28 @@ def test_windows_import_the_same_store_of_a_synthetic_collection(rows, tmp_path,
     want = _tables(whole)
     assert len(want["CANN_API"]) > 4000
     assert _tables(small) == want
+
+
+@needs_shared
+def test_a_scratch_file_that_cannot_be_written_is_one_error_line(tmp_path, capsys, monkeypatch):
+    """A full disk while the APIs are spilled: exit 5, one line naming the scratch file, and
+    neither a store nor scratch files left; the raw data untouched."""
+    prof = copy_input("910b_mixed", str(tmp_path))
+    before = {p: open(p, "rb").read() for p in _raw_files(prof)}
+
+    def full(path, mode="r", *args, **kwargs):
+        if "w" in mode:
+            raise OSError(28, "No space left on device", path)
+        return open(path, mode, *args, **kwargs)
+    monkeypatch.setattr(api_windows, "open", full, raising=False)
+    code, _, err = run(["import", "-dir", prof], capsys)
+    assert code == 5
+    lines = [line for line in err.splitlines() if line.startswith("Error")]
+    assert len(lines) == 1 and "cannot write a scratch file: No space left on device" in lines[0]
+    assert "/sqlite/.scratch-" in lines[0] and "Traceback" not in err
+    assert os.listdir(os.path.join(prof, "sqlite")) == []
+    assert {p: open(p, "rb").read() for p in _raw_files(prof)} == before
+
+
+def _raw_files(prof: str) -> list:
+    return sorted(os.path.join(b, f) for b, _, files in os.walk(prof) for f in files if "sqlite" not in b)
