@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
-import pandas as pd
 
+from .arrays import group_ids
 from .errors import Diagnostics, StoreError
 from .parsers import host as H
 from .parsers import records as R
@@ -27,20 +27,6 @@ WINDOW_ROWS = 1 << 20   # APIs sorted at a time (a window holds more when many s
 SAMPLE_EVERY = 64       # one begin in this many kept in memory to place the windows' edges
 EVENT_KEYS = ("item", "reserve", "thread", "type", "level")
 COLUMNS = ("level", "type", "thread", "reserve", "begin", "end", "item", "order")
-
-
-def _group_codes(cols: Columns, rows: np.ndarray) -> np.ndarray:
-    """One int64 per row, equal for rows equal in all EVENT_KEYS."""
-    group = np.zeros(len(rows), dtype=np.int64)
-    room = 1
-    for key in EVENT_KEYS:
-        codes, uniq = pd.factorize(cols[key][rows])
-        if room > (2 ** 62) // max(1, len(uniq)):  # too many combinations for one int64: renumber
-            group = pd.factorize(group)[0]
-            room = int(group.max()) + 1
-        group = group * len(uniq) + codes
-        room *= max(1, len(uniq))
-    return group
 
 
 @dataclass
@@ -100,7 +86,7 @@ class _Pairing:
         self.open = None
         if n == 0:
             return cols
-        group = _group_codes(cols, np.arange(n))
+        group = group_ids([cols[k] for k in EVENT_KEYS])
         by_key = np.argsort(group, kind="stable")
         grouped = group[by_key]
         new_key = np.ones(n, dtype=bool)

@@ -236,9 +236,11 @@ class LatestEnds:
 
     def of(self, keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """(whether a key has an end, the end) of each key."""
-        pos = np.clip(np.searchsorted(self.keys, keys), 0, max(0, len(self.keys) - 1))
-        found = (self.keys[pos] == keys) if len(self.keys) else np.zeros(len(keys), dtype=bool)
-        return found, np.where(found, self.ends[pos] if len(self.ends) else 0, 0)
+        if not len(self.keys):
+            return np.zeros(len(keys), dtype=bool), np.zeros(len(keys), dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+        found = self.keys[pos] == keys
+        return found, np.where(found, self.ends[pos], 0)
 
     def update(self, keys: np.ndarray, ends: np.ndarray) -> None:
         """Take the latest end of each key (distinct keys) into account."""

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import queue
+import shutil
 import sqlite3
 import tempfile
 import threading
@@ -46,35 +47,49 @@ def store_path(collection_path: str) -> str:
     return os.path.join(collection_path, STORE_DIR, STORE_NAME)
 
 
-def encode_columns(table: str, frame: Table) -> Iterator[Tuple[object, ...]]:
-    """KIT_COLUMNS rows of a columnar table: (table, column, dtype, bytes, labels)."""
-    required = schema.COLUMNAR[table]
-    missing = [c for c in required if c not in frame]
+def _check_columnar(table: str, frame: Table) -> None:
+    missing = [c for c in schema.COLUMNAR[table] if c not in frame]
     if missing:
         raise StoreError(f"internal: table {table} lacks columns {missing}")
+
+
+def column_array(values: Union[np.ndarray, CodedTexts]) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    """A columnar table's column as stored: (little-endian values, None), or for texts (int32
+    codes, the distinct texts in the order of their first row)."""
+    if isinstance(values, CodedTexts) or np.asarray(values).dtype == object:
+        codes, labels = text_codes(values)
+        return codes.astype("<i4"), labels
+    values = np.asarray(values)
+    return np.ascontiguousarray(values.astype(values.dtype.newbyteorder("<"), copy=False)), None
+
+
+def encode_columns(table: str, frame: Table) -> Iterator[Tuple[object, ...]]:
+    """KIT_COLUMNS rows of a columnar table: (table, column, dtype, bytes, labels)."""
+    _check_columnar(table, frame)
     for name in list(frame.keys()):
-        values = frame[name]
-        if isinstance(values, CodedTexts) or np.asarray(values).dtype == object:
-            codes, labels = text_codes(values)
-            yield (table, name, "<i4", memoryview(codes.astype("<i4")),
-                   json.dumps([str(x) for x in labels], ensure_ascii=False))
-        else:
-            values = np.asarray(values)
-            arr = np.ascontiguousarray(values.astype(values.dtype.newbyteorder("<"), copy=False))
-            yield (table, name, arr.dtype.str, memoryview(arr), None)
+        arr, labels = column_array(frame[name])
+        yield (table, name, arr.dtype.str, memoryview(arr),
+               None if labels is None else json.dumps([str(x) for x in labels], ensure_ascii=False))
 
 
 NARROW = tuple(np.dtype(t) for t in ("<i1", "<i2", "<i4"))
 
 
+def narrowest_type(lo: int, hi: int) -> np.dtype:
+    """The smallest signed little-endian integer type that holds lo..hi (int64 at most)."""
+    for dtype in NARROW:
+        info = np.iinfo(dtype)
+        if info.min <= lo and hi <= info.max:
+            return dtype
+    return np.dtype("<i8")
+
+
 def narrowest(values: np.ndarray) -> np.ndarray:
     """Integers in the smallest signed little-endian type that holds them all (int64 at most)."""
     if len(values):
-        lo, hi = int(values.min()), int(values.max())
-        for dtype in NARROW:
-            info = np.iinfo(dtype)
-            if info.min <= lo and hi <= info.max:
-                return values.astype(dtype)
+        dtype = narrowest_type(int(values.min()), int(values.max()))
+        if dtype in NARROW:
+            return values.astype(dtype)
     return np.ascontiguousarray(values.astype("<i8", copy=False))
 
 
@@ -245,21 +260,17 @@ class _SpilledColumn:
         self.hi: Optional[int] = None
 
     def add(self, values: Union[np.ndarray, CodedTexts]) -> None:
-        if isinstance(values, CodedTexts) or (not self.mirror and np.asarray(values).dtype == object):
-            codes, labels = text_codes(values)
-            if self.labels is None:
-                self.labels = {}
-            known = self.labels
-            to_global = np.array([known.setdefault(str(x), len(known)) for x in labels], dtype="<i4")
-            arr = to_global[codes] if len(codes) else np.zeros(0, "<i4")
-        else:
-            values = np.asarray(values)
-            arr = values.astype("<i8") if self.mirror else \
-                np.ascontiguousarray(values.astype(values.dtype.newbyteorder("<"), copy=False))
-            if self.mirror and len(arr):
+        if self.mirror:
+            arr = np.asarray(values).astype("<i8")
+            if len(arr):
                 lo, hi = int(arr.min()), int(arr.max())
                 self.lo = lo if self.lo is None else min(self.lo, lo)
                 self.hi = hi if self.hi is None else max(self.hi, hi)
+        else:
+            arr, labels = column_array(values)
+            if labels is not None:  # the part's codes renumbered into the labels of all parts
+                known = self.labels = {} if self.labels is None else self.labels
+                arr = np.array([known.setdefault(str(x), len(known)) for x in labels], dtype="<i4")[arr]
         if self.dtype is None:
             self.dtype = arr.dtype
         elif arr.dtype != self.dtype:
@@ -273,12 +284,8 @@ class _SpilledColumn:
 
     def stored_dtype(self) -> np.dtype:
         if self.mirror:  # as `narrowest` of the whole column
-            if self.lo is not None and self.hi is not None:
-                for dtype in NARROW:
-                    info = np.iinfo(dtype)
-                    if info.min <= self.lo and self.hi <= info.max:
-                        return dtype
-            return np.dtype("<i8")
+            return narrowest_type(self.lo, self.hi) if self.lo is not None and self.hi is not None \
+                else np.dtype("<i8")
         return self.dtype if self.dtype is not None else np.dtype("<i4")
 
     def write(self, conn: sqlite3.Connection, table: str, name: str) -> None:
@@ -466,10 +473,8 @@ class TableWriter:
 
     def _spill(self, parts: _Parts, table: str, frame: Table, mirror: bool,
                names: Optional[Sequence[str]] = None) -> None:
-        required = schema.COLUMNAR.get(table, ())
-        missing = [c for c in required if c not in frame]
-        if missing:
-            raise StoreError(f"internal: table {table} lacks columns {missing}")
+        if not mirror:
+            _check_columnar(table, frame)
         names = list(frame.keys()) if names is None else names
         if parts.columns and list(parts.columns) != list(names):
             raise StoreError(f"internal: the parts of table {table} have other columns", path=self.path)
@@ -542,11 +547,7 @@ class TableWriter:
             for col in parts.columns.values():
                 col.file.close()
         self._parts.clear()
-        folder = self.tmp + ".parts"
-        if os.path.isdir(folder):
-            for name in os.listdir(folder):
-                os.remove(os.path.join(folder, name))
-            os.rmdir(folder)
+        shutil.rmtree(self.tmp + ".parts", ignore_errors=True)
 
     def put_rows(self, table: str, cols: Sequence[schema.Column], rows: Iterable[Tuple[object, ...]]) -> None:
         self._sync()
