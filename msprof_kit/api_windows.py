@@ -10,64 +10,22 @@ whole sorted table.
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, Optional, Sequence
 
 import numpy as np
 
 from .arrays import group_ids
-from .errors import Diagnostics, StoreError
+from .errors import Diagnostics
 from .parsers import host as H
 from .parsers import records as R
 from .parsers.stream import RecordStream
+from .spill import Runs
 
 Columns = Dict[str, np.ndarray]
 WINDOW_ROWS = 1 << 20   # APIs sorted at a time (a window holds more when many share one begin)
 SAMPLE_EVERY = 64       # one begin in this many kept in memory to place the windows' edges
 EVENT_KEYS = ("item", "reserve", "thread", "type", "level")
 COLUMNS = ("level", "type", "thread", "reserve", "begin", "end", "item", "order")
-
-
-@dataclass
-class _Runs:
-    """Merged APIs spilled a run (a chunk's APIs, sorted by begin) after another: one file a column."""
-    folder: str
-    files: Dict[str, object] = field(default_factory=dict)
-    dtypes: Dict[str, np.dtype] = field(default_factory=dict)
-    bounds: List[int] = field(default_factory=lambda: [0])  # row where each run starts, and the end
-    sample: List[np.ndarray] = field(default_factory=list)
-
-    def add(self, cols: Columns) -> None:
-        order = np.argsort(cols["begin"], kind="stable")
-        for name in COLUMNS:
-            values = np.ascontiguousarray(cols[name][order])
-            path = os.path.join(self.folder, f"api.{name}")
-            try:
-                if name not in self.files:
-                    self.files[name] = open(path, "w+b")
-                    self.dtypes[name] = values.dtype
-                self.files[name].write(memoryview(values.astype(self.dtypes[name], copy=False)))
-            except OSError as exc:  # a full disk: a write error, not a raw file that cannot be read
-                raise StoreError(f"cannot write a scratch file: {exc.strerror or exc}", path=path) from exc
-            if name == "begin":
-                self.sample.append(values[::SAMPLE_EVERY].copy())
-        self.bounds.append(self.bounds[-1] + len(order))
-
-    def read(self, name: str, lo: int, hi: int) -> np.ndarray:
-        f = self.files[name]
-        dtype = self.dtypes[name]
-        f.seek(lo * dtype.itemsize)
-        out = np.empty(hi - lo, dtype=dtype)
-        if hi > lo and f.readinto(memoryview(out).cast("B")) != (hi - lo) * dtype.itemsize:
-            raise OSError(f"{f.name}: scratch file shorter than written")
-        return out
-
-    def close(self) -> None:
-        for f in self.files.values():
-            f.close()
-            os.remove(f.name)
-        self.files.clear()
 
 
 class _Pairing:
@@ -119,7 +77,7 @@ class ApiWindows:
     issues and the merge's to `diag`, in that order."""
 
     def __init__(self, paths: Sequence[str], folder: str, diag: Diagnostics, data_dir: str) -> None:
-        self.runs = _Runs(folder)
+        self.runs = Runs(folder, "api", "begin", SAMPLE_EVERY)
         try:
             self._read(paths, diag, data_dir)
         except BaseException:
@@ -159,30 +117,27 @@ class ApiWindows:
         if zeros:
             diag.warn(f"{data_dir}: {zeros} API records have begin time 0; dropped")
 
-    def _edges(self, rows: int) -> np.ndarray:
-        """Begins at which windows start (after the first): about `rows` APIs apart, distinct."""
+    def edges(self, rows: Optional[int] = None) -> np.ndarray:
+        """Begins at which windows start (after the first): about `rows` (WINDOW_ROWS) APIs
+        apart, distinct."""
         if not self.runs.sample:
             return np.zeros(0, dtype=np.int64)
         sample = np.sort(np.concatenate(self.runs.sample))
-        step = max(1, rows // SAMPLE_EVERY)
+        step = max(1, (rows or WINDOW_ROWS) // SAMPLE_EVERY)
         return np.unique(sample[step::step])
 
-    def windows(self, rows: Optional[int] = None) -> Iterator[Columns]:
-        """Each window's APIs (COLUMNS but `order`, with `conn`: the connection id), in order."""
+    def windows(self, edges: np.ndarray) -> Iterator[Columns]:
+        """The APIs of each window of begins (COLUMNS but `order`, with `conn`: the connection
+        id), in connection-id order; one window more than `edges`, an empty one holding no rows."""
         runs = self.runs
-        edges = self._edges(rows or WINDOW_ROWS)
-        # where each window starts within each run: the runs are sorted by begin
-        cuts = []
-        for lo, hi in zip(runs.bounds, runs.bounds[1:]):
-            begins = runs.read("begin", lo, hi)
-            cuts.append(np.concatenate([[lo], lo + np.searchsorted(begins, edges), [hi]]))
-            del begins
+        runs.cut(edges)
         done = 0
         for w in range(len(edges) + 1):
-            parts = [(int(c[w]), int(c[w + 1])) for c in cuts if c[w + 1] > c[w]]
-            if not parts:
+            cols = runs.window(w)
+            if cols is None:
+                yield {name: np.zeros(0, dtype=np.int64) for name in COLUMNS if name != "order"} | \
+                    {"conn": np.zeros(0, dtype=np.int64)}
                 continue
-            cols = {name: np.concatenate([runs.read(name, lo, hi) for lo, hi in parts]) for name in COLUMNS}
             order = np.lexsort((cols.pop("order"), cols["thread"], -cols["level"].astype(np.int32), cols["begin"]))
             window = {name: v[order] for name, v in cols.items()}
             del cols, order

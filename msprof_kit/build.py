@@ -23,6 +23,7 @@ from .parsers import records as R
 from .parsers.stream import decode_stream, locate, read_stream
 from . import forked, memory, metrics
 from .api_windows import ApiWindows
+from .spill import Runs
 from .arrays import SortedKeys, ascending, first_seen, isin, key_codes, numbered_by_first_row
 from .forked import Forked, can_fork
 from .errors import Diagnostics, MissingControlFile, NoData
@@ -330,108 +331,236 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
     pid_text = str(rd.info.get("pid", "0"))
     pid = int(pid_text) if pid_text.isdigit() else 0
 
-    apis = _tree_apis(rd, files, clock, types, hashes, pid, strings, put, diag, scratch)
-
-    # compact records: the fields read below, each record tagged with its file class
-    def records(kind: str, fields: Sequence[str]) -> pd.DataFrame:
-        frames = [_frame(c).assign(aging=group == "aging")
-                  for group, c in _compact(files, kind, diag, lambda name, col: name in fields)]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-    tracks = records("task_track", ("thread_id", "timestamp", "device_id", "stream_id", "task_id", "task_type",
-                                    "kernel_name", "data_len", "num_blocks", "ratio"))
-    nbi = records("node_basic_info", ("thread_id", "timestamp", "op_name", "op_type", "task_type", "block_dim",
-                                      "op_flag"))
-    ctx = _context_ids(rd, files, diag)
-    tensors, tensor_table = tensor_texts()
-    models = _model_names(rd, files, hashes, diag)
-
-    level, a_thread, a_begin, a_end = apis["level"], apis["thread"], apis["begin"], apis["end"]
-    # op records (node_basic_info, tensor_info, ...) hang under node APIs
-    node_idx = np.flatnonzero(level == LEVEL_NODE)
-    node_thread, node_begin, node_end = a_thread[node_idx], a_begin[node_idx], a_end[node_idx]
-
-    def attach(df: pd.DataFrame) -> np.ndarray:
-        if df.empty:
-            return np.zeros(0, dtype=np.int64)
-        found = _contain(df["thread_id"].to_numpy().astype(np.int64), df["timestamp"].to_numpy().astype(np.int64),
-                         node_thread, node_begin, node_end)
-        return _take(node_idx, found)
-
-    if tracks.empty:
+    paths = files.get(("api_event", "unaging"), []) + files.get(("api_event", "aging"), [])
+    apis = ApiWindows(paths, scratch, diag, rd.data_dir)
+    records = _HostRecords(scratch)
+    try:
+        _spill_records(files, types, records, diag)
+        tensors, tensor_table = tensor_texts()
+        for lo in range(0, len(tensors), SPILL_ROWS):
+            part = tensors.iloc[lo:lo + SPILL_ROWS]
+            records.add("tensor", {k: part[k].to_numpy() for k in ("thread_id", "timestamp", "text")})
+        del tensors
+        models = _model_names(rd, files, hashes, diag)
+        assoc = _Association(clock, types, hashes) if records.runs["track"].rows else None
+        edges = apis.edges()
+        records.cut(edges)
+        latest = LatestEnds()
+        for w, window in enumerate(apis.windows(edges)):
+            tree = _api_window(window, clock, types, hashes, pid, strings, put, latest) \
+                if len(window["begin"]) else None
+            del window
+            if assoc is not None:
+                assoc.step(tree, records.window(w), int(edges[w]) if w < len(edges) else None)
+        put("CANN_API", None, last=True)
+        put("KIT_API", None, last=True)
+    finally:
+        apis.close()
+        records.close()
+    if assoc is None:
         empty = pd.DataFrame()
         return HostData(tracks=empty, compute=empty, models=models, pid=pid, tensor_table=tensor_table)
-
-    # the task tracks but maintenance ones, each under the deepest tree API containing it
-    type_names = _map_names(tracks["task_type"].to_numpy(), types)
-    kept = _where_text(type_names, lambda t: t != "MAINTENANCE")
-    if not kept.all():
-        tracks, type_names = tracks[kept], type_names[kept]
-    del kept
-    t_thread = tracks["thread_id"].to_numpy().astype(np.int64)
-    t_time = tracks["timestamp"].to_numpy().astype(np.int64)
-    parent = np.full(len(tracks), -1, dtype=np.int64)
-    for lv in TREE_LEVELS:
-        idx = np.flatnonzero(level == lv)
-        todo = np.flatnonzero(parent < 0)
-        if len(idx) == 0 or len(todo) == 0:
-            continue
-        found = _contain(t_thread[todo], t_time[todo], a_thread[idx], a_begin[idx], a_end[idx])
-        hit = found >= 0
-        parent[todo[hit]] = idx[found[hit]]
-    midx = np.flatnonzero(level == LEVEL_MODEL)
-    model_api = _take(midx, _contain(t_thread, t_time, a_thread[midx], a_begin[midx], a_end[midx]))
-    del t_thread
-    has_parent, at_parent = parent >= 0, np.clip(parent, 0, None)
-    has_model, at_model = model_api >= 0, np.clip(model_api, 0, None)
-    task_id = tracks["task_id"].to_numpy()
-    tracks = _frame({
-        "device_id": tracks["device_id"].to_numpy(), "stream_id": tracks["stream_id"].to_numpy(np.int64),
-        "task_low": (task_id & 0xFFFF).astype(np.int64), "batch": (task_id >> 16).astype(np.int64),
-        "ts_ns": clock.to_ns(t_time), "thread_id": tracks["thread_id"].to_numpy(), "type_name": type_names,
-        "parent": parent, "parent_level": np.where(has_parent, level[at_parent], -1),
-        "model_id": np.where(has_model, apis["item"].astype(np.int64)[at_model], NO_MODEL),
-        "request_id": np.where(has_model, apis["reserve"].astype(np.int64)[at_model], -1),
-        "conn": np.where(has_parent, apis["conn"][at_parent], -1),
-        "kernel": _hash_names(tracks["kernel_name"].to_numpy(), hashes),
-        "data_len": tracks["data_len"].to_numpy(), "num_blocks": tracks["num_blocks"].to_numpy(),
-        "ratio": tracks["ratio"].to_numpy()})
-    del t_time, task_id, parent, model_api, type_names, has_parent, at_parent, has_model, at_model
-    apis = {k: apis[k] for k in ("thread", "begin", "end")}  # what attach() reads of the node APIs
-    compute = _compute_tasks(tracks, nbi, tensors, tensor_table, ctx, attach, hashes)
+    tracks, compute = assoc.finish()
     return HostData(tracks=tracks, compute=compute, models=models, pid=pid, tensor_table=tensor_table)
 
 
 TREE_COLUMNS = ("thread", "level", "begin", "end", "item", "reserve", "conn")
+TRACK_FIELDS = ("thread_id", "timestamp", "device_id", "stream_id", "task_id", "task_type", "kernel_name",
+                "data_len", "num_blocks", "ratio")
+NBI_FIELDS = ("thread_id", "timestamp", "op_name", "op_type", "task_type", "block_dim", "op_flag")
+OP_KINDS = ("nbi", "tensor", "ctx")  # op records, each under the node launch API containing it
+SPILL_ROWS = 1 << 20  # rows of an in-memory frame spilled at a time
 
 
-def _tree_apis(rd: ResultDir, files, clock: Clock, types: Dict[str, str], hashes: Dict[str, str], pid: int,
-               strings: "StringPool", put: Sink, diag: Diagnostics, scratch: str) -> Columns:
-    """The host's APIs (events merged) into CANN_API and KIT_API, a window of begins at a time in
-    connection-id order (APIs by begin, level descending, ties by thread then stream order; an
-    API's connection id is its position + 1). Returns the tree APIs (TREE_COLUMNS; begin and end
-    in host ticks), in connection-id order."""
-    paths = files.get(("api_event", "unaging"), []) + files.get(("api_event", "aging"), [])
-    apis = ApiWindows(paths, scratch, diag, rd.data_dir)
-    tree: List[Columns] = []
-    latest = LatestEnds()
-    try:
-        for window in apis.windows():
-            names = _name_apis(window, types, hashes)
-            texts = _api_texts(window, names, hashes)
-            window["start_ns"] = clock.to_ns(window["begin"])
-            window["end_ns"] = clock.to_ns(window["end"])
-            _write_apis(window, texts, pid, strings, put)
-            keep = _tree_mask(window, latest)
-            tree.append({k: window[k][keep] for k in TREE_COLUMNS})
-            del window, keep
-    finally:
-        apis.close()
-    put("CANN_API", None, last=True)
-    put("KIT_API", None, last=True)
-    if not tree:
-        return {k: np.zeros(0, dtype=np.int64) for k in TREE_COLUMNS}
-    return {k: np.concatenate([t.pop(k) for t in tree]) for k in TREE_COLUMNS}
+def _api_window(window: Columns, clock: Clock, types: Dict[str, str], hashes: Dict[str, str], pid: int,
+                strings: "StringPool", put: Sink, latest: "LatestEnds") -> Columns:
+    """A window of the host's APIs (events merged, in connection-id order: APIs by begin, level
+    descending, ties by thread then stream order; an API's connection id is its position + 1)
+    into CANN_API and KIT_API parts. Returns its tree APIs (TREE_COLUMNS; begin and end in host
+    ticks); `latest` carries the call tree's latest ends from a window to the next."""
+    names = _name_apis(window, types, hashes)
+    texts = _api_texts(window, names, hashes)
+    window["start_ns"] = clock.to_ns(window["begin"])
+    window["end_ns"] = clock.to_ns(window["end"])
+    _write_apis(window, texts, pid, strings, put)
+    keep = _tree_mask(window, latest)
+    return {k: window[k][keep] for k in TREE_COLUMNS}
+
+
+class _HostRecords:
+    """The host's task tracks (maintenance ones left out) and op records, spilled sorted by time
+    (host ticks) and read back a window of times at a time. `pos` numbers each kind's records in
+    stream order, unaging files first: the order the call tree's rules take the first of."""
+
+    def __init__(self, folder: str) -> None:
+        self.runs = {kind: Runs(folder, kind, "timestamp") for kind in ("track",) + OP_KINDS}
+
+    def add(self, kind: str, cols: Columns) -> None:
+        runs = self.runs[kind]
+        n = len(cols["timestamp"])
+        cols["timestamp"] = cols["timestamp"].astype(np.int64)
+        cols["pos"] = np.arange(runs.rows, runs.rows + n, dtype=np.int64)
+        runs.add(cols)
+
+    def cut(self, edges: np.ndarray) -> None:
+        for runs in self.runs.values():
+            runs.cut(edges)
+
+    def window(self, w: int) -> Dict[str, Optional[Columns]]:
+        return {kind: runs.window(w) for kind, runs in self.runs.items()}
+
+    def close(self) -> None:
+        for runs in self.runs.values():
+            runs.close()
+
+
+def _chunks(files, kind: str, diag: Diagnostics) -> Iterator[Tuple[str, Columns]]:
+    """(group, columns) of each chunk of a compact or additional record kind, unaging first; each
+    stream's issues are reported once it is read."""
+    for group, paths in _group_paths(files, kind):
+        stream = H.compact_stream(kind, paths)
+        for arr, offsets in stream.chunks():
+            yield group, H.compact_columns(kind, arr, offsets)
+        diag.extend(stream.issues)
+
+
+def _spill_records(files, types: Dict[str, str], records: _HostRecords, diag: Diagnostics) -> None:
+    """The task tracks, node_basic_info and context_id_info records into `records`, a chunk at a
+    time."""
+    for _, c in _chunks(files, "task_track", diag):
+        kept = _where_text(_map_names(c["task_type"], types), lambda t: t != "MAINTENANCE")
+        records.add("track", {k: c[k][kept] for k in TRACK_FIELDS})
+    for group, c in _chunks(files, "node_basic_info", diag):
+        records.add("nbi", {**{k: c[k] for k in NBI_FIELDS},
+                            "aging": np.full(len(c["timestamp"]), group == "aging")})
+    for _, c in _chunks(files, "context_id_info", diag):
+        first = np.where(c["ctx_num"] > 0, c["ctx_ids"][:, 0] if len(c["ctx_num"]) else 0, INVALID_CTX)
+        records.add("ctx", {"thread_id": c["thread_id"], "timestamp": c["timestamp"],
+                            "ctx": first.astype(np.int64)})
+
+
+class _Association:
+    """Task tracks and op records with the tree APIs containing them, a window of times at a time
+    (the windows of the API begins), and the host compute tasks they make.
+
+    Carried from a window to the next: the last tree API of each (thread, level), the only one
+    of the earlier windows that can contain a later record; and the tracks and op records under
+    a node API still open at the next window's start, whose op info is chosen once all the
+    API's records are in."""
+
+    def __init__(self, clock: Clock, types: Dict[str, str], hashes: Dict[str, str]) -> None:
+        self.clock, self.types, self.hashes = clock, types, hashes
+        self.last: Optional[Columns] = None
+        self.waiting: Dict[str, Optional[pd.DataFrame]] = dict.fromkeys(("track",) + OP_KINDS)
+        self.tracks: List[Columns] = []   # tracks done, a part a window (`pos` their position)
+        self.compute: List[Columns] = []  # their compute tasks
+
+    def step(self, tree: Optional[Columns], recs: Dict[str, Optional[Columns]], next_edge: Optional[int]) -> None:
+        """One window: its tree APIs (None: none) and records; `next_edge` the next window's first
+        begin (None after the last window)."""
+        parts = [c for c in (self.last, tree) if c is not None]
+        cand = {k: np.concatenate([c[k] for c in parts]) if parts else np.zeros(0, np.int64) for k in TREE_COLUMNS}
+        key = (cand["thread"].astype(np.int64) << 32) | cand["level"].astype(np.int64)
+        last = len(key) - 1 - np.unique(key[::-1], return_index=True)[1]
+        self.last = {k: v[np.sort(last)] for k, v in cand.items()}
+        still_open = np.zeros(0, np.int64) if next_edge is None else \
+            self.last["conn"][(self.last["level"] == LEVEL_NODE) & (self.last["end"] >= next_edge)]
+        node = np.flatnonzero(cand["level"] == LEVEL_NODE)
+        ops = {}
+        for kind in OP_KINDS:
+            cols, parent = recs[kind], None
+            if cols is not None:
+                found = _contain(cols["thread_id"].astype(np.int64), cols["timestamp"], cand["thread"][node],
+                                 cand["begin"][node], cand["end"][node])
+                parent = _take(cand["conn"][node], found)
+                hit = parent >= 0
+                cols = {k: v[hit] for k, v in cols.items()}
+                cols["conn"] = parent[hit]
+            ops[kind] = self._ready(kind, None if cols is None else _frame(cols).set_index("pos"), still_open)
+        tracks = self._ready("track", self._tracks(recs["track"], cand), still_open)
+        if len(tracks):
+            compute = _compute_tasks(tracks, ops["nbi"], ops["tensor"], ops["ctx"], self.hashes)
+            self.compute.append({k: compute[k].to_numpy() for k in compute.columns})
+            self.tracks.append({"pos": tracks.index.to_numpy(), **{k: tracks[k].to_numpy() for k in tracks.columns}})
+
+    def _ready(self, kind: str, new: Optional[pd.DataFrame], still_open: np.ndarray) -> pd.DataFrame:
+        """The rows of a kind (indexed by pos) that can be used now, in pos order; those under a
+        node API still open wait for the next window."""
+        frames = [f for f in (self.waiting[kind], new) if f is not None and len(f)]
+        if not frames:
+            self.waiting[kind] = None
+            return pd.DataFrame()
+        rows = pd.concat(frames) if len(frames) > 1 else frames[0]
+        if not rows.index.is_monotonic_increasing:
+            rows = rows.sort_index(kind="stable")
+        wait = isin(rows["conn"].to_numpy(), still_open)
+        if kind == "track":
+            wait &= rows["parent_level"].to_numpy() == LEVEL_NODE
+        if not wait.any():
+            self.waiting[kind] = None
+            return rows
+        self.waiting[kind] = rows[wait]
+        return rows[~wait]
+
+    def _tracks(self, cols: Optional[Columns], cand: Columns) -> Optional[pd.DataFrame]:
+        """The window's tracks, each under the deepest tree API containing it (and the model
+        execution API containing it), indexed by pos."""
+        if cols is None:
+            return None
+        level, a_thread, a_begin, a_end = cand["level"], cand["thread"], cand["begin"], cand["end"]
+        t_thread = cols["thread_id"].astype(np.int64)
+        t_time = cols["timestamp"]
+        parent = np.full(len(t_time), -1, dtype=np.int64)
+        for lv in TREE_LEVELS:
+            idx = np.flatnonzero(level == lv)
+            todo = np.flatnonzero(parent < 0)
+            if len(idx) == 0 or len(todo) == 0:
+                continue
+            found = _contain(t_thread[todo], t_time[todo], a_thread[idx], a_begin[idx], a_end[idx])
+            hit = found >= 0
+            parent[todo[hit]] = idx[found[hit]]
+        midx = np.flatnonzero(level == LEVEL_MODEL)
+        model_api = _take(midx, _contain(t_thread, t_time, a_thread[midx], a_begin[midx], a_end[midx]))
+        del t_thread
+        has_parent, at_parent = parent >= 0, np.clip(parent, 0, None)
+        has_model, at_model = model_api >= 0, np.clip(model_api, 0, None)
+        task_id = cols["task_id"]
+        out = _frame({
+            "device_id": cols["device_id"], "stream_id": cols["stream_id"].astype(np.int64),
+            "task_low": (task_id & 0xFFFF).astype(np.int64), "batch": (task_id >> 16).astype(np.int64),
+            "ts_ns": self.clock.to_ns(t_time), "thread_id": cols["thread_id"],
+            "type_name": _map_names(cols["task_type"], self.types),
+            "parent_level": np.where(has_parent, level[at_parent], -1),
+            "model_id": np.where(has_model, cand["item"].astype(np.int64)[at_model], NO_MODEL),
+            "request_id": np.where(has_model, cand["reserve"].astype(np.int64)[at_model], -1),
+            "conn": np.where(has_parent, cand["conn"][at_parent], -1),
+            "kernel": _hash_names(cols["kernel_name"], self.hashes),
+            "data_len": cols["data_len"], "num_blocks": cols["num_blocks"], "ratio": cols["ratio"]})
+        out.index = pd.Index(cols["pos"])
+        return out
+
+    def finish(self) -> Tuple[pd.DataFrame, pd.DataFrame]:
+        """All tracks (row = position) and compute tasks, in track order."""
+        assert all(f is None for f in self.waiting.values()), "records left waiting after the last window"
+        return _joined(self.tracks, "pos").drop(columns="pos"), _joined(self.compute, "track")
+
+
+def _joined(parts: List[Columns], key: str) -> pd.DataFrame:
+    """Parts with the same columns end to end, rows in the order of column `key` (stably); joined
+    a column at a time, each part's column dropped once joined: what is held at once is the parts
+    and one joined column more, not the parts and the whole join."""
+    if not parts:
+        return pd.DataFrame()
+    keys = np.concatenate([p[key] for p in parts])
+    order = None if ascending(keys) else np.argsort(keys, kind="stable")
+    del keys
+    out = {}
+    for name in list(parts[0]):
+        column = np.concatenate([p.pop(name) for p in parts])
+        out[name] = column if order is None else column[order]
+        del column
+    parts.clear()
+    return _frame(out)
 
 
 def _write_apis(apis: Columns, texts: Dict[str, np.ndarray], pid: int, strings: "StringPool", put: Sink) -> None:
@@ -543,17 +672,6 @@ def _api_texts(apis: Columns, names: np.ndarray, hashes: Dict[str, str]) -> Dict
     return {"name": names, "mode": np.array(modes, dtype=object), "item_text": np.array(item_texts, dtype=object)}
 
 
-def _context_ids(rd: ResultDir, files, diag: Diagnostics) -> pd.DataFrame:
-    frames = []
-    for _, arr_cols in _compact(files, "context_id_info", diag):
-        n = len(arr_cols["timestamp"])
-        first = np.where(arr_cols["ctx_num"] > 0, arr_cols["ctx_ids"][:, 0] if n else 0, INVALID_CTX)
-        frames.append(_frame({"thread_id": arr_cols["thread_id"].astype(np.int64),
-                              "timestamp": arr_cols["timestamp"].astype(np.int64),
-                              "ctx": first.astype(np.int64)}))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
 def _tensor_texts(rd: ResultDir, files, diag: Diagnostics) -> Tuple[pd.DataFrame, np.ndarray]:
     """(one row per op: thread_id, timestamp, text = row of the table; the (m, 6) text table).
 
@@ -600,20 +718,20 @@ def _model_names(rd: ResultDir, files, hashes: Dict[str, str], diag: Diagnostics
     return pd.concat(frames, ignore_index=True).drop_duplicates("model_id", keep="last")
 
 
-def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFrame, tensor_table: np.ndarray,
-                   ctx: pd.DataFrame, attach: Callable[[pd.DataFrame], np.ndarray],
+def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFrame, ctx: pd.DataFrame,
                    hashes: Dict[str, str]) -> pd.DataFrame:
     """Host compute tasks: task tracks under a node launch with a KERNEL* type (op info from the
-    launch's node_basic_info / tensor_info / context_id_info), or kernel tracks without a launch
-    (named by their kernel). Their tensor texts are `tensors`, a row of `tensor_table`."""
+    launch's first node_basic_info / tensor_info / context_id_info), or kernel tracks without a
+    launch (named by their kernel). The op records carry their launch API (`conn`), in stream
+    order; `tensors`' texts are rows of the tensor table."""
     names = tracks["type_name"].to_numpy()
     kernel_like = _where_text(names, lambda t: t.startswith(("KERNEL", "STARS_COMMON")) or t == "FFTS_PLUS")
     under_node = tracks["parent_level"].to_numpy() == LEVEL_NODE
     fallback = ~under_node & _where_text(names, lambda t: t in KERNEL_FALLBACK)
     chosen = (under_node & kernel_like) | fallback
-    sel = tracks.loc[chosen, ["device_id", "stream_id", "task_low", "batch", "parent", "kernel", "type_name",
+    sel = tracks.loc[chosen, ["device_id", "stream_id", "task_low", "batch", "kernel", "type_name",
                               "data_len", "num_blocks", "ratio", "model_id", "request_id", "conn"]]
-    parents = sel["parent"].to_numpy()
+    parents = sel["conn"].to_numpy()
     sel_fallback = fallback[chosen]
     n = len(sel)
     # op info by the launch API the track hangs under
@@ -626,7 +744,7 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
     state = _texts(n, "N/A")
     has_info = np.zeros(n, dtype=bool)
     if not nbi.empty:
-        src = _first_under(attach(nbi), parents)
+        src = _first_under(nbi["conn"].to_numpy(), parents)
         found = (src >= 0) & ~sel_fallback
         src = src[found]
         op_name[found] = _hash_names(nbi["op_name"].to_numpy()[src], hashes)
@@ -649,12 +767,12 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
     mix = np.where(ext, sel["num_blocks"].to_numpy().astype(np.int64) * sel["ratio"].to_numpy().astype(np.int64), mix)
     text_row = np.zeros(n, dtype=np.int64)
     if not tensors.empty:
-        src = _first_under(attach(tensors), parents)
+        src = _first_under(tensors["conn"].to_numpy(), parents)
         found = (src >= 0) & has_info
         text_row[found] = tensors["text"].to_numpy()[src[found]]
     ctx_id = np.where(_where_text(type_name, lambda t: t in MIX_TYPES), 0, INVALID_CTX).astype(np.int64)
     if not ctx.empty:
-        src = _first_under(attach(ctx), parents)
+        src = _first_under(ctx["conn"].to_numpy(), parents)
         found = (src >= 0) & has_info
         ctx_id[found] = ctx["ctx"].to_numpy()[src[found]]
     out = _frame({

@@ -66,7 +66,8 @@ def read_api_event(paths: Sequence[str], fields: Optional[Sequence[str]] = None)
         stream.issues  # type: ignore[return-value]
 
 
-def _compact_columns(kind: str, arr: np.ndarray, offsets: np.ndarray) -> Columns:
+def compact_columns(kind: str, arr: np.ndarray, offsets: np.ndarray) -> Columns:
+    """The columns of compact or additional records (and their byte offsets)."""
     cols = columns(arr)
     cols["offset"] = offsets
     if kind == "task_track":
@@ -79,20 +80,26 @@ def _record_of(kind: str) -> R.Record:
     return COMPACT_KINDS.get(kind) or ADDITIONAL_KINDS[kind]
 
 
+def compact_stream(kind: str, paths: Sequence[str]) -> RecordStream:
+    """The records of one compact or additional kind's stream, to be read a chunk at a time (each
+    chunk's columns: compact_columns)."""
+    return RecordStream(_record_of(kind), paths, _host_valid, _EXPECT)
+
+
 def decode_compact(kind: str, buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
     """One compact kind (64 bytes) or additional kind (256 bytes), by file tag."""
     arr, offsets, issues = decode_stream(_record_of(kind), buf, pieces, _host_valid, _EXPECT)
-    return _compact_columns(kind, arr, offsets), issues
+    return compact_columns(kind, arr, offsets), issues
 
 
 def read_compact(kind: str, paths: Sequence[str],
                  keep: Optional[Callable[[str, np.ndarray], bool]] = None) -> Tuple[Columns, List[Issue]]:
     """decode_compact of the files `paths` (one stream), read a chunk at a time; `keep(name,
     column)` chooses the columns kept (all by default)."""
-    stream = RecordStream(_record_of(kind), paths, _host_valid, _EXPECT)
+    stream = compact_stream(kind, paths)
 
     def convert(arr: np.ndarray, offsets: np.ndarray) -> Columns:
-        cols = _compact_columns(kind, arr, offsets)
+        cols = compact_columns(kind, arr, offsets)
         return cols if keep is None else {k: v for k, v in cols.items() if keep(k, v)}
     return read_chunks(stream, convert), stream.issues
 

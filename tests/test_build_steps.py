@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from msprof_kit import api_windows, build
@@ -130,3 +131,47 @@ def test_tree_mask_drops_what_a_loop_calls_overlapping():
     assert windowed.tolist() == expect
     assert 0 < sum(expect) < n and sum(e is False and level[i] != 5000 and begin[i] != end[i]
                                        for i, e in enumerate(expect)) > 10
+
+
+def _track(t: int, pos: int) -> dict:
+    one = lambda v, dt=np.int64: np.array([v], dtype=dt)  # noqa: E731
+    return {"thread_id": one(1, np.uint32), "timestamp": one(t), "device_id": one(0), "stream_id": one(2),
+            "task_id": one(5), "task_type": one(0), "kernel_name": one(0), "data_len": one(0),
+            "num_blocks": one(0), "ratio": one(0), "pos": one(pos)}
+
+
+def _nbi(t: int, pos: int, op_hash: int) -> dict:
+    one = lambda v, dt=np.int64: np.array([v], dtype=dt)  # noqa: E731
+    return {"thread_id": one(1, np.uint32), "timestamp": one(t), "op_name": one(op_hash), "op_type": one(21),
+            "task_type": one(0), "block_dim": one(3), "op_flag": one(0), "aging": one(False, bool), "pos": one(pos)}
+
+
+def _join(*parts: dict) -> dict:
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _assoc_run(windows, edges):
+    clock = build.Clock(0, 0, None)
+    assoc = build._Association(clock, {"5000_0": "KERNEL_AICORE"}, {"11": "OpLate", "12": "OpEarly", "21": "T"})
+    for w, (tree, recs) in enumerate(windows):
+        full = {k: recs.get(k) for k in ("track",) + build.OP_KINDS}
+        assoc.step(tree, full, edges[w] if w < len(edges) else None)
+    return assoc.finish()
+
+
+def test_op_info_of_a_launch_open_across_windows_is_its_first_record_in_stream_order():
+    """A node launch API [100, 500] begun in the first window of times (< 200), its task track in
+    that window and two node_basic_info records: one in that window, one later in the stream but
+    timed in the next window. The track waits for its launch API to end; its op is the record
+    first in stream order (position 0), as when everything is one window."""
+    node = {"thread": np.array([1], np.uint32), "level": np.array([build.LEVEL_NODE], np.uint16),
+            "begin": np.array([100]), "end": np.array([500]), "item": np.array([0], np.uint64),
+            "reserve": np.array([0], np.uint32), "conn": np.array([1])}
+    early, late = _nbi(120, 1, 12), _nbi(300, 0, 11)
+    windowed = _assoc_run([(node, {"track": _track(150, 0), "nbi": early}), (None, {"nbi": late})], [200])
+    whole = _assoc_run([(node, {"track": _track(150, 0), "nbi": _join(late, early)})], [])
+    for (tracks, compute), label in ((windowed, "two windows"), (whole, "one window")):
+        assert list(compute["op_name"]) == ["OpLate"], label
+        assert list(compute["block"]) == [3] and list(tracks["conn"]) == [1], label
+    pd.testing.assert_frame_equal(windowed[0], whole[0])
+    pd.testing.assert_frame_equal(windowed[1], whole[1])

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 import synth
-from msprof_kit import api_windows, store
+from msprof_kit import api_windows, spill, store
 from msprof_kit.parsers import stream as S
 
 from conftest import DEGRADED_CASES, INTACT_CASES, copy_input, needs_shared, run
@@ -86,7 +86,7 @@ def test_a_scratch_file_that_cannot_be_written_is_one_error_line(tmp_path, capsy
         if "w" in mode:
             raise OSError(28, "No space left on device", path)
         return open(path, mode, *args, **kwargs)
-    monkeypatch.setattr(api_windows, "open", full, raising=False)
+    monkeypatch.setattr(spill, "open", full, raising=False)
     code, _, err = run(["import", "-dir", prof], capsys)
     assert code == 5
     lines = [line for line in err.splitlines() if line.startswith("Error")]

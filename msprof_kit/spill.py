@@ -1,0 +1,95 @@
+"""Columns spilled to scratch files in sorted runs, and read back a window of keys at a time
+(docs/benchmarks.md, issue 6).
+
+The import of a large collection cannot hold every record at once. A stream is read a chunk at
+a time; each chunk's rows are sorted by one key column and appended to one file per column (a
+run). Given the edges of the windows (ascending keys), each run is cut where the edges fall, and
+a window's rows are read from every run: the windows, one after the other, hold every row once,
+window w those with edges[w - 1] <= key < edges[w].
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from .arrays import ascending
+from .errors import StoreError
+
+Columns = Dict[str, np.ndarray]
+
+
+def scratch_error(exc: OSError, path: str) -> StoreError:
+    """A scratch file that cannot be written (a full disk): a write error of the store, not a raw
+    file that cannot be read."""
+    return StoreError(f"cannot write a scratch file: {exc.strerror or exc}", path=path)
+
+
+class Runs:
+    """Rows spilled a run after another to `folder`, one file a column (`prefix`.name), each run
+    sorted by column `key` (stably). The first run fixes the columns and their types. With
+    `sample_every`, one key in that many is kept in memory (`sample`) to place windows' edges."""
+
+    def __init__(self, folder: str, prefix: str, key: str, sample_every: int = 0) -> None:
+        self.folder, self.prefix, self.key, self.sample_every = folder, prefix, key, sample_every
+        self.files: Dict[str, object] = {}
+        self.dtypes: Dict[str, np.dtype] = {}
+        self.bounds: List[int] = [0]  # row where each run starts, and the end
+        self.sample: List[np.ndarray] = []
+        self.cuts: List[np.ndarray] = []
+
+    @property
+    def rows(self) -> int:
+        return self.bounds[-1]
+
+    def add(self, cols: Columns) -> None:
+        n = len(cols[self.key])
+        if n == 0:
+            return
+        order = None if ascending(cols[self.key]) else np.argsort(cols[self.key], kind="stable")
+        for name, column in cols.items():
+            values = np.ascontiguousarray(column if order is None else column[order])
+            path = os.path.join(self.folder, f"{self.prefix}.{name}")
+            try:
+                if name not in self.files:
+                    if self.bounds[-1]:
+                        raise ValueError(f"scratch run of {self.prefix} brings a new column {name}")
+                    self.files[name] = open(path, "w+b")
+                    self.dtypes[name] = values.dtype
+                self.files[name].write(memoryview(values.astype(self.dtypes[name], copy=False)))
+            except OSError as exc:
+                raise scratch_error(exc, path) from exc
+            if name == self.key and self.sample_every:
+                self.sample.append(values[::self.sample_every].copy())
+        self.bounds.append(self.bounds[-1] + n)
+
+    def read(self, name: str, lo: int, hi: int) -> np.ndarray:
+        f = self.files[name]
+        dtype = self.dtypes[name]
+        f.seek(lo * dtype.itemsize)
+        out = np.empty(hi - lo, dtype=dtype)
+        if hi > lo and f.readinto(memoryview(out).cast("B")) != (hi - lo) * dtype.itemsize:
+            raise OSError(f"{f.name}: scratch file shorter than written")
+        return out
+
+    def cut(self, edges: np.ndarray) -> None:
+        """Place the windows' edges (ascending keys) in every run."""
+        self.cuts = []
+        for lo, hi in zip(self.bounds, self.bounds[1:]):
+            keys = self.read(self.key, lo, hi)
+            self.cuts.append(np.concatenate([[lo], lo + np.searchsorted(keys, edges), [hi]]))
+            del keys
+
+    def window(self, w: int) -> Optional[Columns]:
+        """The rows of window w (after `cut`), run after run; None when there are none."""
+        parts = [(int(c[w]), int(c[w + 1])) for c in self.cuts if c[w + 1] > c[w]]
+        if not parts:
+            return None
+        return {name: np.concatenate([self.read(name, lo, hi) for lo, hi in parts]) for name in self.files}
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+            os.remove(f.name)
+        self.files.clear()
