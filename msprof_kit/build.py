@@ -985,13 +985,36 @@ def _group_of(rd: ResultDir, core: str) -> Tuple[str, List[int]]:
     return str(rd.sample.get("aiv_metrics", "")), metrics.parse_events(rd.sample.get("aiv_profiling_events"))
 
 
+PMU_ROWS = 1 << 20  # task rows whose metrics are computed (and written) at a time
+
+
+@dataclass
+class PmuRows:
+    """The task rows (of one device, ascending) that PMU records attach to, the metric columns,
+    and `metrics(lo, hi)`: the metric values of rows[lo:hi]."""
+    rows: np.ndarray
+    columns: List[str]
+    metrics: Callable[[int, int], Dict[str, np.ndarray]]
+
+
+def pmu_columns(rd: ResultDir, prefixed: bool) -> List[str]:
+    """The metric columns of a device's PMU: aic_ and aiv_ prefixed (STARS chips), or the AI
+    Core's unprefixed (HWTS chips)."""
+    def names(core: str) -> List[str]:
+        group, events = _group_of(rd, core)
+        return metrics.metric_columns(events, group)
+    if not prefixed:
+        return names("aic")
+    return [f"{core}_{name}" for core in ("aic", "aiv") for name in names(core)]
+
+
 def pmu_stars(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.ndarray, mix: np.ndarray,
-              task_kind: np.ndarray, diag: Diagnostics) -> Dict[str, np.ndarray]:
+              task_kind: np.ndarray, diag: Diagnostics) -> Optional[PmuRows]:
     """aic_*/aiv_* metrics per task row (910B family): the context PMU record whose end lies in
     the task, plus for MIX ops the other core's block PMU records, summed."""
     ctx = dev.ctx_pmu
-    if ctx is None or not len(ctx["end_syscnt"]) or tasks.empty:
-        return {}
+    if not _has_pmu(dev, True) or tasks.empty:
+        return None
     info = rd.device_info()
     freq = float(info.get("aic_frequency", 0) or 0) * 1e6
     cores = {"aic": int(info.get("ai_core_num", 0) or 0), "aiv": int(info.get("aiv_num", 0) or 0)}
@@ -1005,47 +1028,57 @@ def pmu_stars(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.nda
     # first record per task wins
     rows, first = np.unique(rows, return_index=True)
     src = np.flatnonzero(keep)[first]
-    n = len(rows)
+    del hit, keep, first, pmu_ctx
     is_aic = (ctx["ffts_type"][src] == 0) | ((ctx["ffts_type"][src] == D.FFTS_PLUS) &
                                               np.isin(ctx["subtask_type"][src], (0, 6))) | (ctx["ffts_type"][src] == 5)
     kind = task_kind[rows]
-    out: Dict[str, np.ndarray] = {"row": rows}
-    blk_sum_cyc = np.zeros(n, np.int64)
-    blk_sum = np.zeros((n, 8), np.int64)
-    blk = dev.blk_pmu
     is_mix = _where_text(kind, lambda t: t in MIX_TYPES)
-    if blk is not None and len(blk["end_syscnt"]) and is_mix.any():
+    # the other core's block records of MIX ops, summed per op (a row among the MIX rows)
+    mix_rows = np.flatnonzero(is_mix)
+    blk_sum_cyc = np.zeros(len(mix_rows), np.int64)
+    blk_sum = np.zeros((len(mix_rows), 8), np.int64)
+    blk = dev.blk_pmu
+    if blk is not None and len(blk["end_syscnt"]) and len(mix_rows):
         bctx = np.where(blk["ffts_type"] == D.FFTS_PLUS, blk["subtask_id"], INVALID_CTX)
         bhit = _attach_by_time(tasks, blk["stream_id"], blk["task_id"], bctx, blk["end_syscnt"])
-        pos = np.searchsorted(rows, bhit)
-        ok = (bhit >= 0) & (pos < n)
-        ok[ok] &= rows[pos[ok]] == bhit[ok]
+        mixed = rows[mix_rows]
+        pos = np.searchsorted(mixed, bhit)
+        ok = (bhit >= 0) & (pos < len(mixed))
+        ok[ok] &= mixed[pos[ok]] == bhit[ok]
         # only the other core's blocks count: AIV blocks for MIX_AIC, AIC blocks for MIX_AIV
-        main_aic = _where_text(kind, lambda t: t == "KERNEL_MIX_AIC")[np.clip(pos, 0, n - 1)]
+        main_aic = _where_text(kind[mix_rows], lambda t: t == "KERNEL_MIX_AIC")[np.clip(pos, 0, len(mixed) - 1)]
         ok &= np.where(main_aic, blk["core_type"] == 1, blk["core_type"] == 0)
         np.add.at(blk_sum_cyc, pos[ok], blk["total_cycle"][ok])
         np.add.at(blk_sum, pos[ok], blk["pmu"][ok])
-    freq_arr = np.full(n, freq)
-    for core in ("aic", "aiv"):
-        group, events = _group_of(rd, core)
-        main = is_aic if core == "aic" else ~is_aic
-        second = ~main & is_mix
-        # main core: its context record; MIX secondary core: block sums; otherwise zeros
-        cyc = np.zeros(n, np.int64)
-        cnt = np.zeros((n, 8), np.int64)
-        b = np.zeros(n, np.int64)
-        cyc[main] = ctx["total_cycle"][src[main]]
-        cnt[main] = ctx["pmu"][src[main]]
-        b[main] = block[rows[main]]
-        cyc[second] = blk_sum_cyc[second]
-        cnt[second] = blk_sum[second]
-        b[second] = mix[rows[second]]
-        del main, second
-        values = metrics.compute(events, group, cyc, cnt, b, cores[core], freq_arr)
-        del cyc, cnt, b
-        for name in metrics.metric_columns(events, group):
-            out[f"{core}_{name}"] = values[name]
-    return out
+    del kind
+    cycles, counters = ctx["total_cycle"][src], ctx["pmu"][src]
+    groups = {core: _group_of(rd, core) for core in ("aic", "aiv")}
+
+    def values(lo: int, hi: int) -> Dict[str, np.ndarray]:
+        out: Dict[str, np.ndarray] = {}
+        m = hi - lo
+        mixed = np.flatnonzero(is_mix[lo:hi])
+        at_mix = np.searchsorted(mix_rows, lo + mixed)  # their places among the MIX rows
+        freq_arr = np.full(m, freq)
+        for core in ("aic", "aiv"):
+            group, events = groups[core]
+            main = is_aic[lo:hi] if core == "aic" else ~is_aic[lo:hi]
+            # main core: its context record; MIX secondary core: block sums; otherwise zeros
+            cyc = np.zeros(m, np.int64)
+            cnt = np.zeros((m, 8), np.int64)
+            b = np.zeros(m, np.int64)
+            cyc[main] = cycles[lo:hi][main]
+            cnt[main] = counters[lo:hi][main]
+            b[main] = block[rows[lo:hi][main]]
+            second = ~main[mixed]
+            cyc[mixed[second]] = blk_sum_cyc[at_mix[second]]
+            cnt[mixed[second]] = blk_sum[at_mix[second]]
+            b[mixed[second]] = mix[rows[lo + mixed[second]]]
+            got = metrics.compute(events, group, cyc, cnt, b, cores[core], freq_arr)
+            for name in metrics.metric_columns(events, group):
+                out[f"{core}_{name}"] = got[name]
+        return out
+    return PmuRows(rows, pmu_columns(rd, True), values)
 
 
 def _attach_by_time(tasks: pd.DataFrame, stream: np.ndarray, task: np.ndarray, ctx: np.ndarray,
@@ -1067,12 +1100,12 @@ def _attach_by_time(tasks: pd.DataFrame, stream: np.ndarray, task: np.ndarray, c
 
 
 def pmu_hwts(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.ndarray,
-             diag: Diagnostics) -> Dict[str, np.ndarray]:
+             diag: Diagnostics) -> Optional[PmuRows]:
     """Unprefixed metrics per task row (HWTS chips): the n-th PMU record of a (stream, task) goes to
     the n-th execution of that task in start order."""
     pm = dev.aic_pmu
-    if pm is None or not len(pm["task_id"]) or tasks.empty:
-        return {}
+    if not _has_pmu(dev, False) or tasks.empty:
+        return None
     info = rd.device_info()
     freq = float(info.get("aic_frequency", 0) or 0) * 1e6
     cores = int(info.get("ai_core_num", 0) or 0)
@@ -1088,31 +1121,19 @@ def pmu_hwts(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.ndar
     m = m[~lost].sort_values("row", kind="stable")
     rows = m["row"].to_numpy().astype(np.int64)
     src = m["i"].to_numpy()
+    del t, p, m
+    cycles, counters = pm["total_cycle"], pm["pmu"]
     group, events = _group_of(rd, "aic")
-    values = metrics.compute(events, group, pm["total_cycle"][src], pm["pmu"][src], block[rows], cores,
-                             np.full(len(rows), freq))
-    out: Dict[str, np.ndarray] = {"row": rows}
-    for name in metrics.metric_columns(events, group):
-        out[name] = values[name]
-    return out
+
+    def values(lo: int, hi: int) -> Dict[str, np.ndarray]:
+        got = metrics.compute(events, group, cycles[src[lo:hi]], counters[src[lo:hi]], block[rows[lo:hi]], cores,
+                              np.full(hi - lo, freq))
+        return {name: got[name] for name in metrics.metric_columns(events, group)}
+    return PmuRows(rows, pmu_columns(rd, False), values)
 
 
 # ------------------------------------------------------------------------------------------------
 # Tables
-
-def _concat_columns(parts: List[Dict[str, np.ndarray]], key: str) -> Dict[str, np.ndarray]:
-    """Column dicts with the same columns joined end to end, ordered by column `key`.
-    Columns missing from a part (another metric group on another device) are NaN there."""
-    names = list(dict.fromkeys(n for p in parts for n in p))
-    out = {}
-    for name in names:
-        out[name] = np.concatenate([p[name] if name in p else np.full(len(p[key]), np.nan) for p in parts])
-    order = out[key]
-    if len(order) > 1 and (np.diff(order) < 0).any():
-        idx = np.argsort(order, kind="stable")
-        out = {name: col[idx] for name, col in out.items()}
-    return out
-
 
 class StringPool:
     """Strings to integer ids, first seen first numbered (the unified DB's STRING_IDS)."""
@@ -1377,33 +1398,11 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1, scratch
         del pos
     if host is not None:
         host.compute = compute = pd.DataFrame()
-    # --- PMU per task row, per device (each device's PMU records are dropped once used)
-    pmu_parts = []
+    # --- PMU per task row, per device in row order (each device's PMU records dropped once used);
+    # KIT_TASK_PMU is written PMU_ROWS rows at a time, every part with the columns of every device
     if not tasks.empty:
-        kinds = host_type
-        for rd, dev in devices:
-            rows = np.flatnonzero(tasks["deviceId"].to_numpy() == dev.device_id)
-            sub = tasks.iloc[rows][["stream_id", "task_id", "ctx", "start", "end"]].reset_index(drop=True)
-            if chip.family == "stars":
-                pm = pmu_stars(rd, dev, sub, block[rows], mix[rows], kinds[rows], diag)
-            else:
-                pm = pmu_hwts(rd, dev, sub, block[rows], diag)
-            dev.ctx_pmu = dev.blk_pmu = dev.aic_pmu = None
-            if pm:
-                pm["row"] = rows[pm["row"]]
-                pmu_parts.append(pm)
-        del kinds
+        _write_pmu(tasks, devices, chip, task_gid, host_type, block, mix, strings, put, info, diag)
     del block, mix
-    if pmu_parts:
-        kit = _concat_columns(pmu_parts, "row")
-        pmu_parts.clear()
-        if chip.family == "stars":  # only these chips carry TASK_PMU_INFO (and its strings) in the unified DB
-            for n in (c for c in kit if c != "row"):
-                strings.id(n)
-        task_row = kit.pop("row")
-        put("KIT_TASK_PMU", {"taskRow": task_row, "globalTaskId": task_gid[task_row], **kit})
-        del kit
-        info.append((-1, "pmu_prefixed", "1" if chip.family == "stars" else "0"))
 
     if not tasks.empty:
         view = _frame({"deviceId": tasks["deviceId"].to_numpy(), "startNs": tasks["start_ns"].to_numpy(),
@@ -1426,6 +1425,49 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1, scratch
         put("KIT_STEP_TRACE", pd.concat(steps, ignore_index=True))
     put("STRING_IDS", strings.frame())
     return info
+
+
+def _has_pmu(dev: "DeviceData", stars: bool) -> bool:
+    """Whether a device has the PMU records its chip's metrics come from."""
+    records = dev.ctx_pmu if stars else dev.aic_pmu
+    return records is not None and len(records["end_syscnt" if stars else "task_id"]) > 0
+
+
+def _write_pmu(tasks: pd.DataFrame, devices: List[Tuple[ResultDir, "DeviceData"]], chip: Chip,
+               task_gid: np.ndarray, kinds: np.ndarray, block: np.ndarray, mix: np.ndarray,
+               strings: "StringPool", put: Sink, info: List[Tuple[int, str, str]], diag: Diagnostics) -> None:
+    """KIT_TASK_PMU (taskRow, globalTaskId, metrics) of the tasks, a device after the other (the
+    tasks are by device), PMU_ROWS rows at a time. Columns a device lacks (another metric group)
+    are NaN there."""
+    stars = chip.family == "stars"
+    device_col = tasks["deviceId"].to_numpy()
+    with_pmu = [(rd, dev, rows) for rd, dev in devices
+                for rows in [np.flatnonzero(device_col == dev.device_id)] if len(rows) and _has_pmu(dev, stars)]
+    if not with_pmu:
+        return
+    columns = list(dict.fromkeys(c for rd, _, _ in with_pmu for c in pmu_columns(rd, stars)))
+    if stars:  # only these chips carry TASK_PMU_INFO (and its strings) in the unified DB
+        for name in columns:
+            strings.id(name)
+    for rd, dev, rows in with_pmu:
+        sub = tasks.iloc[rows][["stream_id", "task_id", "ctx", "start", "end"]].reset_index(drop=True)
+        if stars:
+            plan = pmu_stars(rd, dev, sub, block[rows], mix[rows], kinds[rows], diag)
+        else:
+            plan = pmu_hwts(rd, dev, sub, block[rows], diag)
+        dev.ctx_pmu = dev.blk_pmu = dev.aic_pmu = None
+        del sub
+        assert plan is not None
+        for lo in range(0, max(len(plan.rows), 1), PMU_ROWS):
+            hi = min(lo + PMU_ROWS, len(plan.rows))
+            got = plan.metrics(lo, hi)
+            at = rows[plan.rows[lo:hi]]
+            put("KIT_TASK_PMU", {"taskRow": at, "globalTaskId": task_gid[at],
+                                 **{c: got[c] if c in got else np.full(hi - lo, np.nan) for c in columns}}, last=False)
+            del got
+        del plan
+    put("KIT_TASK_PMU", None, last=True)
+    info.append((-1, "pmu_prefixed", "1" if stars else "0"))
 
 
 def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, DeviceData]], put: Sink,

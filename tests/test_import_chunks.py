@@ -1,13 +1,15 @@
 """The import reads raw slices a chunk at a time: the store must not depend on the chunk size."""
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 
+import numpy as np
 import pytest
 
 import synth
-from msprof_kit import api_windows, spill, store
+from msprof_kit import api_windows, build, spill, store
 from msprof_kit.parsers import stream as S
 
 from conftest import DEGRADED_CASES, INTACT_CASES, copy_input, needs_shared, run
@@ -40,9 +42,11 @@ def test_chunks_of_a_few_records_import_the_same_store(case, tmp_path, capsys, m
 
 
 def _windows_of(monkeypatch, rows: int) -> None:
-    """APIs sorted `rows` at a time, their windows' edges placed from every begin."""
+    """APIs sorted `rows` at a time, their windows' edges placed from every begin; PMU metrics
+    computed and written `rows` task rows at a time."""
     monkeypatch.setattr(api_windows, "WINDOW_ROWS", rows)
     monkeypatch.setattr(api_windows, "SAMPLE_EVERY", 1)
+    monkeypatch.setattr(build, "PMU_ROWS", rows)
 
 
 @needs_shared
@@ -98,3 +102,34 @@ def test_a_scratch_file_that_cannot_be_written_is_one_error_line(tmp_path, capsy
 
 def _raw_files(prof: str) -> list:
     return sorted(os.path.join(b, f) for b, _, files in os.walk(prof) for f in files if "sqlite" not in b)
+
+
+@pytest.mark.parametrize("chip", ["910B", "310P"])
+def test_pmu_parts_of_devices_with_different_metric_groups(chip, tmp_path, capsys, monkeypatch):
+    """Two devices sampling different AI Core metric groups: KIT_TASK_PMU written 7 rows at a time
+    is the one-part table; device 1's rows are NaN in the columns only device 0's group has."""
+    def collection(where: str) -> str:
+        prof = synth.write_collection(str(tmp_path / where), chip=chip, n_tasks=60, devices=2, seed=8)
+        sample = os.path.join(prof, "device_1", "sample.json")
+        with open(sample) as f:
+            settings = json.load(f)
+        settings["ai_core_metrics"] = "Memory"
+        with open(sample, "w") as f:
+            json.dump(settings, f)
+        return prof
+    whole = collection("a")
+    assert run(["import", "-dir", whole], capsys)[0] == 0
+    monkeypatch.setattr(build, "PMU_ROWS", 7)
+    small = collection("b")
+    assert run(["import", "-dir", small], capsys)[0] == 0
+    assert _tables(small) == _tables(whole)
+    with sqlite3.connect(store.store_path(small)) as conn:
+        pmu = store.read_columns(conn, "KIT_TASK_PMU")
+        device = np.array([r[0] for r in conn.execute("SELECT deviceId FROM TASK ORDER BY rowid")])
+    on_1 = device[pmu["taskRow"].to_numpy()] == 1
+    assert len(pmu) == 120 and on_1.sum() == 60
+    prefix = "aic_" if chip == "910B" else ""
+    only_0 = [c for c in pmu.columns if c.startswith(prefix) and pmu.loc[on_1, c].isna().all()]
+    shared = [c for c in pmu.columns if c.startswith(prefix) and c not in only_0]
+    assert only_0 and shared and pmu.loc[~on_1, only_0].notna().all().all()
+    assert pmu.loc[:, shared].notna().all().all()
