@@ -370,6 +370,7 @@ TRACK_FIELDS = ("thread_id", "timestamp", "device_id", "stream_id", "task_id", "
 NBI_FIELDS = ("thread_id", "timestamp", "op_name", "op_type", "task_type", "block_dim", "op_flag")
 OP_KINDS = ("nbi", "tensor", "ctx")  # op records, each under the node launch API containing it
 SPILL_ROWS = 1 << 20  # rows of an in-memory frame spilled at a time
+TRACK_ONLY = ("parent_level", "data_len", "num_blocks", "ratio")  # what only the compute tasks read of a track
 
 
 def _api_window(window: Columns, clock: Clock, types: Dict[str, str], hashes: Dict[str, str], pid: int,
@@ -480,8 +481,8 @@ class _Association:
         tracks = self._ready("track", self._tracks(recs["track"], cand), still_open)
         if len(tracks):
             compute = _compute_tasks(tracks, ops["nbi"], ops["tensor"], ops["ctx"], self.hashes)
-            self.compute.append({k: compute[k].to_numpy() for k in compute.columns})
-            self.tracks.append({"pos": tracks.index.to_numpy(), **{k: tracks[k].to_numpy() for k in tracks.columns}})
+            self.compute.append(_own_columns(compute))
+            self.tracks.append({"pos": tracks.index.to_numpy(), **_own_columns(tracks.drop(columns=list(TRACK_ONLY)))})
 
     def _ready(self, kind: str, new: Optional[pd.DataFrame], still_open: np.ndarray) -> pd.DataFrame:
         """The rows of a kind (indexed by pos) that can be used now, in pos order; those under a
@@ -543,6 +544,17 @@ class _Association:
         """All tracks (row = position) and compute tasks, in track order."""
         assert all(f is None for f in self.waiting.values()), "records left waiting after the last window"
         return _joined(self.tracks, "pos").drop(columns="pos"), _joined(self.compute, "track")
+
+
+def _own_columns(frame: pd.DataFrame) -> Columns:
+    """A frame's columns as arrays of their own (pandas may keep several columns in one block, which
+    a column then keeps alive whole)."""
+    out = {}
+    for name in frame.columns:
+        column = frame[name].to_numpy()
+        base = column.base
+        out[name] = column if base is None or base.size == column.size else column.copy()
+    return out
 
 
 def _joined(parts: List[Columns], key: str) -> pd.DataFrame:
