@@ -135,8 +135,7 @@ class ApiWindows:
         for w in range(len(edges) + 1):
             cols = runs.window(w)
             if cols is None:
-                yield {name: np.zeros(0, dtype=np.int64) for name in COLUMNS if name != "order"} | \
-                    {"conn": np.zeros(0, dtype=np.int64)}
+                yield {name: np.zeros(0, dtype=np.int64) for name in COLUMNS[:-1] + ("conn",)}
                 continue
             order = np.lexsort((cols.pop("order"), cols["thread"], -cols["level"].astype(np.int32), cols["begin"]))
             window = {name: v[order] for name, v in cols.items()}

@@ -173,15 +173,6 @@ def _group_paths(files: Dict[Tuple[str, str], List[str]], kind: str) -> Iterator
             yield group, paths
 
 
-def _compact(files: Dict[Tuple[str, str], List[str]], kind: str, diag: Diagnostics,
-             keep: Optional[Callable[[str, np.ndarray], bool]] = None) -> Iterator[Tuple[str, H.Columns]]:
-    """(group, decoded columns) of each file class of a compact or additional record kind."""
-    for group, paths in _group_paths(files, kind):
-        cols, issues = H.read_compact(kind, paths, keep)
-        diag.extend(issues)
-        yield group, cols
-
-
 def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
                 diag: Diagnostics) -> Dict[str, str]:
     table: Dict[str, str] = {}
@@ -462,14 +453,14 @@ class _Association:
         parts = [c for c in (self.last, tree) if c is not None]
         cand = {k: np.concatenate([c[k] for c in parts]) if parts else np.zeros(0, np.int64) for k in TREE_COLUMNS}
         key = (cand["thread"].astype(np.int64) << 32) | cand["level"].astype(np.int64)
-        last = len(key) - 1 - np.unique(key[::-1], return_index=True)[1]
-        self.last = {k: v[np.sort(last)] for k, v in cand.items()}
+        last = first_seen(key[::-1])[::-1]  # each (thread, level)'s last API
+        self.last = {k: v[last] for k, v in cand.items()}
         still_open = np.zeros(0, np.int64) if next_edge is None else \
             self.last["conn"][(self.last["level"] == LEVEL_NODE) & (self.last["end"] >= next_edge)]
         node = np.flatnonzero(cand["level"] == LEVEL_NODE)
         ops = {}
         for kind in OP_KINDS:
-            cols, parent = recs[kind], None
+            cols = recs[kind]
             if cols is not None:
                 found = _contain(cols["thread_id"].astype(np.int64), cols["timestamp"], cand["thread"][node],
                                  cand["begin"][node], cand["end"][node])
@@ -722,7 +713,7 @@ def _tensor_texts(rd: ResultDir, files, diag: Diagnostics) -> Tuple[pd.DataFrame
 
 def _model_names(rd: ResultDir, files, hashes: Dict[str, str], diag: Diagnostics) -> pd.DataFrame:
     frames = []
-    for _, c in _compact(files, "graph_id_map", diag):
+    for _, c in _chunks(files, "graph_id_map", diag):
         frames.append(_frame({"model_id": c["model_id"].astype(np.int64),
                               "name": _hash_names(c["model_name"], hashes)}))
     if not frames:

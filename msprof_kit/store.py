@@ -27,6 +27,7 @@ from .build import CodedTexts, build, text_codes
 from .job import build_job
 from .errors import Diagnostics, StoreError
 from .layout import Collection
+from .spill import scratch_error
 
 STORE_DIR = "sqlite"
 STORE_NAME = "msprof_kit.db"
@@ -279,7 +280,7 @@ class _SpilledColumn:
         try:
             self.file.write(memoryview(np.ascontiguousarray(arr)))
         except OSError as exc:  # a full disk
-            raise StoreError(f"cannot write a scratch file: {exc.strerror or exc}", path=self.path) from exc
+            raise scratch_error(exc, self.path) from exc
         self.n += len(arr)
 
     def stored_dtype(self) -> np.dtype:

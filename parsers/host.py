@@ -5,7 +5,7 @@ and a list of `Issue`s. Timestamps stay raw host ticks; clock conversion happens
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -90,18 +90,6 @@ def decode_compact(kind: str, buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple
     """One compact kind (64 bytes) or additional kind (256 bytes), by file tag."""
     arr, offsets, issues = decode_stream(_record_of(kind), buf, pieces, _host_valid, _EXPECT)
     return compact_columns(kind, arr, offsets), issues
-
-
-def read_compact(kind: str, paths: Sequence[str],
-                 keep: Optional[Callable[[str, np.ndarray], bool]] = None) -> Tuple[Columns, List[Issue]]:
-    """decode_compact of the files `paths` (one stream), read a chunk at a time; `keep(name,
-    column)` chooses the columns kept (all by default)."""
-    stream = compact_stream(kind, paths)
-
-    def convert(arr: np.ndarray, offsets: np.ndarray) -> Columns:
-        cols = compact_columns(kind, arr, offsets)
-        return cols if keep is None else {k: v for k, v in cols.items() if keep(k, v)}
-    return read_chunks(stream, convert), stream.issues
 
 
 def parse_dictionary(text: str, path: str, typed: bool) -> Tuple[Dict[str, str], List[Issue]]:
