@@ -120,11 +120,7 @@ class ApiWindows:
     def edges(self, rows: Optional[int] = None) -> np.ndarray:
         """Begins at which windows start (after the first): about `rows` (WINDOW_ROWS) APIs
         apart, distinct."""
-        if not self.runs.sample:
-            return np.zeros(0, dtype=np.int64)
-        sample = np.sort(np.concatenate(self.runs.sample))
-        step = max(1, (rows or WINDOW_ROWS) // SAMPLE_EVERY)
-        return np.unique(sample[step::step])
+        return self.runs.edges(rows or WINDOW_ROWS)
 
     def windows(self, edges: np.ndarray) -> Iterator[Columns]:
         """The APIs of each window of begins (COLUMNS but `order`, with `conn`: the connection

@@ -20,7 +20,8 @@ import pandas as pd
 from .parsers import device as D
 from .parsers import host as H
 from .parsers import records as R
-from .parsers.stream import decode_stream, locate, read_stream
+from .pairing import Pairing
+from .parsers.stream import RecordStream, decode_stream, locate, read_stream
 from . import forked, memory, metrics
 from .api_windows import ApiWindows
 from .spill import Runs
@@ -818,47 +819,62 @@ def _texts(shape, value: str) -> np.ndarray:
 @dataclass
 class DeviceData:
     device_id: int
-    tasks: pd.DataFrame      # stream_id, task_id, ctx, batch, start, end (syscnt), start_ns, end_ns, dev_type
+    tasks: Runs              # TASK_COLUMNS, spilled by start (syscnt)
     clock: Clock
-    ctx_pmu: Optional[D.Columns] = None   # FFTS context PMU records (STARS chips)
-    blk_pmu: Optional[D.Columns] = None   # FFTS block PMU records (STARS chips, MIX ops)
+    flips: D.Columns = field(default_factory=dict)  # ts_track task-id wrap records
+    ctx_pmu: Optional[Runs] = None   # FFTS context PMU records (STARS chips), spilled by end_syscnt
+    blk_pmu: Optional[Runs] = None   # FFTS block PMU records (STARS chips, MIX ops), spilled by end_syscnt
     aic_pmu: Optional[D.Columns] = None   # AI Core PMU records (HWTS chips)
     step: Optional[D.Columns] = None      # ts_track step-trace records
 
-
-def _pairs(cols: Dict[str, np.ndarray], keys: Sequence[str], what: str, pieces: list,
-           diag: Diagnostics) -> Tuple[np.ndarray, np.ndarray]:
-    starts, ends, lost_end, lost_start = D.pair_start_end([cols[k] for k in keys], cols["syscnt"], cols["is_start"])
-    for lost, want_start, text in ((lost_end, True, "start record has no end record; task dropped"),
-                                   (lost_start, False, "end record has no start record; dropped")):
-        if not lost:
-            continue
-        used = np.zeros(len(cols["syscnt"]), dtype=bool)
-        used[starts] = used[ends] = True
-        orphan = np.flatnonzero(~used & (cols["is_start"] == want_start))
-        first = int(orphan[0])
-        path, off = locate(pieces, int(cols["offset"][first]))
-        more = f" (and {lost - 1} more)" if lost > 1 else ""
-        diag.warn(f"{path}: offset {off}: {what} {text} (stream {int(cols['stream_id'][first])}, "
-                  f"task {int(cols['task_id'][first])}){more}")
-    return starts, ends
+    def close(self) -> None:
+        for runs in (self.tasks, self.ctx_pmu, self.blk_pmu):
+            if runs is not None:
+                runs.close()
 
 
-def _flip_batches(tasks: pd.DataFrame, flips: Dict[str, np.ndarray]) -> np.ndarray:
-    """Batch id of each device task: flips (task-id wrap records) on its stream at or before its start."""
-    batch = np.zeros(len(tasks), dtype=np.int64)
-    if not len(flips.get("syscnt", ())):
-        return batch
-    stream = tasks["stream_id"].to_numpy()
-    start = tasks["start"].to_numpy()
-    for s in np.unique(flips["stream_id"]):
-        f = np.sort(flips["syscnt"][flips["stream_id"] == s])
-        m = np.flatnonzero(stream == s)
-        batch[m] = np.searchsorted(f, start[m], side="right")
-    return batch
+# a device task: its start and end (syscnt), dev_type (a code: 256 * DEV_TYPE_TABLES index + value)
+# and tie, which orders the tasks of one start, stream and task id (ACSQ tasks, then FFTS+ subtasks
+# by subtask and thread id)
+TASK_COLUMNS = ("stream_id", "task_id", "ctx", "start", "end", "dev_type", "tie")
+DEV_TYPE_TABLES = (D.SQE_TYPES, D.SUBTASK_TYPES, D.HWTS_TASK_TYPES)
+TIE_FFTS = 1 << 32
+SAMPLE_EVERY = 64  # one key in this many kept in memory to place windows' edges
 
 
-def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) -> Optional[DeviceData]:
+def _dev_type_names(codes: np.ndarray) -> np.ndarray:
+    """The device task type names of dev_type codes."""
+    tables = [_code_text(t) for t in DEV_TYPE_TABLES]
+    return _per_distinct(codes, lambda c: tables[int(c) >> 8](int(c) & 0xFF))
+
+
+def _spill_stream(stream: RecordStream, convert: Callable[[np.ndarray, np.ndarray], Any],
+                  runs: Sequence[Optional[Runs]]) -> None:
+    """convert(records, offsets) of each chunk of `stream` (a dict of columns, or a tuple of
+    them: each into the runs at its place, None dropping it)."""
+    for arr, offsets in stream.chunks():
+        got = convert(arr, offsets)
+        for r, cols in zip(runs, got if isinstance(got, tuple) else (got,)):
+            if r is not None:
+                r.add(cols)
+        del got, arr
+
+
+def _pair_into(runs: Runs, keys: Sequence[str], what: str, stream: RecordStream, tasks: Runs,
+               make: Callable[[Columns, np.ndarray, np.ndarray], Columns], diag: Diagnostics) -> None:
+    """Pair the start and end records of `runs` a window at a time (pairing.Pairing), each
+    window's tasks (`make(records, starts, ends)`) into `tasks`; warn of the records left
+    unpaired."""
+    pairing = Pairing(runs, keys)
+    for cols, s, e in pairing.windows():
+        tasks.add(make(cols, s, e))
+    for text in pairing.warnings(what, lambda off: locate(stream.pieces, off)):
+        diag.warn(text)
+
+
+def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, scratch: str) -> Optional[DeviceData]:
+    """A device's tasks (start and end records paired, spilled to `scratch` by start), its PMU
+    records (on STARS chips spilled by end) and ts_track records."""
     files = data_files(rd)
     if not files:
         diag.warn(f"{rd.data_dir}: no raw data files; expected e.g. stars_soc.data.{rd.device_id}.slice_0 "
@@ -868,69 +884,112 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics) 
     except MissingControlFile as exc:
         diag.warn(f"{exc}; device {rd.device_id} is skipped")
         return None
-    frames: List[pd.DataFrame] = []
-    ctx_pmu = blk_pmu = aic_pmu = None
-    flips: Dict[str, np.ndarray] = {}
-    step = None
-    if ("ts_track.data", "") in files:
-        buf, pieces = read_stream(files[("ts_track.data", "")])
-        ts, issues = D.decode_ts_track(buf, pieces)
-        diag.extend(issues)
-        flips, step = ts["flip"], ts["step"]
-    if chip.family == "stars":
-        if ("stars_soc.data", "") in files:
-            acsq, ffts, issues, pieces = D.read_stars_soc(files[("stars_soc.data", "")])
+    name = f"device{rd.device_id}"
+    dev = DeviceData(device_id=rd.device_id, clock=clock, tasks=Runs(scratch, f"{name}.task", "start", SAMPLE_EVERY))
+    logs: List[Runs] = []
+    try:
+        if ("ts_track.data", "") in files:
+            buf, pieces = read_stream(files[("ts_track.data", "")])
+            ts, issues = D.decode_ts_track(buf, pieces)
             diag.extend(issues)
-            s, e = _pairs(acsq, ("stream_id", "task_id"), "ACSQ task", pieces, diag)
-            frames.append(_frame({
-                "stream_id": acsq["stream_id"][s], "task_id": acsq["task_id"][s], "ctx": INVALID_CTX,
-                "start": acsq["syscnt"][s], "end": acsq["syscnt"][e],
-                "dev_type": _lookup(acsq["sqe_type"][s], D.SQE_TYPES)}))
-            s, e = _pairs(ffts, ("stream_id", "task_id", "subtask_id", "thread_id"), "FFTS+ subtask", pieces, diag)
-            frames.append(_frame({
-                "stream_id": ffts["stream_id"][s], "task_id": ffts["task_id"][s],
-                "ctx": np.where(ffts["ffts_type"][s] == D.FFTS_PLUS, ffts["subtask_id"][s], INVALID_CTX),
-                "start": ffts["syscnt"][s], "end": ffts["syscnt"][e],
-                "dev_type": _lookup(ffts["subtask_type"][s], D.SUBTASK_TYPES)}))
-            del acsq, ffts
-        if ("ffts_profile.data", "") in files:
-            ctx_pmu, blk_pmu, issues = D.read_ffts_profile(files[("ffts_profile.data", "")])
-            diag.extend(issues)
-    else:
-        if ("hwts.data", "") in files:
-            hw, issues, pieces = D.read_hwts(files[("hwts.data", "")])
-            diag.extend(issues)
-            s, e = _pairs(hw, ("stream_id", "task_id"), "HWTS task", pieces, diag)
-            order = np.argsort(hw["syscnt"][e], kind="stable")
-            s, e = s[order], e[order]
-            frames.append(_frame({
-                "stream_id": hw["stream_id"][s], "task_id": hw["task_id"][s], "ctx": INVALID_CTX,
-                "start": hw["syscnt"][s], "end": hw["syscnt"][e],
-                "dev_type": _lookup(hw["task_type"][e], D.HWTS_TASK_TYPES)}))
-        if ("aicore.data", "") in files:
-            aic_pmu, issues = D.read_aic_pmu(files[("aicore.data", "")])
-            diag.extend(issues)
-    tasks = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        {"stream_id": [], "task_id": [], "ctx": [], "start": [], "end": [], "dev_type": []})
-    tasks = tasks.astype({"stream_id": np.int64, "task_id": np.int64, "ctx": np.int64, "start": np.int64,
-                          "end": np.int64})
-    tasks = tasks.sort_values(["start", "stream_id", "task_id"], kind="stable").reset_index(drop=True)
-    tasks["batch"] = _flip_batches(tasks, flips)
-    tasks["start_ns"] = clock.to_ns(tasks["start"].to_numpy())
-    tasks["end_ns"] = clock.to_ns(tasks["end"].to_numpy())
-    return DeviceData(device_id=rd.device_id, tasks=tasks, clock=clock, ctx_pmu=ctx_pmu, blk_pmu=blk_pmu,
-                      aic_pmu=aic_pmu, step=step)
+            dev.flips, dev.step = ts["flip"], ts["step"]
+        if chip.family == "stars":
+            if ("stars_soc.data", "") in files:
+                stream = RecordStream(R.STARS_LOG, files[("stars_soc.data", "")], *D.STARS_VALID)
+                logs = [Runs(scratch, f"{name}.{kind}", "syscnt", SAMPLE_EVERY) for kind in ("acsq", "ffts")]
+                _spill_stream(stream, D.stars_columns, logs)
+                diag.extend(stream.issues)
+                _pair_into(logs[0], ("stream_id", "task_id"), "ACSQ task", stream, dev.tasks, lambda c, s, e: {
+                    "stream_id": c["stream_id"][s], "task_id": c["task_id"][s],
+                    "ctx": np.full(len(s), INVALID_CTX, dtype=np.int64), "start": c["syscnt"][s],
+                    "end": c["syscnt"][e], "dev_type": c["sqe_type"][s].astype(np.int16),
+                    "tie": np.zeros(len(s), dtype=np.int64)}, diag)
+                _pair_into(logs[1], ("stream_id", "task_id", "subtask_id", "thread_id"), "FFTS+ subtask", stream,
+                           dev.tasks, lambda c, s, e: {
+                               "stream_id": c["stream_id"][s], "task_id": c["task_id"][s],
+                               "ctx": np.where(c["ffts_type"][s] == D.FFTS_PLUS, c["subtask_id"][s], INVALID_CTX),
+                               "start": c["syscnt"][s], "end": c["syscnt"][e],
+                               "dev_type": 256 + c["subtask_type"][s].astype(np.int16),
+                               "tie": TIE_FFTS | (c["subtask_id"][s] << 16) | c["thread_id"][s].astype(np.int64)},
+                           diag)
+            if ("ffts_profile.data", "") in files:
+                stream = RecordStream(R.FFTS_PMU, files[("ffts_profile.data", "")], *D.FFTS_VALID)
+                dev.ctx_pmu = Runs(scratch, f"{name}.ctx_pmu", "end_syscnt")
+                dev.blk_pmu = Runs(scratch, f"{name}.blk_pmu", "end_syscnt")
+                dropped = [0]
+
+                def convert(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Columns]:
+                    ctx, blk, over = D.ffts_columns(arr, offsets)
+                    dropped[0] += int(over["overflow"].sum())
+                    return ctx, blk
+                _spill_stream(stream, convert, (dev.ctx_pmu, dev.blk_pmu))
+                diag.extend(D.overflow_issues(stream.issues, dropped[0], stream.pieces))
+        else:
+            if ("hwts.data", "") in files:
+                stream = RecordStream(R.HWTS_LOG, files[("hwts.data", "")], *D.HWTS_VALID)
+                logs = [Runs(scratch, f"{name}.hwts", "syscnt", SAMPLE_EVERY)]
+                _spill_stream(stream, D.hwts_columns, logs)
+                diag.extend(stream.issues)
+                _pair_into(logs[0], ("stream_id", "task_id"), "HWTS task", stream, dev.tasks, lambda c, s, e: {
+                    "stream_id": c["stream_id"][s], "task_id": c["task_id"][s],
+                    "ctx": np.full(len(s), INVALID_CTX, dtype=np.int64), "start": c["syscnt"][s],
+                    "end": c["syscnt"][e], "dev_type": 512 + c["task_type"][e].astype(np.int16),
+                    "tie": np.zeros(len(s), dtype=np.int64)}, diag)
+            if ("aicore.data", "") in files:
+                dev.aic_pmu, issues = D.read_aic_pmu(files[("aicore.data", "")])
+                diag.extend(issues)
+    except BaseException:
+        dev.close()
+        raise
+    finally:
+        for runs in logs:
+            runs.close()
+    return dev
+
+
+def _flip_batches(stream: np.ndarray, start: np.ndarray, flips: D.Columns) -> np.ndarray:
+    """Batch id of each device task: flips (task-id wrap records) on its stream at or before its start."""
+    batch = np.zeros(len(start), dtype=np.int64)
+    if not len(flips.get("syscnt", ())):
+        return batch
+    for s in np.unique(flips["stream_id"]):
+        f = np.sort(flips["syscnt"][flips["stream_id"] == s])
+        m = np.flatnonzero(stream == s)
+        batch[m] = np.searchsorted(f, start[m], side="right")
+    return batch
+
+
+def device_tasks(dev: DeviceData, cols: Optional[Columns]) -> pd.DataFrame:
+    """A frame of device tasks read from `dev.tasks` (a window, or all of them), in task order
+    (start, stream, task, tie), with their batch, type name and times in ns."""
+    if cols is None:
+        cols = {k: np.zeros(0, dtype=np.int64) for k in TASK_COLUMNS}
+    order = np.lexsort((cols["tie"], cols["task_id"], cols["stream_id"], cols["start"]))
+    t = {k: cols[k][order].astype(np.int64) for k in ("stream_id", "task_id", "ctx", "start", "end")}
+    dev_type = _dev_type_names(cols["dev_type"][order])
+    del cols, order
+    return _frame({**t, "dev_type": dev_type, "batch": _flip_batches(t["stream_id"], t["start"], dev.flips),
+                   "start_ns": dev.clock.to_ns(t["start"]), "end_ns": dev.clock.to_ns(t["end"])})
+
+
+def _pmu_records(runs: Optional[Runs]) -> Optional[Columns]:
+    """The PMU records of `runs`, in stream order."""
+    cols = runs.whole() if runs is not None else None
+    if cols is None:
+        return None
+    order = np.argsort(cols["offset"], kind="stable")
+    return {k: v[order] for k, v in cols.items()}
 
 
 # ------------------------------------------------------------------------------------------------
 # Host task <-> device task
 
-def match_tasks(host: Optional[HostData], dev: DeviceData) -> pd.DataFrame:
+def match_tasks(host: Optional[HostData], dev: DeviceData, dev_tasks: pd.DataFrame) -> pd.DataFrame:
     """Each device task with the host task it ran for: same stream, task id and context, and the
     latest host record issued before it (static-graph tasks recorded once at load pair with
     every execution; reused task ids pair with their own launch). Adds host columns; device-only
     tasks keep `track` = -1."""
-    tasks = dev.tasks.copy(deep=False)  # copy-on-write: the new columns do not reach dev.tasks
+    tasks = dev_tasks
     tasks["track"] = -1
     if host is None or host.tracks.empty or tasks.empty:
         return tasks
@@ -1015,9 +1074,10 @@ def pmu_stars(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.nda
               task_kind: np.ndarray, diag: Diagnostics) -> Optional[PmuRows]:
     """aic_*/aiv_* metrics per task row (910B family): the context PMU record whose end lies in
     the task, plus for MIX ops the other core's block PMU records, summed."""
-    ctx = dev.ctx_pmu
     if not _has_pmu(dev, True) or tasks.empty:
         return None
+    ctx = _pmu_records(dev.ctx_pmu)
+    assert ctx is not None
     info = rd.device_info()
     freq = float(info.get("aic_frequency", 0) or 0) * 1e6
     cores = {"aic": int(info.get("ai_core_num", 0) or 0), "aiv": int(info.get("aiv_num", 0) or 0)}
@@ -1040,7 +1100,7 @@ def pmu_stars(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.nda
     mix_rows = np.flatnonzero(is_mix)
     blk_sum_cyc = np.zeros(len(mix_rows), np.int64)
     blk_sum = np.zeros((len(mix_rows), 8), np.int64)
-    blk = dev.blk_pmu
+    blk = _pmu_records(dev.blk_pmu)
     if blk is not None and len(blk["end_syscnt"]) and len(mix_rows):
         bctx = np.where(blk["ffts_type"] == D.FFTS_PLUS, blk["subtask_id"], INVALID_CTX)
         bhit = _attach_by_time(tasks, blk["stream_id"], blk["task_id"], bctx, blk["end_syscnt"])
@@ -1260,9 +1320,10 @@ def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.nda
     return gid[~skip]
 
 
-def _load_device_job(rd: ResultDir, coll: Collection, chip: Chip) -> Tuple[Optional[DeviceData], List[str]]:
+def _load_device_job(rd: ResultDir, coll: Collection, chip: Chip, scratch: str
+                     ) -> Tuple[Optional[DeviceData], List[str]]:
     local = Diagnostics()
-    return load_device(rd, coll, chip, local), local.warnings
+    return load_device(rd, coll, chip, local, scratch), local.warnings
 
 
 SAMPLE_KEYS = ("ai_core_metrics", "aiv_metrics", "ai_core_profiling_events", "aiv_profiling_events")
@@ -1300,7 +1361,7 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1, scratch
     strings = StringPool(["release", "allocate"])
     pooled = len(coll.devices) > jobs  # one worker running a pool of `jobs`, else a worker a device
     if jobs > 1 and coll.devices and can_fork():
-        loads = [functools.partial(_load_device_job, rd, coll, chip) for rd in coll.devices]
+        loads = [functools.partial(_load_device_job, rd, coll, chip, scratch) for rd in coll.devices]
         loaders = [Forked(functools.partial(forked.each, loads, jobs, "device"), "devices", daemon=False)] \
             if pooled else [Forked(fn, f"device {rd.device_id}") for fn, rd in zip(loads, coll.devices)]
     try:
@@ -1311,11 +1372,9 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1, scratch
         raise
     if coll.host is None:
         diag.warn(f"{coll.path}: no host/ directory; device tasks are kept without op names")
-    pid = host.pid if host else 0
     # the host-only tables go out before the devices load, leaving only what the tasks need
     overlap_gids = _write_host_tables(host, strings, put) if host is not None else np.zeros(0, np.int64)
     memory.give_back()
-    compute = host.compute if host else pd.DataFrame()
 
     devices: List[Tuple[ResultDir, DeviceData]] = []
     loaded = None
@@ -1332,7 +1391,7 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1, scratch
             loaded[i] = None
             diag.extend(warnings)
         else:
-            dev = load_device(rd, coll, chip, diag)
+            dev = load_device(rd, coll, chip, diag, scratch)
         memory.give_back()
         if dev is not None:
             devices.append((rd, dev))
@@ -1342,13 +1401,27 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1, scratch
         raise NoData("neither host nor device data could be read; expected host/data or device_N/data "
                      "with raw slices", path=coll.path)
 
+    try:
+        _tasks_and_tables(coll, chip, host, devices, overlap_gids, strings, put, info, diag)
+    finally:
+        for _, dev in devices:
+            dev.close()
+    return info
+
+
+def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], devices: List[Tuple[ResultDir, DeviceData]],
+                      overlap_gids: np.ndarray, strings: StringPool, put: Sink, info: List[Tuple[int, str, str]],
+                      diag: Diagnostics) -> None:
+    """The device tasks matched with the host's, into TASK and the tables that follow it."""
+    pid = host.pid if host else 0
+    compute = host.compute if host else pd.DataFrame()
     # --- tasks per device, matched with host tracks; the device frames are dropped once matched
     parts = []
     for rd, dev in devices:
-        part = match_tasks(host, dev)
+        part = match_tasks(host, dev, device_tasks(dev, dev.tasks.whole()))
         part["deviceId"] = dev.device_id
         parts.append(part)
-        dev.tasks = pd.DataFrame()
+        dev.tasks.close()
     tasks = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     parts.clear()
     tracks = host.tracks if host else pd.DataFrame()
@@ -1427,13 +1500,13 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1, scratch
     if steps:
         put("KIT_STEP_TRACE", pd.concat(steps, ignore_index=True))
     put("STRING_IDS", strings.frame())
-    return info
 
 
 def _has_pmu(dev: "DeviceData", stars: bool) -> bool:
     """Whether a device has the PMU records its chip's metrics come from."""
-    records = dev.ctx_pmu if stars else dev.aic_pmu
-    return records is not None and len(records["end_syscnt" if stars else "task_id"]) > 0
+    if stars:
+        return dev.ctx_pmu is not None and dev.ctx_pmu.rows > 0
+    return dev.aic_pmu is not None and len(dev.aic_pmu["task_id"]) > 0
 
 
 def _write_pmu(tasks: pd.DataFrame, devices: List[Tuple[ResultDir, "DeviceData"]], chip: Chip,
@@ -1458,6 +1531,7 @@ def _write_pmu(tasks: pd.DataFrame, devices: List[Tuple[ResultDir, "DeviceData"]
             plan = pmu_stars(rd, dev, sub, block[rows], mix[rows], kinds[rows], diag)
         else:
             plan = pmu_hwts(rd, dev, sub, block[rows], diag)
+        dev.close()
         dev.ctx_pmu = dev.blk_pmu = dev.aic_pmu = None
         del sub
         assert plan is not None

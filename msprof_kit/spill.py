@@ -28,13 +28,16 @@ def scratch_error(exc: OSError, path: str) -> StoreError:
 
 class Runs:
     """Rows spilled a run after another to `folder`, one file a column (`prefix`.name), each run
-    sorted by column `key` (stably). The first run fixes the columns and their types. With
-    `sample_every`, one key in that many is kept in memory (`sample`) to place windows' edges."""
+    sorted by column `key` (stably). The first run fixes the columns, their types and their
+    shapes past the first axis. With `sample_every`, one key in that many is kept in memory
+    (`sample`) to place windows' edges. A pickled copy (a forked worker's runs handed to its
+    parent) reopens the files for reading when it first reads them."""
 
     def __init__(self, folder: str, prefix: str, key: str, sample_every: int = 0) -> None:
         self.folder, self.prefix, self.key, self.sample_every = folder, prefix, key, sample_every
         self.files: Dict[str, object] = {}
         self.dtypes: Dict[str, np.dtype] = {}
+        self.shapes: Dict[str, tuple] = {}
         self.bounds: List[int] = [0]  # row where each run starts, and the end
         self.sample: List[np.ndarray] = []
         self.cuts: List[np.ndarray] = []
@@ -43,6 +46,16 @@ class Runs:
     def rows(self) -> int:
         return self.bounds[-1]
 
+    def _path(self, name: str) -> str:
+        return os.path.join(self.folder, f"{self.prefix}.{name}")
+
+    def __getstate__(self) -> dict:
+        for f in self.files.values():
+            f.flush()
+        state = dict(self.__dict__)
+        state["files"] = {}
+        return state
+
     def add(self, cols: Columns) -> None:
         n = len(cols[self.key])
         if n == 0:
@@ -50,14 +63,15 @@ class Runs:
         order = None if ascending(cols[self.key]) else np.argsort(cols[self.key], kind="stable")
         for name, column in cols.items():
             values = np.ascontiguousarray(column if order is None else column[order])
-            path = os.path.join(self.folder, f"{self.prefix}.{name}")
+            path = self._path(name)
             try:
-                if name not in self.files:
+                if name not in self.dtypes:
                     if self.bounds[-1]:
                         raise ValueError(f"scratch run of {self.prefix} brings a new column {name}")
                     self.files[name] = open(path, "w+b")
                     self.dtypes[name] = values.dtype
-                self.files[name].write(memoryview(values.astype(self.dtypes[name], copy=False)))
+                    self.shapes[name] = values.shape[1:]
+                self.files[name].write(memoryview(values.astype(self.dtypes[name], copy=False)).cast("B"))
             except OSError as exc:
                 raise scratch_error(exc, path) from exc
             if name == self.key and self.sample_every:
@@ -65,13 +79,25 @@ class Runs:
         self.bounds.append(self.bounds[-1] + n)
 
     def read(self, name: str, lo: int, hi: int) -> np.ndarray:
-        f = self.files[name]
-        dtype = self.dtypes[name]
-        f.seek(lo * dtype.itemsize)
-        out = np.empty(hi - lo, dtype=dtype)
-        if hi > lo and f.readinto(memoryview(out).cast("B")) != (hi - lo) * dtype.itemsize:
+        f = self.files.get(name)
+        if f is None:
+            f = self.files[name] = open(self._path(name), "rb")
+        dtype, shape = self.dtypes[name], self.shapes[name]
+        size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        f.seek(lo * size)
+        out = np.empty((hi - lo,) + shape, dtype=dtype)
+        if hi > lo and f.readinto(memoryview(out).cast("B")) != (hi - lo) * size:
             raise OSError(f"{f.name}: scratch file shorter than written")
         return out
+
+    def edges(self, rows: int) -> np.ndarray:
+        """Keys at which windows start (after the first): about `rows` rows apart, distinct
+        (from the sample: `sample_every` must be set)."""
+        if not self.sample:
+            return np.zeros(0, dtype=np.int64)
+        sample = np.sort(np.concatenate(self.sample))
+        step = max(1, rows // self.sample_every)
+        return np.unique(sample[step::step])
 
     def cut(self, edges: np.ndarray) -> None:
         """Place the windows' edges (ascending keys) in every run."""
@@ -86,10 +112,21 @@ class Runs:
         parts = [(int(c[w]), int(c[w + 1])) for c in self.cuts if c[w + 1] > c[w]]
         if not parts:
             return None
-        return {name: np.concatenate([self.read(name, lo, hi) for lo, hi in parts]) for name in self.files}
+        return {name: np.concatenate([self.read(name, lo, hi) for lo, hi in parts]) for name in self.dtypes}
+
+    def whole(self) -> Optional[Columns]:
+        """Every row, run after run; None when there are none."""
+        if not self.rows:
+            return None
+        return {name: self.read(name, 0, self.rows) for name in self.dtypes}
 
     def close(self) -> None:
+        """Close the files and remove them."""
         for f in self.files.values():
             f.close()
-            os.remove(f.name)
         self.files.clear()
+        for name in self.dtypes:
+            try:
+                os.remove(self._path(name))
+            except FileNotFoundError:
+                pass

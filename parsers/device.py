@@ -42,10 +42,10 @@ def stars_ids(stream_raw: np.ndarray, task_raw: np.ndarray) -> Tuple[np.ndarray,
     return stream, task
 
 
-_STARS_VALID = (lambda a: a["magic"] == R.DEVICE_MAGIC, f"without magic 0x{R.DEVICE_MAGIC:04X}")
+STARS_VALID = (lambda a: a["magic"] == R.DEVICE_MAGIC, f"without magic 0x{R.DEVICE_MAGIC:04X}")
 
 
-def _stars_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Columns]:
+def stars_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Columns]:
     func = R.bit_field(R.STARS_LOG, "head", "func_type", arr["head"])
     sqe = R.bit_field(R.STARS_LOG, "head", "sqe_type", arr["head"])
     stream, task = stars_ids(arr["stream_raw"], arr["task_raw"])
@@ -69,22 +69,22 @@ def _stars_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Colum
 
 def decode_stars_soc(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, Columns, List[Issue]]:
     """STARS soc log (64-byte records): (ACSQ task logs, FFTS+ subtask logs, issues)."""
-    arr, offsets, issues = decode_stream(R.STARS_LOG, buf, pieces, *_STARS_VALID)
-    return (*_stars_columns(arr, offsets), issues)
+    arr, offsets, issues = decode_stream(R.STARS_LOG, buf, pieces, *STARS_VALID)
+    return (*stars_columns(arr, offsets), issues)
 
 
 def read_stars_soc(paths: Sequence[str]) -> Tuple[Columns, Columns, List[Issue], List[Piece]]:
     """decode_stars_soc of the files `paths` read a chunk at a time, and the files' pieces."""
-    stream = RecordStream(R.STARS_LOG, paths, *_STARS_VALID)
-    acsq, ffts = read_chunks(stream, _stars_columns)  # type: ignore[misc]
+    stream = RecordStream(R.STARS_LOG, paths, *STARS_VALID)
+    acsq, ffts = read_chunks(stream, stars_columns)  # type: ignore[misc]
     return acsq, ffts, stream.issues, stream.pieces
 
 
-_FFTS_VALID = (lambda a: np.isin(R.bit_field(R.FFTS_PMU, "head", "func_type", a["head"]), (CTX_PMU, BLOCK_PMU)),
+FFTS_VALID = (lambda a: np.isin(R.bit_field(R.FFTS_PMU, "head", "func_type", a["head"]), (CTX_PMU, BLOCK_PMU)),
                f"with a func type other than {CTX_PMU} (context PMU) or {BLOCK_PMU} (block PMU)")
 
 
-def _ffts_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Columns, Columns]:
+def ffts_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Columns, Columns]:
     """(context PMU records, block PMU records, {"overflow": count of context records dropped})."""
     func = R.bit_field(R.FFTS_PMU, "head", "func_type", arr["head"])
     stream, task = stars_ids(arr["stream_raw"], arr["task_raw"])
@@ -111,13 +111,12 @@ def _ffts_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Column
     return out[0], out[1], {"overflow": np.array([dropped], dtype=np.int64)}
 
 
-def _overflow_issue(ctx: Columns, blk: Columns, over: Columns, pieces: Sequence[Piece],
-                    issues: List[Issue]) -> Tuple[Columns, Columns, List[Issue]]:
-    dropped = int(over["overflow"].sum())
+def overflow_issues(issues: List[Issue], dropped: int, pieces: Sequence[Piece]) -> List[Issue]:
+    """A stream's issues, and one more when `dropped` context records had the overflow flag."""
     if dropped and pieces:
         issues.append(Issue(pieces[0].path, 0, f"{dropped} context PMU records have the counter-overflow flag; "
                                                f"dropped"))
-    return ctx, blk, issues
+    return issues
 
 
 def decode_ffts_profile(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, Columns, List[Issue]]:
@@ -126,22 +125,23 @@ def decode_ffts_profile(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Colum
     Context records with the overflow flag (bit 10 of word 16) are dropped, as the
     reference does; they are counted in an issue.
     """
-    arr, offsets, issues = decode_stream(R.FFTS_PMU, buf, pieces, *_FFTS_VALID)
-    return _overflow_issue(*_ffts_columns(arr, offsets), pieces, issues)
+    arr, offsets, issues = decode_stream(R.FFTS_PMU, buf, pieces, *FFTS_VALID)
+    ctx, blk, over = ffts_columns(arr, offsets)
+    return ctx, blk, overflow_issues(issues, int(over["overflow"].sum()), pieces)
 
 
 def read_ffts_profile(paths: Sequence[str]) -> Tuple[Columns, Columns, List[Issue]]:
     """decode_ffts_profile of the files `paths`, read a chunk at a time."""
-    stream = RecordStream(R.FFTS_PMU, paths, *_FFTS_VALID)
-    ctx, blk, over = read_chunks(stream, _ffts_columns)  # type: ignore[misc]
-    return _overflow_issue(ctx, blk, over, stream.pieces, stream.issues)
+    stream = RecordStream(R.FFTS_PMU, paths, *FFTS_VALID)
+    ctx, blk, over = read_chunks(stream, ffts_columns)  # type: ignore[misc]
+    return ctx, blk, overflow_issues(stream.issues, int(over["overflow"].sum()), stream.pieces)
 
 
-_HWTS_VALID = (lambda a: (a["magic"] == R.DEVICE_MAGIC) | (R.bit_field(R.HWTS_LOG, "tag", "log_type", a["tag"]) <= 3),
+HWTS_VALID = (lambda a: (a["magic"] == R.DEVICE_MAGIC) | (R.bit_field(R.HWTS_LOG, "tag", "log_type", a["tag"]) <= 3),
                "with a log type above 3")
 
 
-def _hwts_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
+def hwts_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
     log_type = R.bit_field(R.HWTS_LOG, "tag", "log_type", arr["tag"])
     m = log_type <= 1
     return {
@@ -153,14 +153,14 @@ def _hwts_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
 
 def decode_hwts(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
     """HWTS task logs (64-byte records): start (log type 0) and end (1) records."""
-    arr, offsets, issues = decode_stream(R.HWTS_LOG, buf, pieces, *_HWTS_VALID)
-    return _hwts_columns(arr, offsets), issues
+    arr, offsets, issues = decode_stream(R.HWTS_LOG, buf, pieces, *HWTS_VALID)
+    return hwts_columns(arr, offsets), issues
 
 
 def read_hwts(paths: Sequence[str]) -> Tuple[Columns, List[Issue], List[Piece]]:
     """decode_hwts of the files `paths` read a chunk at a time, and the files' pieces."""
-    stream = RecordStream(R.HWTS_LOG, paths, *_HWTS_VALID)
-    return read_chunks(stream, _hwts_columns), stream.issues, stream.pieces  # type: ignore[return-value]
+    stream = RecordStream(R.HWTS_LOG, paths, *HWTS_VALID)
+    return read_chunks(stream, hwts_columns), stream.issues, stream.pieces  # type: ignore[return-value]
 
 
 def _aic_pmu_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import synth
-from msprof_kit import api_windows, build, spill, store
+from msprof_kit import api_windows, build, pairing, spill, store
 from msprof_kit.parsers import stream as S
 
 from conftest import DEGRADED_CASES, INTACT_CASES, copy_input, needs_shared, run
@@ -42,25 +42,31 @@ def test_chunks_of_a_few_records_import_the_same_store(case, tmp_path, capsys, m
 
 
 def _windows_of(monkeypatch, rows: int) -> None:
-    """APIs sorted `rows` at a time, their windows' edges placed from every begin; PMU metrics
-    computed and written `rows` task rows at a time."""
+    """APIs sorted, and device records paired, `rows` at a time, their windows' edges placed from
+    every key; PMU metrics computed and written `rows` task rows at a time."""
     monkeypatch.setattr(api_windows, "WINDOW_ROWS", rows)
     monkeypatch.setattr(api_windows, "SAMPLE_EVERY", 1)
+    monkeypatch.setattr(pairing, "WINDOW_ROWS", rows)
+    monkeypatch.setattr(build, "SAMPLE_EVERY", 1)
     monkeypatch.setattr(build, "PMU_ROWS", rows)
 
 
 @needs_shared
 @pytest.mark.parametrize("case", INTACT_CASES + DEGRADED_CASES)
 def test_windows_of_a_few_apis_import_the_same_store(case, tmp_path, capsys, monkeypatch):
-    """APIs in windows of 3 begins (and chunks of 700 bytes, so that event pairs and the latest
-    ends of the call tree cross both): every table is the one-window import's."""
+    """APIs and device records in windows of 3 (and chunks of 700 bytes, so that event pairs, the
+    latest ends of the call tree and device tasks cross both): every table, and every warning, is
+    the one-window import's."""
     whole = copy_input(case, str(tmp_path / "whole"))
-    assert run(["import", "-dir", whole], capsys)[0] == 0
+    code, _, warned = run(["import", "-dir", whole], capsys)
+    assert code == 0
     monkeypatch.setattr(S, "CHUNK_BYTES", 700)
     _windows_of(monkeypatch, 3)
     small = copy_input(case, str(tmp_path / "small"))
-    assert run(["import", "-dir", small], capsys)[0] == 0
+    code, _, small_warned = run(["import", "-dir", small], capsys)
+    assert code == 0
     assert _tables(small) == _tables(whole)
+    assert small_warned.replace(small, "PROF") == warned.replace(whole, "PROF")
     assert os.listdir(os.path.join(small, "sqlite")) == ["msprof_kit.db"]  # no scratch left
 
 
