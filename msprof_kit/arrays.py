@@ -7,7 +7,7 @@ ids (connection ids, task ids, TASK rows) goes through these instead.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -154,3 +154,57 @@ def in_marked_groups(keys: Sequence[np.ndarray], marked: np.ndarray) -> np.ndarr
     """Whether each row's group (rows equal in all the integer key columns) holds a marked row."""
     key = key_codes(keys)
     return in_sorted(key, distinct(key[marked]))
+
+
+class Numbering:
+    """Integer keys numbered 0, 1, ... in the order they are first seen, across many calls of
+    `number` (ids given a window of rows at a time). The keys seen are kept as sorted levels of
+    geometrically growing sizes, merged as they fill: lookups search a few levels, and each key
+    is moved O(log n) times in all."""
+
+    def __init__(self) -> None:
+        self.levels: List[Tuple[np.ndarray, np.ndarray]] = []  # (sorted keys, their numbers)
+        self.count = 0
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """The number of each key, -1 for keys never seen."""
+        keys = np.asarray(keys, dtype=np.int64)
+        out = np.full(len(keys), -1, dtype=np.int64)
+        if not len(keys) or not self.levels:
+            return out
+        order = None if ascending(keys) else np.argsort(keys, kind="stable")
+        wanted = keys if order is None else keys[order]
+        got = np.full(len(keys), -1, dtype=np.int64)
+        for level, numbers in self.levels:
+            pos = np.searchsorted(level, wanted)
+            np.minimum(pos, len(level) - 1, out=pos)
+            hit = level[pos] == wanted
+            got[hit] = numbers[pos[hit]]
+        if order is None:
+            return got
+        out[order] = got
+        return out
+
+    def number(self, keys: np.ndarray) -> np.ndarray:
+        """The numbers of `keys`; keys not seen before get the next numbers, in the order of their
+        first rows."""
+        keys = np.asarray(keys, dtype=np.int64)
+        out = self.find(keys)
+        new = np.flatnonzero(out < 0)
+        if not len(new):
+            return out
+        fresh_keys = keys[new]
+        first = first_seen(fresh_keys)
+        fresh = fresh_keys[first]
+        numbers = np.arange(self.count, self.count + len(fresh), dtype=np.int64)
+        self.count += len(fresh)
+        order = np.argsort(fresh, kind="stable")
+        fresh, numbers = fresh[order], numbers[order]
+        out[new] = numbers[np.searchsorted(fresh, fresh_keys)]
+        self.levels.append((fresh, numbers))
+        while len(self.levels) > 1 and len(self.levels[-2][0]) <= 2 * len(self.levels[-1][0]):
+            (a, na), (b, nb) = self.levels[-2], self.levels[-1]
+            keys_ab = np.concatenate([a, b])
+            merge = np.argsort(keys_ab, kind="stable")  # two sorted runs: a linear merge
+            self.levels[-2:] = [(keys_ab[merge], np.concatenate([na, nb])[merge])]
+        return out

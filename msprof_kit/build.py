@@ -25,7 +25,7 @@ from .parsers.stream import RecordStream, decode_stream, locate, read_stream
 from . import forked, memory, metrics
 from .api_windows import ApiWindows
 from .spill import Runs
-from .arrays import SortedKeys, ascending, first_seen, isin, key_codes, numbered_by_first_row
+from .arrays import Numbering, first_seen, isin, numbered_by_first_row
 from .forked import Forked, can_fork
 from .errors import Diagnostics, MissingControlFile, NoData
 from .layout import NPU_NAMES, Chip, Collection, ResultDir, data_files
@@ -136,11 +136,10 @@ def device_clock_of(rd: ResultDir, coll: Collection) -> Clock:
 
 @dataclass
 class HostData:
-    tracks: pd.DataFrame         # one row per task_track, associated
-    compute: pd.DataFrame        # one row per host compute task (COMPUTE_TASK_INFO source)
+    tasks: Optional["HostTasks"]  # the tracks and compute tasks, spilled (None: no task_track)
     models: pd.DataFrame         # model id -> name
     pid: int
-    tensor_table: np.ndarray = field(default_factory=lambda: _texts((1, 6), "N/A"))  # compute["tensors"] rows
+    tensor_table: np.ndarray = field(default_factory=lambda: _texts((1, 6), "N/A"))  # compute tensors' rows
 
 
 @dataclass
@@ -326,6 +325,7 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
     paths = files.get(("api_event", "unaging"), []) + files.get(("api_event", "aging"), [])
     apis = ApiWindows(paths, scratch, diag, rd.data_dir)
     records = _HostRecords(scratch)
+    host_tasks = None
     try:
         _spill_records(files, types, records, diag)
         tensors, tensor_table = tensor_texts()
@@ -334,7 +334,9 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
             records.add("tensor", {k: part[k].to_numpy() for k in ("thread_id", "timestamp", "text")})
         del tensors
         models = _model_names(rd, files, hashes, diag)
-        assoc = _Association(clock, types, hashes) if records.runs["track"].rows else None
+        if records.runs["track"].rows:
+            host_tasks = HostTasks(scratch, types, hashes)
+        assoc = _Association(clock, types, hashes, host_tasks.add) if host_tasks is not None else None
         edges = apis.edges()
         records.cut(edges)
         latest = LatestEnds()
@@ -346,14 +348,16 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
                 assoc.step(tree, records.window(w), int(edges[w]) if w < len(edges) else None)
         put("CANN_API", None, last=True)
         put("KIT_API", None, last=True)
+        if assoc is not None:
+            assoc.finish()
+    except BaseException:
+        if host_tasks is not None:
+            host_tasks.close()
+        raise
     finally:
         apis.close()
         records.close()
-    if assoc is None:
-        empty = pd.DataFrame()
-        return HostData(tracks=empty, compute=empty, models=models, pid=pid, tensor_table=tensor_table)
-    tracks, compute = assoc.finish()
-    return HostData(tracks=tracks, compute=compute, models=models, pid=pid, tensor_table=tensor_table)
+    return HostData(tasks=host_tasks, models=models, pid=pid, tensor_table=tensor_table)
 
 
 TREE_COLUMNS = ("thread", "level", "begin", "end", "item", "reserve", "conn")
@@ -362,7 +366,6 @@ TRACK_FIELDS = ("thread_id", "timestamp", "device_id", "stream_id", "task_id", "
 NBI_FIELDS = ("thread_id", "timestamp", "op_name", "op_type", "task_type", "block_dim", "op_flag")
 OP_KINDS = ("nbi", "tensor", "ctx")  # op records, each under the node launch API containing it
 SPILL_ROWS = 1 << 20  # rows of an in-memory frame spilled at a time
-TRACK_ONLY = ("parent_level", "data_len", "num_blocks", "ratio")  # what only the compute tasks read of a track
 
 
 def _api_window(window: Columns, clock: Clock, types: Dict[str, str], hashes: Dict[str, str], pid: int,
@@ -441,12 +444,12 @@ class _Association:
     a node API still open at the next window's start, whose op info is chosen once all the
     API's records are in."""
 
-    def __init__(self, clock: Clock, types: Dict[str, str], hashes: Dict[str, str]) -> None:
+    def __init__(self, clock: Clock, types: Dict[str, str], hashes: Dict[str, str],
+                 emit: Callable[[pd.DataFrame, pd.DataFrame], None]) -> None:
         self.clock, self.types, self.hashes = clock, types, hashes
+        self.emit = emit  # takes the tracks done (indexed by position, in position order) and their compute tasks
         self.last: Optional[Columns] = None
         self.waiting: Dict[str, Optional[pd.DataFrame]] = dict.fromkeys(("track",) + OP_KINDS)
-        self.tracks: List[Columns] = []   # tracks done, a part a window (`pos` their position)
-        self.compute: List[Columns] = []  # their compute tasks
 
     def step(self, tree: Optional[Columns], recs: Dict[str, Optional[Columns]], next_edge: Optional[int]) -> None:
         """One window: its tree APIs (None: none) and records; `next_edge` the next window's first
@@ -472,9 +475,7 @@ class _Association:
             ops[kind] = self._ready(kind, None if cols is None else _frame(cols).set_index("pos"), still_open)
         tracks = self._ready("track", self._tracks(recs["track"], cand), still_open)
         if len(tracks):
-            compute = _compute_tasks(tracks, ops["nbi"], ops["tensor"], ops["ctx"], self.hashes)
-            self.compute.append(_own_columns(compute))
-            self.tracks.append({"pos": tracks.index.to_numpy(), **_own_columns(tracks.drop(columns=list(TRACK_ONLY)))})
+            self.emit(tracks, _compute_tasks(tracks, ops["nbi"], ops["tensor"], ops["ctx"], self.hashes))
 
     def _ready(self, kind: str, new: Optional[pd.DataFrame], still_open: np.ndarray) -> pd.DataFrame:
         """The rows of a kind (indexed by pos) that can be used now, in pos order; those under a
@@ -528,43 +529,13 @@ class _Association:
             "request_id": np.where(has_model, cand["reserve"].astype(np.int64)[at_model], -1),
             "conn": np.where(has_parent, cand["conn"][at_parent], -1),
             "kernel": _hash_names(cols["kernel_name"], self.hashes),
+            "type_raw": cols["task_type"], "kernel_raw": cols["kernel_name"],
             "data_len": cols["data_len"], "num_blocks": cols["num_blocks"], "ratio": cols["ratio"]})
         out.index = pd.Index(cols["pos"])
         return out
 
-    def finish(self) -> Tuple[pd.DataFrame, pd.DataFrame]:
-        """All tracks (row = position) and compute tasks, in track order."""
+    def finish(self) -> None:
         assert all(f is None for f in self.waiting.values()), "records left waiting after the last window"
-        return _joined(self.tracks, "pos").drop(columns="pos"), _joined(self.compute, "track")
-
-
-def _own_columns(frame: pd.DataFrame) -> Columns:
-    """A frame's columns as arrays of their own (pandas may keep several columns in one block, which
-    a column then keeps alive whole)."""
-    out = {}
-    for name in frame.columns:
-        column = frame[name].to_numpy()
-        base = column.base
-        out[name] = column if base is None or base.size == column.size else column.copy()
-    return out
-
-
-def _joined(parts: List[Columns], key: str) -> pd.DataFrame:
-    """Parts with the same columns end to end, rows in the order of column `key` (stably); joined
-    a column at a time, each part's column dropped once joined: what is held at once is the parts
-    and one joined column more, not the parts and the whole join."""
-    if not parts:
-        return pd.DataFrame()
-    keys = np.concatenate([p[key] for p in parts])
-    order = None if ascending(keys) else np.argsort(keys, kind="stable")
-    del keys
-    out = {}
-    for name in list(parts[0]):
-        column = np.concatenate([p.pop(name) for p in parts])
-        out[name] = column if order is None else column[order]
-        del column
-    parts.clear()
-    return _frame(out)
 
 
 def _write_apis(apis: Columns, texts: Dict[str, np.ndarray], pid: int, strings: "StringPool", put: Sink) -> None:
@@ -842,10 +813,12 @@ TIE_FFTS = 1 << 32
 SAMPLE_EVERY = 64  # one key in this many kept in memory to place windows' edges
 
 
-def _dev_type_names(codes: np.ndarray) -> np.ndarray:
-    """The device task type names of dev_type codes."""
+def _dev_type_names() -> np.ndarray:
+    """The device task type name of each dev_type code."""
     tables = [_code_text(t) for t in DEV_TYPE_TABLES]
-    return _per_distinct(codes, lambda c: tables[int(c) >> 8](int(c) & 0xFF))
+    out = np.empty(256 * len(tables), dtype=object)
+    out[:] = [tables[c >> 8](c & 0xFF) for c in range(len(out))]
+    return out
 
 
 def _spill_stream(stream: RecordStream, convert: Callable[[np.ndarray, np.ndarray], Any],
@@ -860,14 +833,16 @@ def _spill_stream(stream: RecordStream, convert: Callable[[np.ndarray, np.ndarra
         del got, arr
 
 
-def _pair_into(runs: Runs, keys: Sequence[str], what: str, stream: RecordStream, tasks: Runs,
+def _pair_into(runs: Runs, keys: Sequence[str], what: str, stream: RecordStream, tasks: Runs, clock: Clock,
                make: Callable[[Columns, np.ndarray, np.ndarray], Columns], diag: Diagnostics) -> None:
     """Pair the start and end records of `runs` a window at a time (pairing.Pairing), each
-    window's tasks (`make(records, starts, ends)`) into `tasks`; warn of the records left
-    unpaired."""
+    window's tasks (`make(records, starts, ends)`, with start_ns) into `tasks`; warn of the
+    records left unpaired."""
     pairing = Pairing(runs, keys)
     for cols, s, e in pairing.windows():
-        tasks.add(make(cols, s, e))
+        got = make(cols, s, e)
+        got["start_ns"] = clock.to_ns(got["start"])
+        tasks.add(got)
     for text in pairing.warnings(what, lambda off: locate(stream.pieces, off)):
         diag.warn(text)
 
@@ -885,7 +860,7 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
         diag.warn(f"{exc}; device {rd.device_id} is skipped")
         return None
     name = f"device{rd.device_id}"
-    dev = DeviceData(device_id=rd.device_id, clock=clock, tasks=Runs(scratch, f"{name}.task", "start", SAMPLE_EVERY))
+    dev = DeviceData(device_id=rd.device_id, clock=clock, tasks=Runs(scratch, f"{name}.task", "start_ns", SAMPLE_EVERY))
     logs: List[Runs] = []
     try:
         if ("ts_track.data", "") in files:
@@ -899,13 +874,13 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
                 logs = [Runs(scratch, f"{name}.{kind}", "syscnt", SAMPLE_EVERY) for kind in ("acsq", "ffts")]
                 _spill_stream(stream, D.stars_columns, logs)
                 diag.extend(stream.issues)
-                _pair_into(logs[0], ("stream_id", "task_id"), "ACSQ task", stream, dev.tasks, lambda c, s, e: {
+                _pair_into(logs[0], ("stream_id", "task_id"), "ACSQ task", stream, dev.tasks, clock, lambda c, s, e: {
                     "stream_id": c["stream_id"][s], "task_id": c["task_id"][s],
                     "ctx": np.full(len(s), INVALID_CTX, dtype=np.int64), "start": c["syscnt"][s],
                     "end": c["syscnt"][e], "dev_type": c["sqe_type"][s].astype(np.int16),
                     "tie": np.zeros(len(s), dtype=np.int64)}, diag)
                 _pair_into(logs[1], ("stream_id", "task_id", "subtask_id", "thread_id"), "FFTS+ subtask", stream,
-                           dev.tasks, lambda c, s, e: {
+                           dev.tasks, clock, lambda c, s, e: {
                                "stream_id": c["stream_id"][s], "task_id": c["task_id"][s],
                                "ctx": np.where(c["ffts_type"][s] == D.FFTS_PLUS, c["subtask_id"][s], INVALID_CTX),
                                "start": c["syscnt"][s], "end": c["syscnt"][e],
@@ -914,13 +889,15 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
                            diag)
             if ("ffts_profile.data", "") in files:
                 stream = RecordStream(R.FFTS_PMU, files[("ffts_profile.data", "")], *D.FFTS_VALID)
-                dev.ctx_pmu = Runs(scratch, f"{name}.ctx_pmu", "end_syscnt")
-                dev.blk_pmu = Runs(scratch, f"{name}.blk_pmu", "end_syscnt")
+                dev.ctx_pmu = Runs(scratch, f"{name}.ctx_pmu", "end_ns")
+                dev.blk_pmu = Runs(scratch, f"{name}.blk_pmu", "end_ns")
                 dropped = [0]
 
                 def convert(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Columns]:
                     ctx, blk, over = D.ffts_columns(arr, offsets)
                     dropped[0] += int(over["overflow"].sum())
+                    for records in (ctx, blk):
+                        records["end_ns"] = clock.to_ns(records["end_syscnt"])
                     return ctx, blk
                 _spill_stream(stream, convert, (dev.ctx_pmu, dev.blk_pmu))
                 diag.extend(D.overflow_issues(stream.issues, dropped[0], stream.pieces))
@@ -930,7 +907,7 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
                 logs = [Runs(scratch, f"{name}.hwts", "syscnt", SAMPLE_EVERY)]
                 _spill_stream(stream, D.hwts_columns, logs)
                 diag.extend(stream.issues)
-                _pair_into(logs[0], ("stream_id", "task_id"), "HWTS task", stream, dev.tasks, lambda c, s, e: {
+                _pair_into(logs[0], ("stream_id", "task_id"), "HWTS task", stream, dev.tasks, clock, lambda c, s, e: {
                     "stream_id": c["stream_id"][s], "task_id": c["task_id"][s],
                     "ctx": np.full(len(s), INVALID_CTX, dtype=np.int64), "start": c["syscnt"][s],
                     "end": c["syscnt"][e], "dev_type": 512 + c["task_type"][e].astype(np.int16),
@@ -961,81 +938,16 @@ def _flip_batches(stream: np.ndarray, start: np.ndarray, flips: D.Columns) -> np
 
 def device_tasks(dev: DeviceData, cols: Optional[Columns]) -> pd.DataFrame:
     """A frame of device tasks read from `dev.tasks` (a window, or all of them), in task order
-    (start, stream, task, tie), with their batch, type name and times in ns."""
+    (start, stream, task, tie), with their batch and times in ns; dev_type is a code
+    (DEV_TYPE_NAMES has their names)."""
     if cols is None:
-        cols = {k: np.zeros(0, dtype=np.int64) for k in TASK_COLUMNS}
+        cols = {k: np.zeros(0, dtype=np.int64) for k in TASK_COLUMNS + ("start_ns",)}
     order = np.lexsort((cols["tie"], cols["task_id"], cols["stream_id"], cols["start"]))
-    t = {k: cols[k][order].astype(np.int64) for k in ("stream_id", "task_id", "ctx", "start", "end")}
-    dev_type = _dev_type_names(cols["dev_type"][order])
+    t = {k: cols[k][order].astype(np.int64) for k in ("stream_id", "task_id", "ctx", "start", "end", "start_ns",
+                                                      "dev_type")}
     del cols, order
-    return _frame({**t, "dev_type": dev_type, "batch": _flip_batches(t["stream_id"], t["start"], dev.flips),
-                   "start_ns": dev.clock.to_ns(t["start"]), "end_ns": dev.clock.to_ns(t["end"])})
-
-
-def _pmu_records(runs: Optional[Runs]) -> Optional[Columns]:
-    """The PMU records of `runs`, in stream order."""
-    cols = runs.whole() if runs is not None else None
-    if cols is None:
-        return None
-    order = np.argsort(cols["offset"], kind="stable")
-    return {k: v[order] for k, v in cols.items()}
-
-
-# ------------------------------------------------------------------------------------------------
-# Host task <-> device task
-
-def match_tasks(host: Optional[HostData], dev: DeviceData, dev_tasks: pd.DataFrame) -> pd.DataFrame:
-    """Each device task with the host task it ran for: same stream, task id and context, and the
-    latest host record issued before it (static-graph tasks recorded once at load pair with
-    every execution; reused task ids pair with their own launch). Adds host columns; device-only
-    tasks keep `track` = -1."""
-    tasks = dev_tasks
-    tasks["track"] = -1
-    if host is None or host.tracks.empty or tasks.empty:
-        return tasks
-    tracks = host.tracks  # its index is the track's position
-    on_dev = np.flatnonzero(tracks["device_id"].to_numpy() == dev.device_id)
-    if not len(on_dev):
-        return tasks
-    # context keys: the default, the op's context id (MIX ops run as FFTS+ context 0)
-    ctx_of = np.full(len(on_dev), INVALID_CTX, dtype=np.int64)
-    if not host.compute.empty:
-        ctx_all = np.full(len(tracks), INVALID_CTX, dtype=np.int64)
-        ctx_all[host.compute["track"].to_numpy()] = host.compute["ctx"].to_numpy()
-        ctx_of = ctx_all[on_dev]
-        del ctx_all
-    mix = _where_text(tracks["type_name"].to_numpy()[on_dev], lambda t: t in MIX_TYPES)
-    has_ctx = ctx_of != INVALID_CTX
-    also_zero = mix & (ctx_of != 0)
-    key_track = np.concatenate([on_dev, on_dev[has_ctx], on_dev[also_zero]])
-    key_ctx = np.concatenate([np.full(len(on_dev), INVALID_CTX, dtype=np.int64), ctx_of[has_ctx],
-                              np.zeros(int(also_zero.sum()), dtype=np.int64)])
-    del ctx_of, mix, has_ctx, also_zero, on_dev
-    code = key_codes([
-        np.concatenate([tracks["stream_id"].to_numpy(np.int64)[key_track], tasks["stream_id"].to_numpy(np.int64)]),
-        np.concatenate([tracks["task_low"].to_numpy(np.int64)[key_track], tasks["task_id"].to_numpy(np.int64)]),
-        np.concatenate([key_ctx, tasks["ctx"].to_numpy(np.int64)])])
-    del key_ctx
-    n_keys = len(key_track)
-    # the tasks by start (stably), the keys by the time of their track (stably)
-    start = tasks["start_ns"].to_numpy()
-    rows = np.arange(len(tasks)) if ascending(start) else np.argsort(start, kind="stable")
-    left = _frame({"start_ns": start[rows], "k": code[n_keys:][rows]})
-    ts = tracks["ts_ns"].to_numpy()[key_track]
-    by_ts = np.argsort(ts, kind="stable")
-    right = _frame({"k": code[:n_keys][by_ts], "ts": ts[by_ts], "htrack": key_track[by_ts]})
-    del code, ts, by_ts, key_track
-    found = pd.merge_asof(left, right, left_on="start_ns", right_on="ts", by="k",
-                          direction="backward")["htrack"].to_numpy()
-    missing = np.isnan(found)
-    if missing.any():
-        found[missing] = pd.merge_asof(left[missing], right, left_on="start_ns", right_on="ts", by="k",
-                                       direction="forward")["htrack"].to_numpy()
-    track = np.full(len(tasks), -1, dtype=np.int64)
-    hit = ~np.isnan(found)
-    track[rows[hit]] = found[hit].astype(np.int64)
-    tasks["track"] = track
-    return tasks
+    return _frame({**t, "batch": _flip_batches(t["stream_id"], t["start"], dev.flips),
+                   "end_ns": dev.clock.to_ns(t["end"])})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1047,18 +959,6 @@ def _group_of(rd: ResultDir, core: str) -> Tuple[str, List[int]]:
     return str(rd.sample.get("aiv_metrics", "")), metrics.parse_events(rd.sample.get("aiv_profiling_events"))
 
 
-PMU_ROWS = 1 << 20  # task rows whose metrics are computed (and written) at a time
-
-
-@dataclass
-class PmuRows:
-    """The task rows (of one device, ascending) that PMU records attach to, the metric columns,
-    and `metrics(lo, hi)`: the metric values of rows[lo:hi]."""
-    rows: np.ndarray
-    columns: List[str]
-    metrics: Callable[[int, int], Dict[str, np.ndarray]]
-
-
 def pmu_columns(rd: ResultDir, prefixed: bool) -> List[str]:
     """The metric columns of a device's PMU: aic_ and aiv_ prefixed (STARS chips), or the AI
     Core's unprefixed (HWTS chips)."""
@@ -1068,131 +968,6 @@ def pmu_columns(rd: ResultDir, prefixed: bool) -> List[str]:
     if not prefixed:
         return names("aic")
     return [f"{core}_{name}" for core in ("aic", "aiv") for name in names(core)]
-
-
-def pmu_stars(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.ndarray, mix: np.ndarray,
-              task_kind: np.ndarray, diag: Diagnostics) -> Optional[PmuRows]:
-    """aic_*/aiv_* metrics per task row (910B family): the context PMU record whose end lies in
-    the task, plus for MIX ops the other core's block PMU records, summed."""
-    if not _has_pmu(dev, True) or tasks.empty:
-        return None
-    ctx = _pmu_records(dev.ctx_pmu)
-    assert ctx is not None
-    info = rd.device_info()
-    freq = float(info.get("aic_frequency", 0) or 0) * 1e6
-    cores = {"aic": int(info.get("ai_core_num", 0) or 0), "aiv": int(info.get("aiv_num", 0) or 0)}
-    pmu_ctx = np.where(ctx["ffts_type"] == D.FFTS_PLUS, ctx["subtask_id"], INVALID_CTX)
-    hit = _attach_by_time(tasks, ctx["stream_id"], ctx["task_id"], pmu_ctx, ctx["end_syscnt"])
-    if (hit < 0).any():
-        diag.warn(f"{rd.data_dir}/ffts_profile.data.{rd.device_id}.*: {int((hit < 0).sum())} context PMU records "
-                  f"match no device task; dropped")
-    keep = hit >= 0
-    rows = hit[keep]
-    # first record per task wins
-    rows, first = np.unique(rows, return_index=True)
-    src = np.flatnonzero(keep)[first]
-    del hit, keep, first, pmu_ctx
-    is_aic = (ctx["ffts_type"][src] == 0) | ((ctx["ffts_type"][src] == D.FFTS_PLUS) &
-                                              np.isin(ctx["subtask_type"][src], (0, 6))) | (ctx["ffts_type"][src] == 5)
-    kind = task_kind[rows]
-    is_mix = _where_text(kind, lambda t: t in MIX_TYPES)
-    # the other core's block records of MIX ops, summed per op (a row among the MIX rows)
-    mix_rows = np.flatnonzero(is_mix)
-    blk_sum_cyc = np.zeros(len(mix_rows), np.int64)
-    blk_sum = np.zeros((len(mix_rows), 8), np.int64)
-    blk = _pmu_records(dev.blk_pmu)
-    if blk is not None and len(blk["end_syscnt"]) and len(mix_rows):
-        bctx = np.where(blk["ffts_type"] == D.FFTS_PLUS, blk["subtask_id"], INVALID_CTX)
-        bhit = _attach_by_time(tasks, blk["stream_id"], blk["task_id"], bctx, blk["end_syscnt"])
-        mixed = rows[mix_rows]
-        pos = np.searchsorted(mixed, bhit)
-        ok = (bhit >= 0) & (pos < len(mixed))
-        ok[ok] &= mixed[pos[ok]] == bhit[ok]
-        # only the other core's blocks count: AIV blocks for MIX_AIC, AIC blocks for MIX_AIV
-        main_aic = _where_text(kind[mix_rows], lambda t: t == "KERNEL_MIX_AIC")[np.clip(pos, 0, len(mixed) - 1)]
-        ok &= np.where(main_aic, blk["core_type"] == 1, blk["core_type"] == 0)
-        np.add.at(blk_sum_cyc, pos[ok], blk["total_cycle"][ok])
-        np.add.at(blk_sum, pos[ok], blk["pmu"][ok])
-    del kind
-    cycles, counters = ctx["total_cycle"][src], ctx["pmu"][src]
-    groups = {core: _group_of(rd, core) for core in ("aic", "aiv")}
-
-    def values(lo: int, hi: int) -> Dict[str, np.ndarray]:
-        out: Dict[str, np.ndarray] = {}
-        m = hi - lo
-        mixed = np.flatnonzero(is_mix[lo:hi])
-        at_mix = np.searchsorted(mix_rows, lo + mixed)  # their places among the MIX rows
-        freq_arr = np.full(m, freq)
-        for core in ("aic", "aiv"):
-            group, events = groups[core]
-            main = is_aic[lo:hi] if core == "aic" else ~is_aic[lo:hi]
-            # main core: its context record; MIX secondary core: block sums; otherwise zeros
-            cyc = np.zeros(m, np.int64)
-            cnt = np.zeros((m, 8), np.int64)
-            b = np.zeros(m, np.int64)
-            cyc[main] = cycles[lo:hi][main]
-            cnt[main] = counters[lo:hi][main]
-            b[main] = block[rows[lo:hi][main]]
-            second = ~main[mixed]
-            cyc[mixed[second]] = blk_sum_cyc[at_mix[second]]
-            cnt[mixed[second]] = blk_sum[at_mix[second]]
-            b[mixed[second]] = mix[rows[lo + mixed[second]]]
-            got = metrics.compute(events, group, cyc, cnt, b, cores[core], freq_arr)
-            for name in metrics.metric_columns(events, group):
-                out[f"{core}_{name}"] = got[name]
-        return out
-    return PmuRows(rows, pmu_columns(rd, True), values)
-
-
-def _attach_by_time(tasks: pd.DataFrame, stream: np.ndarray, task: np.ndarray, ctx: np.ndarray,
-                    t: np.ndarray) -> np.ndarray:
-    """Row of the task with the same (stream, task, context) whose [start, end] holds time t, or -1."""
-    n = len(t)
-    if n == 0:
-        return np.zeros(0, np.int64)
-    code = key_codes([np.concatenate([tasks[c].to_numpy(np.int64), probe.astype(np.int64)])
-                      for c, probe in (("stream_id", stream), ("task_id", task), ("ctx", ctx))])
-    right = _frame({"k": code[: len(tasks)], "start": tasks["start"].to_numpy(),
-                    "end": tasks["end"].to_numpy(), "row": np.arange(len(tasks))}).sort_values("start")
-    left = _frame({"t": t.astype(np.int64), "i": np.arange(n), "k": code[len(tasks):]}).sort_values("t")
-    m = pd.merge_asof(left, right, left_on="t", right_on="start", by="k", direction="backward")
-    ok = m["row"].notna().to_numpy() & (m["t"].to_numpy() <= m["end"].fillna(-1).to_numpy())
-    out = np.full(n, -1, dtype=np.int64)
-    out[m["i"].to_numpy()[ok]] = m["row"].to_numpy()[ok].astype(np.int64)
-    return out
-
-
-def pmu_hwts(rd: ResultDir, dev: DeviceData, tasks: pd.DataFrame, block: np.ndarray,
-             diag: Diagnostics) -> Optional[PmuRows]:
-    """Unprefixed metrics per task row (HWTS chips): the n-th PMU record of a (stream, task) goes to
-    the n-th execution of that task in start order."""
-    pm = dev.aic_pmu
-    if not _has_pmu(dev, False) or tasks.empty:
-        return None
-    info = rd.device_info()
-    freq = float(info.get("aic_frequency", 0) or 0) * 1e6
-    cores = int(info.get("ai_core_num", 0) or 0)
-    t = tasks[["stream_id", "task_id"]].assign(row=np.arange(len(tasks)), start=tasks["start"].to_numpy())
-    t = t.sort_values("start", kind="stable")
-    t["n"] = t.groupby(["stream_id", "task_id"]).cumcount()
-    p = _frame({"stream_id": pm["stream_id"], "task_id": pm["task_id"], "i": np.arange(len(pm["task_id"]))})
-    p["n"] = p.groupby(["stream_id", "task_id"]).cumcount()
-    m = p.merge(t, on=["stream_id", "task_id", "n"], how="left")
-    lost = m["row"].isna()
-    if lost.any():
-        diag.warn(f"{rd.data_dir}/aicore.data.{rd.device_id}.*: {int(lost.sum())} PMU records match no task; dropped")
-    m = m[~lost].sort_values("row", kind="stable")
-    rows = m["row"].to_numpy().astype(np.int64)
-    src = m["i"].to_numpy()
-    del t, p, m
-    cycles, counters = pm["total_cycle"], pm["pmu"]
-    group, events = _group_of(rd, "aic")
-
-    def values(lo: int, hi: int) -> Dict[str, np.ndarray]:
-        got = metrics.compute(events, group, cycles[src[lo:hi]], counters[src[lo:hi]], block[rows[lo:hi]], cores,
-                              np.full(hi - lo, freq))
-        return {name: got[name] for name in metrics.metric_columns(events, group)}
-    return PmuRows(rows, pmu_columns(rd, False), values)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1248,31 +1023,6 @@ def interval_gaps(lo: int, hi: int, start: np.ndarray, end: np.ndarray) -> Tuple
     return bounds_s[keep], bounds_e[keep]
 
 
-def overlap_rows(task: pd.DataFrame, comp_ok: np.ndarray) -> pd.DataFrame:
-    """OVERLAP_ANALYSIS: per device, merged compute intervals (type 0) and the free gaps (type 3)
-    inside the device's window (non-kernel tasks and compute intervals)."""
-    rows: List[pd.DataFrame] = []
-    for dev_id in np.sort(task["deviceId"].unique()):
-        t = task[task["deviceId"] == dev_id]
-        is_comp = isin(t["globalTaskId"].to_numpy(), comp_ok)
-        cs, ce = union_intervals(t["startNs"].to_numpy()[is_comp], t["endNs"].to_numpy()[is_comp])
-        other = ~_where_text(t["taskTypeName"].to_numpy(), lambda n: n in COMPUTE_HOST_TYPES)
-        starts = np.concatenate([t["startNs"].to_numpy()[other], cs])
-        ends = np.concatenate([t["endNs"].to_numpy()[other], ce])
-        valid = ce > cs
-        rows.append(_frame({"deviceId": dev_id, "startNs": cs[valid], "endNs": ce[valid], "type": 0}))
-        if len(starts):
-            lo, hi = int(starts.min()), int(ends.max())
-            if hi > lo:
-                fs, fe = interval_gaps(lo, hi, cs, ce)
-                rows.append(_frame({"deviceId": dev_id, "startNs": fs, "endNs": fe, "type": 3}))
-    if not rows:
-        return pd.DataFrame()
-    out = pd.concat(rows, ignore_index=True)
-    out.insert(0, "id", np.arange(len(out), dtype=np.int64))
-    return out
-
-
 GID_KEYS = ["device_id", "stream_id", "task_id", "ctx", "batch"]
 
 
@@ -1287,37 +1037,598 @@ def global_ids(first: pd.DataFrame, then: pd.DataFrame) -> Tuple[np.ndarray, np.
     return gid[:n], gid[n:]
 
 
-def _write_host_tables(host: HostData, strings: StringPool, put: Sink) -> np.ndarray:
-    """Write COMPUTE_TASK_INFO, then keep of the compute tasks only their keys and block counts.
-    Returns the globalTaskIds that count as compute in OVERLAP_ANALYSIS (AI CPU and AIV kernels
-    do not)."""
-    c = host.compute
-    if c.empty:
-        return np.zeros(0, np.int64)
-    gid = numbered_by_first_row([c[k].to_numpy(np.int64) for k in GID_KEYS])  # as global_ids numbers them
-    first = first_seen(gid)
-    host.compute = c[["track"] + GID_KEYS + ["block", "mix"]]
-    c = c[first]
-    gid = gid[first]
-    n = len(c)
-    # tensor texts: ids made per distinct row of the tensor table, in the order the rows first
-    # appear (so that STRING_IDS numbers them as it would the texts themselves)
-    rows, distinct = pd.factorize(c["tensors"].to_numpy())
+# ------------------------------------------------------------------------------------------------
+# Host tasks, spilled for the match (docs/benchmarks.md, issue 6)
 
-    def tensor_ids(column: int) -> np.ndarray:
-        return strings.ids_of(host.tensor_table[distinct, column])[rows]
+MATCH_CTX_INVALID, MATCH_CTX_OTHER = 0x10000, 0x10001
+ENTRY_PAYLOAD = ("type", "conn", "model_id", "request_id", "batch", "kernel", "thread_id", "ts_ns", "block", "mix")
+COMPUTE_TEXTS = ("op_name", "ge_type", "op_type", "state", "hf32")
+TASK_ROWS = 1 << 20  # device tasks matched and written at a time
 
-    put("COMPUTE_TASK_INFO", _frame({
-        "name": strings.ids_of(c["op_name"].to_numpy()), "globalTaskId": gid, "blockNum": c["block"].to_numpy(),
-        "mixBlockNum": c["mix"].to_numpy(), "taskType": strings.ids_of(c["ge_type"].to_numpy()),
-        "opType": strings.ids_of(c["op_type"].to_numpy()),
-        "inputFormats": tensor_ids(2), "inputDataTypes": tensor_ids(1), "inputShapes": tensor_ids(0),
-        "outputFormats": tensor_ids(5), "outputDataTypes": tensor_ids(4), "outputShapes": tensor_ids(3),
-        "attrInfo": np.full(n, strings.id("")), "opState": strings.ids_of(c["state"].to_numpy()),
-        "hf32Eligible": strings.ids_of(c["hf32"].to_numpy()),
-        "gridDim": np.full(n, strings.id("N/A")), "blockDim": np.full(n, strings.id("N/A"))}))
-    skip = _where_text(c["op_name"].to_numpy(), lambda t: t.endswith(("AicpuKernel", "AivKernel")))
-    return gid[~skip]
+
+def match_keys(stream: np.ndarray, task: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+    """One int64 per (stream, task id, context), the key a device task and a host track are
+    matched on. Contexts a device task cannot carry (above 0xFFFF, the invalid one aside) share
+    one value."""
+    c = np.asarray(ctx).astype(np.int64)
+    c = np.where(c == INVALID_CTX, MATCH_CTX_INVALID, np.where((c >= 0) & (c <= 0xFFFF), c, MATCH_CTX_OTHER))
+    return ((np.asarray(stream).astype(np.int64) & 0xFFFF) << 34) | ((np.asarray(task).astype(np.int64) & 0xFFFF) << 17) | c
+
+
+def _match_order(cols: Columns) -> Columns:
+    """Host entries in the order the match reads them: time, then segment, then track position."""
+    order = np.lexsort((cols["pos"], cols["seg"], cols["ts_ns"]))
+    return {k: v[order] for k, v in cols.items()}
+
+
+def _gid_ctx(ctx: np.ndarray) -> np.ndarray:
+    """A context as the global task id's key packs it: the invalid one 0, the others one more."""
+    c = np.asarray(ctx).astype(np.int64)
+    return np.where(c == INVALID_CTX, 0, c + 1)
+
+
+class HostTasks:
+    """What the device tasks need of the host's task tracks, and the host compute tasks, spilled as
+    the association makes them a window at a time.
+
+    A track is an entry of the match under up to three keys (match_keys), each a segment: its
+    stream and task id with the invalid context; with its op's context when it has one; with
+    context 0 when it is a MIX kernel whose context is not 0. Entries are spilled per device, by
+    time, with what a matched device task takes of the track (ENTRY_PAYLOAD); `first` keeps each
+    key's first entry (for device tasks that begin before any entry of their key). Compute tasks
+    are spilled by track position. Texts are coded by `texts`."""
+
+    def __init__(self, folder: str, types: Dict[str, str], hashes: Dict[str, str]) -> None:
+        self.folder = folder
+        self.type_name = lambda u: types.get(f"5000_{int(u)}", str(int(u)))  # as _map_names names them
+        self.kernel_name = _hash_text(hashes)  # as _hash_names names them
+        self.texts = StringPool([""])
+        self.entries: Dict[int, Runs] = {}
+        self.first: Dict[int, Columns] = {}
+        self.compute = Runs(folder, "compute", "track", SAMPLE_EVERY)
+        self.largest = dict.fromkeys(GID_KEYS, 0)  # of the compute tasks' keys and the tracks' batches
+
+    def add(self, tracks: pd.DataFrame, compute: pd.DataFrame) -> None:
+        pos = tracks.index.to_numpy()
+        n = len(pos)
+        ctx_of = np.full(n, INVALID_CTX, dtype=np.int64)
+        block = np.zeros(n, dtype=np.int64)
+        mix = np.zeros(n, dtype=np.int64)
+        if len(compute):
+            at = np.searchsorted(pos, compute["track"].to_numpy())
+            ctx_of[at] = compute["ctx"].to_numpy()
+            block[at] = compute["block"].to_numpy()
+            mix[at] = compute["mix"].to_numpy()
+        codes, names = _distinct(tracks["type_raw"].to_numpy(), self.type_name)
+        type_code = np.array([self.texts.id(t) for t in names], dtype=np.int64)[codes]
+        is_mix = np.array([t in MIX_TYPES for t in names], dtype=bool)[codes]
+        codes, names = _distinct(tracks["kernel_raw"].to_numpy(), self.kernel_name)
+        kernel_code = np.array([self.texts.id(t) for t in names], dtype=np.int64)[codes]
+        del codes, names
+        has_ctx = np.flatnonzero(ctx_of != INVALID_CTX)
+        zero = np.flatnonzero(is_mix & (ctx_of != 0))
+        rows = np.concatenate([np.arange(n), has_ctx, zero])
+        key_ctx = np.concatenate([np.full(n, INVALID_CTX, dtype=np.int64), ctx_of[has_ctx],
+                                  np.zeros(len(zero), dtype=np.int64)])
+        payload = {"type": type_code, "conn": tracks["conn"].to_numpy(),
+                   "model_id": tracks["model_id"].to_numpy(), "request_id": tracks["request_id"].to_numpy(),
+                   "batch": tracks["batch"].to_numpy(), "kernel": kernel_code,
+                   "thread_id": tracks["thread_id"].to_numpy(), "ts_ns": tracks["ts_ns"].to_numpy(),
+                   "block": block, "mix": mix}
+        self.largest["batch"] = max(self.largest["batch"], int(payload["batch"].max(initial=0)))
+        cols = {"key": match_keys(tracks["stream_id"].to_numpy()[rows], tracks["task_low"].to_numpy()[rows], key_ctx),
+                "seg": np.repeat(np.arange(3, dtype=np.int8), [n, len(has_ctx), len(zero)]), "pos": pos[rows],
+                **{k: v[rows] for k, v in payload.items()}}
+        device = tracks["device_id"].to_numpy().astype(np.int64)[rows]
+        del payload, rows, key_ctx
+        for d in np.unique(device):
+            d = int(d)
+            mine = device == d
+            part = {k: v[mine] for k, v in cols.items()}
+            if d not in self.entries:
+                self.entries[d] = Runs(self.folder, f"entries{d}", "ts_ns")
+            self.entries[d].add(part)
+            known = self.first.get(d)
+            both = _match_order(part if known is None else {k: np.concatenate([known[k], v]) for k, v in part.items()})
+            first = first_seen(both["key"])
+            self.first[d] = {k: v[first] for k, v in both.items()}
+        if len(compute):
+            c = {k: compute[k].to_numpy() for k in ("track", "device_id", "stream_id", "task_id", "batch", "ctx",
+                                                   "block", "mix", "tensors")}
+            for k in COMPUTE_TEXTS:
+                c[k] = self.texts.ids_of(compute[k].to_numpy())
+            for k in GID_KEYS:
+                values = _gid_ctx(c[k]) if k == "ctx" else c[k].astype(np.int64)
+                self.largest[k] = max(self.largest[k], int(values.max(initial=0)))
+            self.compute.add(c)
+
+    def text_table(self) -> np.ndarray:
+        """The texts by code."""
+        out = np.empty(len(self.texts.ids), dtype=object)
+        out[:] = list(self.texts.ids)
+        return out
+
+    def close(self) -> None:
+        for runs in [self.compute, *self.entries.values()]:
+            runs.close()
+
+
+class GlobalIds:
+    """globalTaskIds, given a window of rows at a time: rows sharing (device, stream, task,
+    context, batch) share an id, keys numbered in the order of their first rows (host compute
+    tasks first, then device tasks in TASK order), as global_ids numbers them in one pass. The key
+    columns are packed into one int64 with the widths their largest values need (`largest`); when
+    they need more than 62 bits, the leading columns' packed value is numbered first."""
+
+    def __init__(self, largest: Dict[str, int]) -> None:
+        self.widths = [max(1, int(largest[k]).bit_length()) for k in GID_KEYS]
+        stages, bits = 1, 0
+        for w in self.widths:
+            if bits and bits + w > 62:
+                stages, bits = stages + 1, 31
+            bits += w
+        self.stages = [Numbering() for _ in range(stages)]
+
+    def ids(self, device: np.ndarray, stream: np.ndarray, task: np.ndarray, ctx: np.ndarray,
+            batch: np.ndarray) -> np.ndarray:
+        code: Optional[np.ndarray] = None
+        bits = stage = 0
+        for v, w in zip((device, stream, task, _gid_ctx(ctx), batch), self.widths):
+            v = np.asarray(v).astype(np.int64)
+            if code is None:
+                code, bits = v, w
+                continue
+            if bits + w > 62:
+                code, bits, stage = self.stages[stage].number(code), 31, stage + 1
+            code = (code << w) | v
+            bits += w
+        assert code is not None
+        return self.stages[stage].number(code)
+
+    @property
+    def count(self) -> int:
+        return self.stages[-1].count
+
+
+def _write_compute_info(host: HostData, gids: GlobalIds, strings: "StringPool", put: Sink) -> np.ndarray:
+    """COMPUTE_TASK_INFO (each globalTaskId's first compute task, in track order), written a
+    window of tracks at a time after a first pass that numbers the ids and puts the texts into
+    STRING_IDS in the order one pass over the whole table would. Returns, by globalTaskId, which
+    ids count as compute in OVERLAP_ANALYSIS (AI CPU and AIV kernels do not)."""
+    tasks = host.tasks
+    runs = tasks.compute if tasks is not None else None
+    if runs is None or not runs.rows:
+        return np.zeros(0, dtype=bool)
+    edges = runs.edges(TASK_ROWS)
+    runs.cut(edges)
+    texts = tasks.text_table()
+    code_seen = {k: np.zeros(len(texts), dtype=bool) for k in COMPUTE_TEXTS}
+    code_order: Dict[str, List[np.ndarray]] = {k: [] for k in COMPUTE_TEXTS}
+    row_seen = np.zeros(len(host.tensor_table), dtype=bool)
+    row_order: List[np.ndarray] = []
+
+    def first_new(values: np.ndarray, seen: np.ndarray, order: List[np.ndarray]) -> None:
+        fresh = values[first_seen(values)]
+        fresh = fresh[~seen[fresh]]
+        seen[fresh] = True
+        order.append(fresh)
+
+    def window(w: int) -> Optional[Columns]:
+        cols = runs.window(w)
+        if cols is None:
+            return None
+        order = np.argsort(cols["track"], kind="stable")
+        return {k: v[order] for k, v in cols.items()}
+
+    ids: List[Tuple[np.ndarray, np.ndarray]] = []  # each window's (globalTaskIds, whether first)
+    for w in range(len(edges) + 1):
+        c = window(w)
+        if c is None:
+            continue
+        before = gids.count
+        gid = gids.ids(c["device_id"], c["stream_id"], c["task_id"], c["ctx"], c["batch"])
+        first = (gid >= before) & first_seen(gid)
+        for k in COMPUTE_TEXTS:
+            first_new(c[k][first], code_seen[k], code_order[k])
+        first_new(c["tensors"][first], row_seen, row_order)
+        ids.append((gid.astype(np.int32) if gids.count < 1 << 31 else gid, first))
+        del c, gid, first
+    # STRING_IDS: the columns' texts in the order of COMPUTE_TASK_INFO's columns
+    text_id = np.full(len(texts), -1, dtype=np.int64)
+
+    def register(k: str) -> None:
+        for code in np.concatenate(code_order[k]):
+            text_id[code] = strings.id(texts[code])
+    for k in ("op_name", "ge_type", "op_type"):
+        register(k)
+    rows = np.concatenate(row_order)
+    tensor_id = {}
+    for column in (2, 1, 0, 5, 4, 3):
+        tensor_id[column] = np.zeros(len(host.tensor_table), dtype=np.int64)
+        tensor_id[column][rows] = strings.ids_of(host.tensor_table[rows, column])
+    empty = strings.id("")
+    for k in ("state", "hf32"):
+        register(k)
+    na = strings.id("N/A")
+    skip = _where_text(texts, lambda t: t.endswith(("AicpuKernel", "AivKernel")))
+    compute_ok = np.zeros(gids.count, dtype=bool)
+    at = 0
+    for w in range(len(edges) + 1):
+        c = window(w)
+        if c is None:
+            continue
+        gid, first = ids[at]
+        ids[at] = (np.zeros(0, np.int32), np.zeros(0, bool))
+        at += 1
+        f = np.flatnonzero(first)
+        c = {k: v[f] for k, v in c.items()}
+        gid = gid[f].astype(np.int64)
+        n = len(f)
+        t = c["tensors"]
+        put("COMPUTE_TASK_INFO", _frame({
+            "name": text_id[c["op_name"]], "globalTaskId": gid, "blockNum": c["block"], "mixBlockNum": c["mix"],
+            "taskType": text_id[c["ge_type"]], "opType": text_id[c["op_type"]],
+            "inputFormats": tensor_id[2][t], "inputDataTypes": tensor_id[1][t], "inputShapes": tensor_id[0][t],
+            "outputFormats": tensor_id[5][t], "outputDataTypes": tensor_id[4][t], "outputShapes": tensor_id[3][t],
+            "attrInfo": np.full(n, empty), "opState": text_id[c["state"]], "hf32Eligible": text_id[c["hf32"]],
+            "gridDim": np.full(n, na), "blockDim": np.full(n, na)}), last=False)
+        compute_ok[gid[~skip[c["op_name"]]]] = True
+        del c, gid, first
+    put("COMPUTE_TASK_INFO", None, last=True)
+    return compute_ok
+
+
+class _Match:
+    """The host entry each device task of one device takes, a window of starts at a time: of the
+    entries of its key, the latest at or before its start (ties: segment, then track position),
+    else the key's first. Carried from a window to the next: each key's latest entry."""
+
+    def __init__(self, first: Optional[Columns]) -> None:
+        self.carry: Optional[Columns] = None
+        self.first = None
+        if first is not None:
+            order = np.argsort(first["key"], kind="stable")
+            self.first = {k: v[order] for k, v in first.items()}
+
+    def window(self, key: np.ndarray, start_ns: np.ndarray, entries: Optional[Columns]
+               ) -> Tuple[np.ndarray, Columns]:
+        """(whether each task matched, ENTRY_PAYLOAD of each task, zero where it did not) of tasks
+        in start order; `entries` the window's."""
+        n = len(key)
+        parts = [c for c in (self.carry, entries) if c is not None]
+        right = _match_order({k: np.concatenate([p[k] for p in parts]) for k in parts[0]}) if parts else None
+        found = np.full(n, -1, dtype=np.int64)
+        if right is not None and n:
+            got = pd.merge_asof(_frame({"t": start_ns, "k": key}),
+                                _frame({"ts": right["ts_ns"], "k": right["key"], "i": np.arange(len(right["key"]))}),
+                                left_on="t", right_on="ts", by="k", direction="backward")["i"].to_numpy()
+            hit = ~np.isnan(got)
+            found[hit] = got[hit].astype(np.int64)
+        like = right if right is not None else self.first
+        out = {k: np.zeros(n, dtype=like[k].dtype if like is not None else np.int64) for k in ENTRY_PAYLOAD}
+        hit = found >= 0
+        if right is not None:
+            for k in ENTRY_PAYLOAD:
+                out[k][hit] = right[k][found[hit]]
+        missing = np.flatnonzero(~hit)
+        if len(missing) and self.first is not None and len(self.first["key"]):
+            fk = self.first["key"]
+            at = np.minimum(np.searchsorted(fk, key[missing]), len(fk) - 1)
+            ok = fk[at] == key[missing]
+            for k in ENTRY_PAYLOAD:
+                out[k][missing[ok]] = self.first[k][at[ok]]
+            hit[missing[ok]] = True
+        if right is not None:
+            last = first_seen(right["key"][::-1])[::-1]
+            self.carry = {k: v[last] for k, v in right.items()}
+        return hit, out
+
+
+def _attach(carry: Optional[Columns], tasks: Columns, key: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For records of keys `key` at times `t`, the task (its `row`) of the same key whose [start,
+    end] holds t: of the tasks (carry, then the window's) the latest begun at or before t; -1 when
+    there is none or it ended before t."""
+    parts = [c for c in (carry, tasks) if c is not None]
+    out = np.full(len(t), -1, dtype=np.int64)
+    if not len(t) or not parts:
+        return out
+    right = {k: np.concatenate([p[k] for p in parts]) for k in ("key", "start", "end", "row")}
+    by_start = np.argsort(right["start"], kind="stable")
+    left_order = np.argsort(t, kind="stable")
+    m = pd.merge_asof(_frame({"t": t[left_order], "k": key[left_order]}),
+                      _frame({"start": right["start"][by_start], "k": right["key"][by_start],
+                              "end": right["end"][by_start], "row": right["row"][by_start]}),
+                      left_on="t", right_on="start", by="k", direction="backward")
+    row = m["row"].to_numpy()
+    ok = ~np.isnan(row) & (m["t"].to_numpy() <= m["end"].fillna(-1).to_numpy())
+    out[left_order[ok]] = row[ok].astype(np.int64)
+    return out
+
+
+def _latest_tasks(carry: Optional[Columns], tasks: Columns) -> Columns:
+    """Each key's latest begun task (the last in task order) of the carry and the window's tasks."""
+    parts = [c for c in (carry, tasks) if c is not None]
+    both = {k: np.concatenate([p[k] for p in parts]) for k in ("key", "start", "end", "row")}
+    last = first_seen(both["key"][::-1])[::-1]
+    return {k: v[last] for k, v in both.items()}
+
+
+class _PmuWindows:
+    """KIT_TASK_PMU rows of one device's tasks, given a window of tasks at a time (in task order):
+    `step` returns the rows that are final, in task order."""
+    columns: List[str] = []
+
+    def step(self, w: int, tasks: Columns, next_edge: Optional[int]) -> Optional[Dict[str, np.ndarray]]:
+        raise NotImplementedError
+
+    def finish(self, diag: Diagnostics) -> None:
+        raise NotImplementedError
+
+
+class _StarsPmu(_PmuWindows):
+    """aic_*/aiv_* metrics per task (910B family): the context PMU record (by end time) that lies
+    in the task, the first in stream order when several do, plus for MIX ops the other core's
+    block PMU records, summed. The records come a window of end times at a time, the windows the
+    tasks'; a task's metrics are final once the window's end has passed the task's end, and the
+    rows are given in task order (a task still open holds back those after it)."""
+
+    def __init__(self, rd: ResultDir, dev: DeviceData, edges: np.ndarray) -> None:
+        info = rd.device_info()
+        self.rd = rd
+        self.freq = float(info.get("aic_frequency", 0) or 0) * 1e6
+        self.cores = {"aic": int(info.get("ai_core_num", 0) or 0), "aiv": int(info.get("aiv_num", 0) or 0)}
+        self.groups = {core: _group_of(rd, core) for core in ("aic", "aiv")}
+        self.columns = pmu_columns(rd, True)
+        self.ctx_runs, self.blk_runs = dev.ctx_pmu, dev.blk_pmu
+        for runs in (self.ctx_runs, self.blk_runs):
+            if runs is not None:
+                runs.cut(edges)
+        self.carry: Optional[Columns] = None   # each key's latest task of the earlier windows
+        self.open: Optional[Columns] = None    # tasks whose metrics are not final yet
+        self.hits: Optional[Columns] = None    # their context records so far (one a task)
+        self.sums: Optional[Columns] = None    # their MIX block sums so far
+        self.lost = 0
+
+    def _records(self, runs: Optional[Runs], w: int) -> Optional[Columns]:
+        cols = runs.window(w) if runs is not None else None
+        if cols is None or not len(cols["end_syscnt"]):
+            return None
+        return cols
+
+    def step(self, w: int, tasks: Columns, next_edge: Optional[int]) -> Optional[Dict[str, np.ndarray]]:
+        """`tasks`: the window's key, start, end, end_ns, row, is_mix, main_aic, block, mix, gid."""
+        self.open = tasks if self.open is None else {k: np.concatenate([self.open[k], v]) for k, v in tasks.items()}
+        ctx = self._records(self.ctx_runs, w)
+        if ctx is not None:
+            pmu_ctx = np.where(ctx["ffts_type"] == D.FFTS_PLUS, ctx["subtask_id"], INVALID_CTX)
+            row = _attach(self.carry, tasks, match_keys(ctx["stream_id"], ctx["task_id"], pmu_ctx), ctx["end_syscnt"])
+            self.lost += int((row < 0).sum())
+            keep = row >= 0
+            is_aic = (ctx["ffts_type"] == 0) | ((ctx["ffts_type"] == D.FFTS_PLUS) & np.isin(ctx["subtask_type"], (0, 6))) \
+                | (ctx["ffts_type"] == 5)
+            new = {"row": row[keep], "offset": ctx["offset"][keep], "cycles": ctx["total_cycle"][keep],
+                   "pmu": ctx["pmu"][keep], "is_aic": is_aic[keep]}
+            both = new if self.hits is None else {k: np.concatenate([self.hits[k], v]) for k, v in new.items()}
+            order = np.lexsort((both["offset"], both["row"]))
+            first = first_seen(both["row"][order])
+            self.hits = {k: v[order[first]] for k, v in both.items()}  # by row, the first in stream order
+        blk = self._records(self.blk_runs, w)
+        if blk is not None:
+            bctx = np.where(blk["ffts_type"] == D.FFTS_PLUS, blk["subtask_id"], INVALID_CTX)
+            row = _attach(self.carry, tasks, match_keys(blk["stream_id"], blk["task_id"], bctx), blk["end_syscnt"])
+            at = np.searchsorted(self.open["row"], row)
+            ok = (row >= 0) & (at < len(self.open["row"]))
+            ok[ok] &= self.open["row"][at[ok]] == row[ok]
+            ok[ok] &= self.open["is_mix"][at[ok]]
+            # only the other core's blocks count: AIV blocks for MIX_AIC, AIC blocks for MIX_AIV
+            ok[ok] &= np.where(self.open["main_aic"][at[ok]], blk["core_type"][ok] == 1, blk["core_type"][ok] == 0)
+            new = {"row": row[ok], "cycles": blk["total_cycle"][ok], "pmu": blk["pmu"][ok]}
+            both = new if self.sums is None else {k: np.concatenate([self.sums[k], v]) for k, v in new.items()}
+            rows, inverse = np.unique(both["row"], return_inverse=True)
+            cycles = np.zeros(len(rows), np.int64)
+            pmu = np.zeros((len(rows), 8), np.int64)
+            np.add.at(cycles, inverse, both["cycles"])
+            np.add.at(pmu, inverse, both["pmu"])
+            self.sums = {"row": rows, "cycles": cycles, "pmu": pmu}
+        self.carry = _latest_tasks(self.carry, tasks)
+        # final: the rows before the first task that may still get records
+        still = self.open["end_ns"] >= next_edge if next_edge is not None else np.zeros(len(self.open["row"]), bool)
+        frontier = int(self.open["row"][still].min()) if still.any() else None
+        return self._final(frontier)
+
+    def _final(self, frontier: Optional[int]) -> Optional[Dict[str, np.ndarray]]:
+        def split(cols: Optional[Columns]) -> Tuple[Optional[Columns], Optional[Columns]]:
+            if cols is None:
+                return None, None
+            done = cols["row"] < frontier if frontier is not None else np.ones(len(cols["row"]), bool)
+            return {k: v[done] for k, v in cols.items()}, {k: v[~done] for k, v in cols.items()}
+        tasks, self.open = split(self.open)
+        hits, self.hits = split(self.hits)
+        sums, self.sums = split(self.sums)
+        if hits is None or not len(hits["row"]):
+            return None
+        assert tasks is not None
+        at = np.searchsorted(tasks["row"], hits["row"])
+        m = len(at)
+        is_aic, is_mix = hits["is_aic"], tasks["is_mix"][at]
+        block, mix = tasks["block"][at], tasks["mix"][at]
+        mixed = np.flatnonzero(is_mix)
+        sum_cyc = np.zeros(len(mixed), np.int64)
+        sum_pmu = np.zeros((len(mixed), 8), np.int64)
+        if sums is not None and len(sums["row"]) and len(mixed):
+            j = np.minimum(np.searchsorted(sums["row"], hits["row"][mixed]), len(sums["row"]) - 1)
+            has = sums["row"][j] == hits["row"][mixed]
+            sum_cyc[has] = sums["cycles"][j[has]]
+            sum_pmu[has] = sums["pmu"][j[has]]
+        out: Dict[str, np.ndarray] = {"taskRow": hits["row"], "globalTaskId": tasks["gid"][at]}
+        freq = np.full(m, self.freq)
+        for core in ("aic", "aiv"):
+            group, events = self.groups[core]
+            main = is_aic if core == "aic" else ~is_aic
+            # main core: its context record; MIX secondary core: block sums; otherwise zeros
+            cyc = np.zeros(m, np.int64)
+            cnt = np.zeros((m, 8), np.int64)
+            b = np.zeros(m, np.int64)
+            cyc[main] = hits["cycles"][main]
+            cnt[main] = hits["pmu"][main]
+            b[main] = block[main]
+            second = ~main[mixed]
+            cyc[mixed[second]] = sum_cyc[second]
+            cnt[mixed[second]] = sum_pmu[second]
+            b[mixed[second]] = mix[mixed[second]]
+            got = metrics.compute(events, group, cyc, cnt, b, self.cores[core], freq)
+            for name in metrics.metric_columns(events, group):
+                out[f"{core}_{name}"] = got[name]
+        return out
+
+    def finish(self, diag: Diagnostics) -> None:
+        if self.lost:
+            diag.warn(f"{self.rd.data_dir}/ffts_profile.data.{self.rd.device_id}.*: {self.lost} context PMU records "
+                      f"match no device task; dropped")
+
+
+class _HwtsPmu(_PmuWindows):
+    """Unprefixed metrics per task (HWTS chips): the n-th PMU record of a (stream, task) goes to
+    the n-th execution of that task in task order. The records are held whole (these chips'
+    collections are small); each key's count of executions is carried from a window to the next."""
+
+    def __init__(self, rd: ResultDir, dev: DeviceData) -> None:
+        pm = dev.aic_pmu
+        assert pm is not None
+        info = rd.device_info()
+        self.rd = rd
+        self.freq = float(info.get("aic_frequency", 0) or 0) * 1e6
+        self.cores = int(info.get("ai_core_num", 0) or 0)
+        self.group, self.events = _group_of(rd, "aic")
+        self.columns = pmu_columns(rd, False)
+        key = self._key(pm["stream_id"], pm["task_id"])
+        code = (key << 36) | self._nth(key, None)
+        self.order = np.argsort(code, kind="stable")
+        self.codes = code[self.order]
+        self.cycles, self.counters = pm["total_cycle"], pm["pmu"]
+        self.seen: Optional[Columns] = None  # executions so far of each key
+        self.matched = 0
+
+    @staticmethod
+    def _key(stream: np.ndarray, task: np.ndarray) -> np.ndarray:
+        return ((np.asarray(stream).astype(np.int64) & 0x7FF) << 16) | (np.asarray(task).astype(np.int64) & 0xFFFF)
+
+    @staticmethod
+    def _nth(key: np.ndarray, seen: Optional[Columns]) -> np.ndarray:
+        """Each row's count of earlier rows of its key (and of `seen` ones)."""
+        order = np.argsort(key, kind="stable")
+        k = key[order]
+        start = np.ones(len(k), dtype=bool)
+        start[1:] = k[1:] != k[:-1]
+        at = np.arange(len(k))
+        rank = at - np.maximum.accumulate(np.where(start, at, 0))
+        if seen is not None and len(seen["key"]):
+            j = np.minimum(np.searchsorted(seen["key"], k), len(seen["key"]) - 1)
+            rank += np.where(seen["key"][j] == k, seen["count"][j], 0)
+        out = np.empty(len(k), dtype=np.int64)
+        out[order] = rank
+        return out
+
+    def step(self, w: int, tasks: Columns, next_edge: Optional[int]) -> Optional[Dict[str, np.ndarray]]:
+        key = self._key(tasks["stream_id"], tasks["task_id"])
+        nth = self._nth(key, self.seen)
+        keys, counts = np.unique(key, return_counts=True)
+        if self.seen is not None:
+            both = np.concatenate([self.seen["key"], keys])
+            total = np.concatenate([self.seen["count"], counts])
+            keys, inverse = np.unique(both, return_inverse=True)
+            counts = np.zeros(len(keys), np.int64)
+            np.add.at(counts, inverse, total)
+        self.seen = {"key": keys, "count": counts}
+        if not len(self.codes):
+            return None
+        code = (key << 36) | nth
+        at = np.minimum(np.searchsorted(self.codes, code), len(self.codes) - 1)
+        hit = np.flatnonzero(self.codes[at] == code)
+        if not len(hit):
+            return None
+        self.matched += len(hit)
+        src = self.order[at[hit]]
+        got = metrics.compute(self.events, self.group, self.cycles[src], self.counters[src], tasks["block"][hit],
+                              self.cores, np.full(len(hit), self.freq))
+        return {"taskRow": tasks["row"][hit], "globalTaskId": tasks["gid"][hit],
+                **{name: got[name] for name in metrics.metric_columns(self.events, self.group)}}
+
+    def finish(self, diag: Diagnostics) -> None:
+        lost = len(self.codes) - self.matched
+        if lost:
+            diag.warn(f"{self.rd.data_dir}/aicore.data.{self.rd.device_id}.*: {lost} PMU records match no task; dropped")
+
+
+class _Overlap:
+    """OVERLAP_ANALYSIS of one device, given its tasks a window of starts at a time: the union of
+    its compute tasks' intervals (type 0) and the gaps in it (type 3) inside the span of its other
+    tasks and the union. The union's intervals are spilled as they close (the last one stays open
+    from a window to the next); `write` writes the rows once every window has been given."""
+
+    def __init__(self, folder: str, device_id: int) -> None:
+        self.device_id = device_id
+        self.runs = Runs(folder, f"overlap{device_id}", "start")
+        self.open: Optional[Tuple[int, int]] = None
+        self.lo: Optional[int] = None
+        self.hi: Optional[int] = None
+
+    def step(self, start: np.ndarray, end: np.ndarray, compute: np.ndarray, other: np.ndarray) -> None:
+        cs, ce = start[compute], end[compute]
+        if self.open is not None:
+            cs, ce = np.concatenate([[self.open[0]], cs]), np.concatenate([[self.open[1]], ce])
+        us, ue = union_intervals(cs, ce)
+        starts = np.concatenate([start[other], us])
+        if len(starts):
+            ends = np.concatenate([end[other], ue])
+            lo, hi = int(starts.min()), int(ends.max())
+            self.lo = lo if self.lo is None else min(self.lo, lo)
+            self.hi = hi if self.hi is None else max(self.hi, hi)
+        if len(us):
+            self.runs.add({"start": us[:-1], "end": ue[:-1]})
+            self.open = (int(us[-1]), int(ue[-1]))
+
+    def write(self, first_id: int, put: Sink) -> int:
+        """Write the rows (ids from `first_id`); returns the next id."""
+        if self.open is not None:
+            self.runs.add({"start": np.array([self.open[0]], np.int64), "end": np.array([self.open[1]], np.int64)})
+            self.open = None
+        n = self.runs.rows
+        next_id = first_id
+
+        def part(s: np.ndarray, e: np.ndarray, kind: int) -> None:
+            nonlocal next_id
+            if len(s):
+                put("OVERLAP_ANALYSIS", _frame({"id": np.arange(next_id, next_id + len(s), dtype=np.int64),
+                                                "deviceId": self.device_id, "startNs": s, "endNs": e, "type": kind}),
+                    last=False)
+                next_id += len(s)
+        def read(lo: int) -> Tuple[np.ndarray, np.ndarray]:
+            if not n:
+                return np.zeros(0, np.int64), np.zeros(0, np.int64)
+            return self.runs.read("start", lo, min(n, lo + TASK_ROWS)), self.runs.read("end", lo, min(n, lo + TASK_ROWS))
+        for lo in range(0, n, TASK_ROWS):
+            s, e = read(lo)
+            valid = e > s
+            part(s[valid], e[valid], 0)
+        if self.lo is not None and self.hi is not None and self.hi > self.lo:
+            prev = self.lo
+            for lo in range(0, max(n, 1), TASK_ROWS):
+                s, e = read(lo)
+                gs = np.maximum(np.concatenate([[prev], e]), self.lo)
+                ge = np.minimum(np.concatenate([s, [self.hi]]), self.hi)
+                last_chunk = lo + TASK_ROWS >= n
+                if not last_chunk:
+                    gs, ge = gs[:-1], ge[:-1]
+                    prev = int(e[-1])
+                keep = ge > gs
+                part(gs[keep], ge[keep], 3)
+        self.runs.close()
+        return next_id
+
+    def close(self) -> None:
+        self.runs.close()
+
 
 
 def _load_device_job(rd: ResultDir, coll: Collection, chip: Chip, scratch: str
@@ -1372,10 +1683,6 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1, scratch
         raise
     if coll.host is None:
         diag.warn(f"{coll.path}: no host/ directory; device tasks are kept without op names")
-    # the host-only tables go out before the devices load, leaving only what the tasks need
-    overlap_gids = _write_host_tables(host, strings, put) if host is not None else np.zeros(0, np.int64)
-    memory.give_back()
-
     devices: List[Tuple[ResultDir, DeviceData]] = []
     loaded = None
     if loaders:
@@ -1402,91 +1709,120 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1, scratch
                      "with raw slices", path=coll.path)
 
     try:
-        _tasks_and_tables(coll, chip, host, devices, overlap_gids, strings, put, info, diag)
+        _tasks_and_tables(coll, chip, host, devices, strings, put, info, diag)
     finally:
         for _, dev in devices:
             dev.close()
+        if host is not None and host.tasks is not None:
+            host.tasks.close()
     return info
 
 
 def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], devices: List[Tuple[ResultDir, DeviceData]],
-                      overlap_gids: np.ndarray, strings: StringPool, put: Sink, info: List[Tuple[int, str, str]],
-                      diag: Diagnostics) -> None:
-    """The device tasks matched with the host's, into TASK and the tables that follow it."""
+                      strings: StringPool, put: Sink, info: List[Tuple[int, str, str]], diag: Diagnostics) -> None:
+    """COMPUTE_TASK_INFO, then the device tasks matched with the host's, a device after the other
+    (by id) and a window of starts at a time, into TASK, KIT_TASK and KIT_TASK_PMU, then
+    OVERLAP_ANALYSIS and the small tables."""
     pid = host.pid if host else 0
-    compute = host.compute if host else pd.DataFrame()
-    # --- tasks per device, matched with host tracks; the device frames are dropped once matched
-    parts = []
-    for rd, dev in devices:
-        part = match_tasks(host, dev, device_tasks(dev, dev.tasks.whole()))
-        part["deviceId"] = dev.device_id
-        parts.append(part)
-        dev.tasks.close()
-    tasks = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    parts.clear()
-    tracks = host.tracks if host else pd.DataFrame()
-    if not tasks.empty:
-        tasks = tasks.sort_values(["deviceId", "start_ns"], kind="stable").reset_index(drop=True)
-        matched = tasks["track"].to_numpy() >= 0
-        tr_idx = np.clip(tasks["track"].to_numpy(), 0, None)
-        tget = (lambda col, default: np.where(matched, tracks[col].to_numpy()[tr_idx], default)) if not tracks.empty \
-            else (lambda col, default: np.full(len(tasks), default))
-        tasks["host_type"] = np.where(matched, tget("type_name", ""), tasks["dev_type"].to_numpy())
-        tasks["conn"] = tget("conn", -1)
-        tasks["model_id"] = tget("model_id", NO_MODEL)
-        tasks["request_id"] = tget("request_id", -1)
-        tasks["hbatch"] = np.where(matched, tget("batch", 0), tasks["batch"].to_numpy())
-        tasks["kernel"] = tget("kernel", "")
-        tasks["thread"] = tget("thread_id", -1)
-        tasks["track_ns"] = tget("ts_ns", -1)
-    if host is not None:
-        host.tracks = tracks = pd.DataFrame()
-
-    # --- global task ids of the tasks (compute tasks were numbered first, in host order)
-    task_keys = tasks[["deviceId", "stream_id", "task_id", "ctx", "hbatch"]].set_axis(GID_KEYS, axis=1) \
-        if not tasks.empty else pd.DataFrame(columns=GID_KEYS)
-    task_gid = global_ids(compute, task_keys)[1]
-    del task_keys
-
-    # --- TASK and its extension
-    host_type = tasks["host_type"].to_numpy() if not tasks.empty else np.zeros(0, dtype=object)
-    if not tasks.empty:
-        put("TASK", _frame({
-            "startNs": tasks["start_ns"].to_numpy(), "endNs": tasks["end_ns"].to_numpy(),
-            "deviceId": tasks["deviceId"].to_numpy(), "connectionId": tasks["conn"].to_numpy(),
-            "globalTaskId": task_gid, "globalPid": pid,
-            "taskType": strings.ids_of(host_type), "contextId": tasks["ctx"].to_numpy(),
-            "streamId": tasks["stream_id"].to_numpy(), "taskId": tasks["task_id"].to_numpy(),
-            "modelId": tasks["model_id"].to_numpy()}))
-        put("KIT_TASK", _frame({
-            "taskRow": np.arange(len(tasks)), "globalTaskId": task_gid, "batchId": tasks["hbatch"].to_numpy(),
-            "requestId": tasks["request_id"].to_numpy(), "deviceTaskType": tasks["dev_type"].to_numpy(),
-            "kernelName": tasks["kernel"].to_numpy(), "threadId": tasks["thread"].to_numpy(),
-            "matched": (tasks["track"].to_numpy() >= 0).astype(np.int64), "trackNs": tasks["track_ns"].to_numpy()}))
-        tasks = tasks[["deviceId", "stream_id", "task_id", "ctx", "start", "end", "start_ns", "end_ns", "track"]]
-
-    # block counts by task row, for the PMU times
-    block = mix = np.zeros(len(tasks), np.int64)
-    if not tasks.empty and not compute.empty:
-        pos = SortedKeys(compute["track"].to_numpy()).find(tasks["track"].to_numpy())
-        block = np.where(pos >= 0, compute["block"].to_numpy()[np.clip(pos, 0, None)], 0)
-        mix = np.where(pos >= 0, compute["mix"].to_numpy()[np.clip(pos, 0, None)], 0)
-        del pos
-    if host is not None:
-        host.compute = compute = pd.DataFrame()
-    # --- PMU per task row, per device in row order (each device's PMU records dropped once used);
-    # KIT_TASK_PMU is written PMU_ROWS rows at a time, every part with the columns of every device
-    if not tasks.empty:
-        _write_pmu(tasks, devices, chip, task_gid, host_type, block, mix, strings, put, info, diag)
-    del block, mix
-
-    if not tasks.empty:
-        view = _frame({"deviceId": tasks["deviceId"].to_numpy(), "startNs": tasks["start_ns"].to_numpy(),
-                       "endNs": tasks["end_ns"].to_numpy(), "globalTaskId": task_gid,
-                       "taskTypeName": host_type})
-        del tasks
-        put("OVERLAP_ANALYSIS", overlap_rows(view, overlap_gids))
-        del view
+    host_tasks = host.tasks if host is not None else None
+    largest = dict(host_tasks.largest) if host_tasks is not None else dict.fromkeys(GID_KEYS, 0)
+    for _, dev in devices:
+        largest["device_id"] = max(largest["device_id"], dev.device_id)
+        largest["batch"] = max(largest["batch"], len(dev.flips.get("syscnt", ())))
+    largest["stream_id"] = max(largest["stream_id"], 0xFFFF)
+    largest["task_id"] = max(largest["task_id"], 0xFFFF)
+    largest["ctx"] = max(largest["ctx"], 0x10000)
+    gids = GlobalIds(largest)
+    compute_ok = _write_compute_info(host, gids, strings, put) if host is not None else np.zeros(0, dtype=bool)
+    memory.give_back()
+    # host task types (codes into the host's texts) and device task types (past them) as one code
+    texts = host_tasks.text_table() if host_tasks is not None else _texts(1, "")
+    dev_names = _dev_type_names()
+    type_texts = np.concatenate([texts, dev_names])
+    is_mix_type = _where_text(type_texts, lambda k: k in MIX_TYPES)
+    is_mix_aic = _where_text(type_texts, lambda k: k == "KERNEL_MIX_AIC")
+    is_compute_type = _where_text(type_texts, lambda k: k in COMPUTE_HOST_TYPES)
+    stars = chip.family == "stars"
+    with_pmu = [rd for rd, dev in devices if dev.tasks.rows and _has_pmu(dev, stars)]
+    columns = list(dict.fromkeys(c for rd in with_pmu for c in pmu_columns(rd, stars)))
+    overlaps: List[_Overlap] = []
+    row = 0
+    try:
+        for rd, dev in sorted(devices, key=lambda d: d[1].device_id):
+            runs = dev.tasks
+            if not runs.rows:
+                continue
+            edges = runs.edges(TASK_ROWS)
+            runs.cut(edges)
+            entries = host_tasks.entries.get(dev.device_id) if host_tasks is not None else None
+            if entries is not None:
+                entries.cut(edges)
+            match = _Match(host_tasks.first.get(dev.device_id) if host_tasks is not None else None)
+            pmu: Optional[_PmuWindows] = None
+            if rd in with_pmu:
+                pmu = _StarsPmu(rd, dev, edges) if stars else _HwtsPmu(rd, dev)
+            overlap = _Overlap(runs.folder, dev.device_id)
+            overlaps.append(overlap)
+            for w in range(len(edges) + 1):
+                t = device_tasks(dev, runs.window(w))
+                n = len(t)
+                if not n:
+                    continue
+                key = match_keys(t["stream_id"].to_numpy(), t["task_id"].to_numpy(), t["ctx"].to_numpy())
+                matched, e = match.window(key, t["start_ns"].to_numpy(), entries.window(w) if entries is not None else None)
+                dev_type = t["dev_type"].to_numpy()
+                host_type = np.where(matched, e["type"], len(texts) + dev_type)
+                hbatch = np.where(matched, e["batch"], t["batch"].to_numpy())
+                gid = gids.ids(np.full(n, dev.device_id), t["stream_id"].to_numpy(), t["task_id"].to_numpy(),
+                               t["ctx"].to_numpy(), hbatch)
+                rows = np.arange(row, row + n, dtype=np.int64)
+                row += n
+                put("TASK", _frame({
+                    "startNs": t["start_ns"].to_numpy(), "endNs": t["end_ns"].to_numpy(), "deviceId": dev.device_id,
+                    "connectionId": np.where(matched, e["conn"], -1), "globalTaskId": gid, "globalPid": pid,
+                    "taskType": strings.ids_of(CodedTexts(host_type, type_texts)), "contextId": t["ctx"].to_numpy(),
+                    "streamId": t["stream_id"].to_numpy(), "taskId": t["task_id"].to_numpy(),
+                    "modelId": np.where(matched, e["model_id"], NO_MODEL)}), last=False)
+                put("KIT_TASK", {
+                    "taskRow": rows, "globalTaskId": gid, "batchId": hbatch,
+                    "requestId": np.where(matched, e["request_id"], -1), "deviceTaskType": CodedTexts(dev_type, dev_names),
+                    "kernelName": CodedTexts(np.where(matched, e["kernel"], 0), texts),
+                    "threadId": np.where(matched, e["thread_id"], -1), "matched": matched.astype(np.int64),
+                    "trackNs": np.where(matched, e["ts_ns"], -1)}, last=False)
+                if pmu is not None:
+                    got = pmu.step(w, {
+                        "key": key, "stream_id": t["stream_id"].to_numpy(), "task_id": t["task_id"].to_numpy(),
+                        "start": t["start"].to_numpy(), "end": t["end"].to_numpy(), "end_ns": t["end_ns"].to_numpy(),
+                        "row": rows, "is_mix": is_mix_type[host_type], "main_aic": is_mix_aic[host_type],
+                        "block": e["block"], "mix": e["mix"], "gid": gid}, int(edges[w]) if w < len(edges) else None)
+                    if got is not None:
+                        put("KIT_TASK_PMU", {"taskRow": got["taskRow"], "globalTaskId": got["globalTaskId"],
+                                             **{c: got[c] if c in got else np.full(len(got["taskRow"]), np.nan)
+                                                for c in columns}}, last=False)
+                is_compute = np.zeros(n, dtype=bool)
+                known = gid < len(compute_ok)
+                is_compute[known] = compute_ok[gid[known]]
+                overlap.step(t["start_ns"].to_numpy(), t["end_ns"].to_numpy(), is_compute, ~is_compute_type[host_type])
+                del t, e, key, matched, host_type, gid
+            if pmu is not None:
+                pmu.finish(diag)
+            dev.close()
+            memory.give_back()
+        put("TASK", None, last=True)
+        put("KIT_TASK", None, last=True)
+        if with_pmu:
+            put("KIT_TASK_PMU", None, last=True)
+            if stars:  # only these chips carry TASK_PMU_INFO (and its strings) in the unified DB
+                for name in columns:
+                    strings.id(name)
+            info.append((-1, "pmu_prefixed", "1" if stars else "0"))
+        next_id = 0
+        for overlap in overlaps:
+            next_id = overlap.write(next_id, put)
+        put("OVERLAP_ANALYSIS", None, last=True)
+    finally:
+        for overlap in overlaps:
+            overlap.close()
     _small_tables(coll, chip, devices, put, info)
     if host is not None and not host.models.empty:
         put("KIT_MODEL", host.models.rename(columns={"model_id": "modelId"}))
@@ -1502,49 +1838,12 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
     put("STRING_IDS", strings.frame())
 
 
+
 def _has_pmu(dev: "DeviceData", stars: bool) -> bool:
     """Whether a device has the PMU records its chip's metrics come from."""
     if stars:
         return dev.ctx_pmu is not None and dev.ctx_pmu.rows > 0
     return dev.aic_pmu is not None and len(dev.aic_pmu["task_id"]) > 0
-
-
-def _write_pmu(tasks: pd.DataFrame, devices: List[Tuple[ResultDir, "DeviceData"]], chip: Chip,
-               task_gid: np.ndarray, kinds: np.ndarray, block: np.ndarray, mix: np.ndarray,
-               strings: "StringPool", put: Sink, info: List[Tuple[int, str, str]], diag: Diagnostics) -> None:
-    """KIT_TASK_PMU (taskRow, globalTaskId, metrics) of the tasks, a device after the other (the
-    tasks are by device), PMU_ROWS rows at a time. Columns a device lacks (another metric group)
-    are NaN there."""
-    stars = chip.family == "stars"
-    device_col = tasks["deviceId"].to_numpy()
-    with_pmu = [(rd, dev, rows) for rd, dev in devices
-                for rows in [np.flatnonzero(device_col == dev.device_id)] if len(rows) and _has_pmu(dev, stars)]
-    if not with_pmu:
-        return
-    columns = list(dict.fromkeys(c for rd, _, _ in with_pmu for c in pmu_columns(rd, stars)))
-    if stars:  # only these chips carry TASK_PMU_INFO (and its strings) in the unified DB
-        for name in columns:
-            strings.id(name)
-    for rd, dev, rows in with_pmu:
-        sub = tasks.iloc[rows][["stream_id", "task_id", "ctx", "start", "end"]].reset_index(drop=True)
-        if stars:
-            plan = pmu_stars(rd, dev, sub, block[rows], mix[rows], kinds[rows], diag)
-        else:
-            plan = pmu_hwts(rd, dev, sub, block[rows], diag)
-        dev.close()
-        dev.ctx_pmu = dev.blk_pmu = dev.aic_pmu = None
-        del sub
-        assert plan is not None
-        for lo in range(0, max(len(plan.rows), 1), PMU_ROWS):
-            hi = min(lo + PMU_ROWS, len(plan.rows))
-            got = plan.metrics(lo, hi)
-            at = rows[plan.rows[lo:hi]]
-            put("KIT_TASK_PMU", {"taskRow": at, "globalTaskId": task_gid[at],
-                                 **{c: got[c] if c in got else np.full(hi - lo, np.nan) for c in columns}}, last=False)
-            del got
-        del plan
-    put("KIT_TASK_PMU", None, last=True)
-    info.append((-1, "pmu_prefixed", "1" if stars else "0"))
 
 
 def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, DeviceData]], put: Sink,

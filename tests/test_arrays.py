@@ -88,3 +88,17 @@ def test_groups_numbered_by_first_row_on_many_random_rows():
     frame = pd.DataFrame({f"k{i}": k for i, k in enumerate(keys)})
     expect = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()
     assert (arrays.numbered_by_first_row(keys) == expect).all()
+
+
+@pytest.mark.parametrize("window", [1, 3, 50, 1000])
+def test_numbering_by_windows_numbers_as_one_pass_does(window):
+    """Keys numbered a window of rows at a time get numbered_by_first_row's numbers."""
+    rng = np.random.default_rng(window)
+    keys = rng.integers(-50, 400, 3000) * 7919
+    want = arrays.numbered_by_first_row([keys])
+    numbering = arrays.Numbering()
+    got = np.concatenate([numbering.number(keys[lo:lo + window]) for lo in range(0, len(keys), window)])
+    assert np.array_equal(got, want)
+    assert numbering.count == len(np.unique(keys))
+    assert len(numbering.levels) <= 2 * int(np.log2(numbering.count)) + 2
+    assert np.array_equal(numbering.find(np.array([keys[5], 1])), [want[5], -1])

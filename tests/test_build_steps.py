@@ -151,12 +151,17 @@ def _join(*parts: dict) -> dict:
 
 
 def _assoc_run(windows, edges):
+    """(tracks, compute tasks) the association emits over the windows, joined."""
     clock = build.Clock(0, 0, None)
-    assoc = build._Association(clock, {"5000_0": "KERNEL_AICORE"}, {"11": "OpLate", "12": "OpEarly", "21": "T"})
+    emitted = []
+    assoc = build._Association(clock, {"5000_0": "KERNEL_AICORE"}, {"11": "OpLate", "12": "OpEarly", "21": "T"},
+                               lambda tracks, compute: emitted.append((tracks, compute)))
     for w, (tree, recs) in enumerate(windows):
         full = {k: recs.get(k) for k in ("track",) + build.OP_KINDS}
         assoc.step(tree, full, edges[w] if w < len(edges) else None)
-    return assoc.finish()
+    assoc.finish()
+    return (pd.concat([t for t, _ in emitted]).sort_index(kind="stable"),
+            pd.concat([c for _, c in emitted], ignore_index=True))
 
 
 def test_op_info_of_a_launch_open_across_windows_is_its_first_record_in_stream_order():

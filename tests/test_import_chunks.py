@@ -42,13 +42,13 @@ def test_chunks_of_a_few_records_import_the_same_store(case, tmp_path, capsys, m
 
 
 def _windows_of(monkeypatch, rows: int) -> None:
-    """APIs sorted, and device records paired, `rows` at a time, their windows' edges placed from
-    every key; PMU metrics computed and written `rows` task rows at a time."""
+    """APIs sorted, device records paired and device tasks matched (with their PMU and overlap)
+    `rows` at a time, their windows' edges placed from every key."""
     monkeypatch.setattr(api_windows, "WINDOW_ROWS", rows)
     monkeypatch.setattr(api_windows, "SAMPLE_EVERY", 1)
     monkeypatch.setattr(pairing, "WINDOW_ROWS", rows)
     monkeypatch.setattr(build, "SAMPLE_EVERY", 1)
-    monkeypatch.setattr(build, "PMU_ROWS", rows)
+    monkeypatch.setattr(build, "TASK_ROWS", rows)
 
 
 @needs_shared
@@ -112,8 +112,8 @@ def _raw_files(prof: str) -> list:
 
 @pytest.mark.parametrize("chip", ["910B", "310P"])
 def test_pmu_parts_of_devices_with_different_metric_groups(chip, tmp_path, capsys, monkeypatch):
-    """Two devices sampling different AI Core metric groups: KIT_TASK_PMU written 7 rows at a time
-    is the one-part table; device 1's rows are NaN in the columns only device 0's group has."""
+    """Two devices sampling different AI Core metric groups: KIT_TASK_PMU written by windows of 7
+    tasks is the one-part table; device 1's rows are NaN in the columns only device 0's group has."""
     def collection(where: str) -> str:
         prof = synth.write_collection(str(tmp_path / where), chip=chip, n_tasks=60, devices=2, seed=8)
         sample = os.path.join(prof, "device_1", "sample.json")
@@ -125,7 +125,8 @@ def test_pmu_parts_of_devices_with_different_metric_groups(chip, tmp_path, capsy
         return prof
     whole = collection("a")
     assert run(["import", "-dir", whole], capsys)[0] == 0
-    monkeypatch.setattr(build, "PMU_ROWS", 7)
+    monkeypatch.setattr(build, "TASK_ROWS", 7)
+    monkeypatch.setattr(build, "SAMPLE_EVERY", 1)
     small = collection("b")
     assert run(["import", "-dir", small], capsys)[0] == 0
     assert _tables(small) == _tables(whole)
