@@ -1116,11 +1116,13 @@ class HostTasks:
                    "thread_id": tracks["thread_id"].to_numpy(), "ts_ns": tracks["ts_ns"].to_numpy(),
                    "block": block, "mix": mix}
         self.largest["batch"] = max(self.largest["batch"], int(payload["batch"].max(initial=0)))
+        seg = np.repeat(np.arange(3, dtype=np.int8), [n, len(has_ctx), len(zero)])
+        order = np.lexsort((seg, payload["ts_ns"][rows]))  # match order (rows are by position within a segment)
+        rows, key_ctx, seg = rows[order], key_ctx[order], seg[order]
         cols = {"key": match_keys(tracks["stream_id"].to_numpy()[rows], tracks["task_low"].to_numpy()[rows], key_ctx),
-                "seg": np.repeat(np.arange(3, dtype=np.int8), [n, len(has_ctx), len(zero)]), "pos": pos[rows],
-                **{k: v[rows] for k, v in payload.items()}}
+                "seg": seg, "pos": pos[rows], **{k: v[rows] for k, v in payload.items()}}
         device = tracks["device_id"].to_numpy().astype(np.int64)[rows]
-        del payload, rows, key_ctx
+        del payload, rows, key_ctx, seg, order
         for d in np.unique(device):
             d = int(d)
             mine = device == d
@@ -1128,10 +1130,14 @@ class HostTasks:
             if d not in self.entries:
                 self.entries[d] = Runs(self.folder, f"entries{d}", "ts_ns")
             self.entries[d].add(part)
+            first = first_seen(part["key"])
+            part = {k: v[first] for k, v in part.items()}
             known = self.first.get(d)
-            both = _match_order(part if known is None else {k: np.concatenate([known[k], v]) for k, v in part.items()})
-            first = first_seen(both["key"])
-            self.first[d] = {k: v[first] for k, v in both.items()}
+            if known is not None:
+                part = _match_order({k: np.concatenate([known[k], v]) for k, v in part.items()})
+                first = first_seen(part["key"])
+                part = {k: v[first] for k, v in part.items()}
+            self.first[d] = part
         if len(compute):
             c = {k: compute[k].to_numpy() for k in ("track", "device_id", "stream_id", "task_id", "batch", "ctx",
                                                    "block", "mix", "tensors")}
@@ -1213,12 +1219,18 @@ def _write_compute_info(host: HostData, gids: GlobalIds, strings: "StringPool", 
         seen[fresh] = True
         order.append(fresh)
 
+    kept: Dict[int, Optional[Columns]] = {}  # one window is read once for both passes
+
     def window(w: int) -> Optional[Columns]:
+        if w in kept:
+            return kept.pop(w)
         cols = runs.window(w)
-        if cols is None:
-            return None
-        order = np.argsort(cols["track"], kind="stable")
-        return {k: v[order] for k, v in cols.items()}
+        if cols is not None:
+            order = np.argsort(cols["track"], kind="stable")
+            cols = {k: v[order] for k, v in cols.items()}
+        if not len(edges):
+            kept[w] = cols
+        return cols
 
     ids: List[Tuple[np.ndarray, np.ndarray]] = []  # each window's (globalTaskIds, whether first)
     for w in range(len(edges) + 1):
@@ -1438,9 +1450,9 @@ class _StarsPmu(_PmuWindows):
 
     def _final(self, frontier: Optional[int]) -> Optional[Dict[str, np.ndarray]]:
         def split(cols: Optional[Columns]) -> Tuple[Optional[Columns], Optional[Columns]]:
-            if cols is None:
-                return None, None
-            done = cols["row"] < frontier if frontier is not None else np.ones(len(cols["row"]), bool)
+            if cols is None or frontier is None:
+                return cols, None
+            done = cols["row"] < frontier
             return {k: v[done] for k, v in cols.items()}, {k: v[~done] for k, v in cols.items()}
         tasks, self.open = split(self.open)
         hits, self.hits = split(self.hits)
