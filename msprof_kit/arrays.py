@@ -201,10 +201,28 @@ class Numbering:
         order = np.argsort(fresh, kind="stable")
         fresh, numbers = fresh[order], numbers[order]
         out[new] = numbers[np.searchsorted(fresh, fresh_keys)]
-        self.levels.append((fresh, numbers))
+        self.levels.append((fresh, numbers.astype(self._number_type())))
         while len(self.levels) > 1 and len(self.levels[-2][0]) <= 2 * len(self.levels[-1][0]):
-            (a, na), (b, nb) = self.levels[-2], self.levels[-1]
-            keys_ab = np.concatenate([a, b])
-            merge = np.argsort(keys_ab, kind="stable")  # two sorted runs: a linear merge
-            self.levels[-2:] = [(keys_ab[merge], np.concatenate([na, nb])[merge])]
+            b, a = self.levels.pop(), self.levels.pop()
+            self.levels.append(_merged(a, b))
         return out
+
+    def _number_type(self) -> type:
+        return np.int32 if self.count < 1 << 31 else np.int64
+
+
+def _merged(a: Tuple[np.ndarray, np.ndarray], b: Tuple[np.ndarray, np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+    """Two levels (sorted keys without a key in common, their numbers) as one, without sorting:
+    b's keys are placed by binary search, a's fill the other places in order."""
+    (ak, an), (bk, bn) = a, b
+    n = len(ak) + len(bk)
+    at = np.searchsorted(ak, bk) + np.arange(len(bk))
+    keys = np.empty(n, dtype=ak.dtype)
+    numbers = np.empty(n, dtype=np.result_type(an, bn))
+    from_a = np.ones(n, dtype=bool)
+    from_a[at] = False
+    keys[from_a] = ak
+    numbers[from_a] = an
+    keys[at] = bk
+    numbers[at] = bn
+    return keys, numbers

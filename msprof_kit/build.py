@@ -281,9 +281,9 @@ def _tree_mask(apis: Columns, latest: Optional[LatestEnds] = None) -> np.ndarray
     return mask
 
 
-def _tensor_job(rd: ResultDir, files) -> Tuple[pd.DataFrame, np.ndarray, List[str]]:
+def _tensor_job(rd: ResultDir, files, scratch: str) -> Tuple[Runs, np.ndarray, List[str]]:
     local = Diagnostics()
-    tensors, table = _tensor_texts(rd, files, local)
+    tensors, table = _tensor_texts(files, local, scratch)
     return tensors, table, local.warnings
 
 
@@ -296,12 +296,12 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, strings: "Stri
     if not files:
         diag.warn(f"{rd.data_dir}: no host data files; expected *.api_event.data.slice_N and friends")
         return None
-    worker = Forked(functools.partial(_tensor_job, rd, files), "tensor texts") \
+    worker = Forked(functools.partial(_tensor_job, rd, files, scratch), "tensor texts") \
         if jobs > 1 and can_fork() else None
 
-    def tensor_texts() -> Tuple[pd.DataFrame, np.ndarray]:
+    def tensor_texts() -> Tuple[Runs, np.ndarray]:
         if worker is None:
-            return _tensor_texts(rd, files, diag)
+            return _tensor_texts(files, diag, scratch)
         tensors, table, warnings = worker.result()
         diag.extend(warnings)
         return tensors, table
@@ -314,7 +314,7 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, strings: "Stri
 
 
 def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
-               tensor_texts: Callable[[], Tuple[pd.DataFrame, np.ndarray]], strings: "StringPool",
+               tensor_texts: Callable[[], Tuple[Runs, np.ndarray]], strings: "StringPool",
                put: Sink, scratch: str) -> HostData:
     clock = host_clock_of(rd, coll, diag)
     hashes = _dictionary(files, "hash_dic", False, diag)
@@ -328,11 +328,8 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
     host_tasks = None
     try:
         _spill_records(files, types, records, diag)
-        tensors, tensor_table = tensor_texts()
-        for lo in range(0, len(tensors), SPILL_ROWS):
-            part = tensors.iloc[lo:lo + SPILL_ROWS]
-            records.add("tensor", {k: part[k].to_numpy() for k in ("thread_id", "timestamp", "text")})
-        del tensors
+        records.runs["tensor"].close()
+        records.runs["tensor"], tensor_table = tensor_texts()
         models = _model_names(rd, files, hashes, diag)
         if records.runs["track"].rows:
             host_tasks = HostTasks(scratch, types, hashes)
@@ -365,7 +362,7 @@ TRACK_FIELDS = ("thread_id", "timestamp", "device_id", "stream_id", "task_id", "
                 "data_len", "num_blocks", "ratio")
 NBI_FIELDS = ("thread_id", "timestamp", "op_name", "op_type", "task_type", "block_dim", "op_flag")
 OP_KINDS = ("nbi", "tensor", "ctx")  # op records, each under the node launch API containing it
-SPILL_ROWS = 1 << 20  # rows of an in-memory frame spilled at a time
+SPILL_ROWS = 1 << 20  # tensor_info records grouped into ops at a time
 
 
 def _api_window(window: Columns, clock: Clock, types: Dict[str, str], hashes: Dict[str, str], pid: int,
@@ -647,40 +644,91 @@ def _api_texts(apis: Columns, names: np.ndarray, hashes: Dict[str, str]) -> Dict
     return {"name": names, "mode": np.array(modes, dtype=object), "item_text": np.array(item_texts, dtype=object)}
 
 
-def _tensor_texts(rd: ResultDir, files, diag: Diagnostics) -> Tuple[pd.DataFrame, np.ndarray]:
-    """(one row per op: thread_id, timestamp, text = row of the table; the (m, 6) text table).
+def _tensor_texts(files, diag: Diagnostics, scratch: str) -> Tuple[Runs, np.ndarray]:
+    """(one row per op: thread_id, timestamp, text = row of the table, pos = stream position of
+    its first record, spilled by timestamp under the prefix "tensor"; the (m, 6) text table).
 
-    Empty shapes and descriptions read `N/A`, as the reference prints them."""
-    frames = []
+    Records with the same (op_name, timestamp, thread_id) are one op's; its tensors may span
+    several records. The records are spilled by timestamp, with a hash of their payload, and
+    grouped a window of timestamps at a time (an op's records share one). Empty shapes and
+    descriptions read `N/A`, as the reference prints them."""
+    out = Runs(scratch, "tensor", "timestamp")
     tables = [_texts((1, 6), "N/A")]  # row 0: an op without tensor_info
-    base = 1
-    for _, paths in _group_paths(files, "tensor_info"):
-        done = H.read_tensors(paths)
-        if done is None:  # two payloads share a hash: decode the stream whole to tell them apart
-            buf, pieces = read_stream(paths)
-            arr, _, issues = decode_stream(R.TENSOR_INFO, buf, pieces, H._host_valid, H._EXPECT)
-            del buf
-            keys = {"thread_id": arr["thread_id"], "timestamp": arr["timestamp"]}
-            group_idx, text_row, table = H.render_tensors(arr)
-            del arr
-        else:
-            keys, group_idx, text_row, table, issues = done
-        diag.extend(issues)
-        first = np.unique(group_idx, return_index=True)[1]
-        frames.append(_frame({
-            "thread_id": keys["thread_id"][first].astype(np.int64),
-            "timestamp": keys["timestamp"][first].astype(np.int64),
-            "text": base + text_row[group_idx[first]],
-        }))
-        tables.append(table)
-        base += len(table)
-        del keys, group_idx
+    base, seen = 1, 0
+    try:
+        for _, paths in _group_paths(files, "tensor_info"):
+            recs = Runs(scratch, "tensor_records", "timestamp", SAMPLE_EVERY)
+            try:
+                count, table = _tensor_stream(paths, recs, out, base, seen, diag)
+            finally:
+                recs.close()
+            tables.append(table)
+            base += len(table)
+            seen += count
+    except BaseException:
+        out.close()
+        raise
     table = np.concatenate(tables)
     for col in (0, 3):
         table[table[:, col] == '""', col] = "N/A"
     for col in (1, 2, 4, 5):
         table[table[:, col] == "", col] = "N/A"
-    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), table
+    return out, table
+
+
+def _tensor_stream(paths: List[str], recs: Runs, out: Runs, base: int, seen: int, diag: Diagnostics
+                   ) -> Tuple[int, np.ndarray]:
+    """One tensor_info stream's ops into `out` (text rows from `base`, positions from `seen`), its
+    records spilled to `recs`; returns (its records, its text table)."""
+    stream = RecordStream(R.TENSOR_INFO, paths, H._host_valid, H._EXPECT)
+    payloads = H.TensorPayloads()
+    count = 0
+    for arr, _ in stream.chunks():
+        h = payloads.hashes(arr)
+        if h is None:  # two payloads share a hash: decode the stream whole to tell them apart
+            buf, pieces = read_stream(paths)
+            arr, _, issues = decode_stream(R.TENSOR_INFO, buf, pieces, H._host_valid, H._EXPECT)
+            del buf
+            diag.extend(issues)
+            group, text_row, table = H.render_tensors(arr)
+            first = np.unique(group, return_index=True)[1]
+            out.add({"thread_id": arr["thread_id"][first].astype(np.int64),
+                     "timestamp": arr["timestamp"][first].astype(np.int64),
+                     "text": base + text_row[group[first]], "pos": seen + first})
+            return len(arr), table
+        n = len(arr)
+        recs.add({"op_name": arr["op_name"].astype(np.int64), "timestamp": arr["timestamp"].astype(np.int64),
+                  "thread_id": arr["thread_id"].astype(np.int64), "hash": h,
+                  "seq": np.arange(count, count + n, dtype=np.int64)})
+        count += n
+    diag.extend(stream.issues)
+    rendered = payloads.rendered()
+    rows = H.tensor_rows(rendered)
+    edges = recs.edges(SPILL_ROWS)
+    recs.cut(edges)
+    for w in range(len(edges) + 1):
+        c = recs.window(w)
+        if c is None:
+            continue
+        order = np.argsort(c["seq"], kind="stable")
+        c = {k: v[order] for k, v in c.items()}
+        group = numbered_by_first_row([c["op_name"], c["timestamp"], c["thread_id"]])
+        sizes = np.bincount(group)
+        inverse = np.searchsorted(payloads.known, c["hash"])
+        text = base + inverse[first_seen(group)]  # by group: its payload's row, when it has one record
+        members: Dict[int, List[int]] = {}
+        for i in np.flatnonzero(sizes[group] > 1):  # ops whose tensors span several records
+            members.setdefault(int(group[i]), []).append(int(inverse[i]))
+        for g, payload in members.items():
+            text[g] = base + len(rows)
+            rows.append(H.joined_row(rendered, payload))
+        first = first_seen(group)
+        out.add({"thread_id": c["thread_id"][first], "timestamp": c["timestamp"][first], "text": text,
+                 "pos": seen + c["seq"][first]})
+        del c
+    table = np.empty((len(rows), 6), dtype=object)
+    table[:] = rows
+    return count, table
 
 
 def _model_names(rd: ResultDir, files, hashes: Dict[str, str], diag: Diagnostics) -> pd.DataFrame:
@@ -1043,7 +1091,7 @@ def global_ids(first: pd.DataFrame, then: pd.DataFrame) -> Tuple[np.ndarray, np.
 MATCH_CTX_INVALID, MATCH_CTX_OTHER = 0x10000, 0x10001
 ENTRY_PAYLOAD = ("type", "conn", "model_id", "request_id", "batch", "kernel", "thread_id", "ts_ns", "block", "mix")
 COMPUTE_TEXTS = ("op_name", "ge_type", "op_type", "state", "hf32")
-TASK_ROWS = 1 << 20  # device tasks matched and written at a time
+TASK_ROWS = 1 << 18  # device tasks matched and written at a time
 
 
 def match_keys(stream: np.ndarray, task: np.ndarray, ctx: np.ndarray) -> np.ndarray:

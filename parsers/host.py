@@ -263,6 +263,39 @@ def _tensor_table(op_name: np.ndarray, timestamp: np.ndarray, thread_id: np.ndar
     return group.astype(np.int64), text_row, table
 
 
+class TensorPayloads:
+    """The distinct payloads (bytes 32 on: the tensors) of tensor_info records seen so far, told
+    apart by a hash (`known`, sorted) with a record of each (`reps`)."""
+
+    def __init__(self) -> None:
+        self.known = np.zeros(0, dtype=np.uint64)
+        self.reps = np.zeros(0, dtype=R.TENSOR_INFO.dtype)
+
+    def hashes(self, arr: np.ndarray) -> Optional[np.ndarray]:
+        """The payload hash of each record of a chunk, its new payloads kept; None when two
+        different payloads share a hash (the caller then compares them exactly: render_tensors)."""
+        records = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), R.TENSOR_INFO.size)
+        h = _row_hash(records, start=32)
+        uniq, idx = np.unique(h, return_index=True)
+        known = self.known
+        pos = np.searchsorted(known, uniq)
+        new = (pos >= len(known)) | (known[np.clip(pos, 0, max(0, len(known) - 1))] != uniq) \
+            if len(known) else np.ones(len(uniq), dtype=bool)
+        if new.any():
+            known = np.concatenate([known, uniq[new]])
+            reps = np.concatenate([self.reps, arr[idx[new]]])
+            order = np.argsort(known, kind="stable")
+            self.known, self.reps = known[order], reps[order]
+        rep_bytes = self.reps.view(np.uint8).reshape(len(self.reps), R.TENSOR_INFO.size)
+        if not np.array_equal(records[:, 32:], rep_bytes[np.searchsorted(self.known, h), 32:]):
+            return None
+        return h
+
+    def rendered(self) -> list:
+        """(inputs, outputs) of each payload, in the order of `known`."""
+        return [_render_payload(r) for r in self.reps]
+
+
 def read_tensors(paths: Sequence[str]) -> Optional[Tuple[Columns, np.ndarray, np.ndarray, np.ndarray,
                                                          List[Issue]]]:
     """render_tensors of the tensor_info files `paths` (one stream), read a chunk at a time:
@@ -271,23 +304,11 @@ def read_tensors(paths: Sequence[str]) -> Optional[Tuple[Columns, np.ndarray, np
     a copy of each payload not seen before). None when two different payloads share a hash:
     the caller then decodes the stream whole (render_tensors compares them exactly)."""
     stream = RecordStream(R.TENSOR_INFO, paths, _host_valid, _EXPECT)
-    known = np.zeros(0, dtype=np.uint64)      # hashes of the payloads seen, sorted
-    reps = np.zeros(0, dtype=R.TENSOR_INFO.dtype)  # a record of each, in the order of `known`
+    payloads = TensorPayloads()
     keys: Optional[Filling] = None
     for arr, _ in stream.chunks():
-        records = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), R.TENSOR_INFO.size)
-        h = _row_hash(records, start=32)
-        uniq, idx = np.unique(h, return_index=True)
-        pos = np.searchsorted(known, uniq)
-        new = (pos >= len(known)) | (known[np.clip(pos, 0, max(0, len(known) - 1))] != uniq) \
-            if len(known) else np.ones(len(uniq), dtype=bool)
-        if new.any():
-            known = np.concatenate([known, uniq[new]])
-            reps = np.concatenate([reps, arr[idx[new]]])
-            order = np.argsort(known, kind="stable")
-            known, reps = known[order], reps[order]
-        rep_bytes = reps.view(np.uint8).reshape(len(reps), R.TENSOR_INFO.size)
-        if not np.array_equal(records[:, 32:], rep_bytes[np.searchsorted(known, h), 32:]):
+        h = payloads.hashes(arr)
+        if h is None:
             return None
         part = {"op_name": arr["op_name"], "timestamp": arr["timestamp"], "thread_id": arr["thread_id"], "hash": h}
         if keys is None:
@@ -298,11 +319,20 @@ def read_tensors(paths: Sequence[str]) -> Optional[Tuple[Columns, np.ndarray, np
         group, text_row, table = render_tensors(np.zeros(0, dtype=R.TENSOR_INFO.dtype))
         return empty, group, text_row, table, stream.issues
     cols = keys.columns()
-    inverse = np.searchsorted(known, cols.pop("hash"))  # known is every distinct hash, sorted
-    rendered = [_render_payload(r) for r in reps]
+    inverse = np.searchsorted(payloads.known, cols.pop("hash"))  # known is every distinct hash, sorted
     group, text_row, table = _tensor_table(cols.pop("op_name"), cols["timestamp"], cols["thread_id"], inverse,
-                                           rendered)
+                                           payloads.rendered())
     return cols, group, text_row, table, stream.issues
+
+
+def tensor_rows(rendered: list) -> List[TensorText]:
+    """The text table's row of each payload alone."""
+    return [_join([r]) for r in rendered]
+
+
+def joined_row(rendered: list, members: Sequence[int]) -> TensorText:
+    """The text table's row of an op whose tensors span several records (payload numbers)."""
+    return _join([rendered[m] for m in members])
 
 
 def _join(parts: List[Tuple[List[Tuple[str, str, str]], List[Tuple[str, str, str]]]]) -> TensorText:

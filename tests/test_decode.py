@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from msprof_kit.parsers import device as D
 from msprof_kit.parsers import host as H
@@ -214,3 +215,49 @@ def test_read_api_event_and_tensors_match_the_whole_stream_decoders(tmp_path, mo
     # two payloads with one hash: the caller must decode the stream whole
     monkeypatch.setattr(H, "_row_hash", lambda r, start=0: np.zeros(len(r), dtype=np.uint64))
     assert H.read_tensors(tpaths) is None
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 1000, "collision"])
+def test_tensor_ops_by_windows_of_timestamps_match_the_whole_stream(window, tmp_path, monkeypatch):
+    """The import groups tensor_info records into ops a window of timestamps at a time: each op
+    (one record or several, their payloads repeating) reads the texts render_tensors gives the
+    whole stream, its position is its first record's, and the ops of the aging stream follow.
+    ("collision": two payloads share a hash, and the stream is decoded whole instead.)"""
+    from msprof_kit import build
+    from msprof_kit.errors import Diagnostics
+    from msprof_kit.parsers import stream as S
+
+    def rec(ts, thread, shape):
+        fields = dict(magic=R.HOST_MAGIC, level=10000, type=1, thread_id=thread, timestamp=ts, op_name=99,
+                      tensor_num=1, t0_type=ts % 2, t0_format=2, t0_dtype=1,
+                      t0_shape=list(shape) + [0] * (8 - len(shape)))
+        return R.pack(R.TENSOR_INFO, **fields)
+    # stream order is not time order; ops of two and three records, interleaved with others
+    order = [5, 3, 9, 1, 9, 0, 7, 3, 2, 9, 8, 4, 6]
+    raw = b"".join(rec(ts, 1 + ts % 2, (ts % 3 + 1, ts)) for ts in order)
+    paths = {}
+    for group in ("unaging", "aging"):
+        (tmp_path / group).mkdir()
+        paths[("tensor_info", group)] = _write_slices(tmp_path / group, raw, [5 * R.TENSOR_INFO.size])
+    arr = np.frombuffer(raw, dtype=R.TENSOR_INFO.dtype)
+    group, text_row, table = H.render_tensors(arr)
+    first = np.unique(group, return_index=True)[1]
+    want = sorted((int(arr["timestamp"][i]), tuple(table[text_row[group[i]]])) for i in first)
+    monkeypatch.setattr(S, "CHUNK_BYTES", 2 * R.TENSOR_INFO.size)
+    if window == "collision":
+        monkeypatch.setattr(H, "_row_hash", lambda r, start=0: np.zeros(len(r), dtype=np.uint64))
+    else:
+        monkeypatch.setattr(build, "SPILL_ROWS", window)
+        monkeypatch.setattr(build, "SAMPLE_EVERY", 1)
+    runs, got_table = build._tensor_texts(paths, Diagnostics(), str(tmp_path))
+    ops = runs.whole()
+    runs.close()
+    by_pos = np.argsort(ops["pos"], kind="stable")
+    n = len(first)
+    assert len(ops["pos"]) == 2 * n
+    for half in (by_pos[:n], by_pos[n:]):  # unaging's ops, then aging's
+        got = sorted((int(ops["timestamp"][i]), tuple(got_table[ops["text"][i]])) for i in half)
+        assert got == [(ts, tuple("N/A" if v in ('""', "") else v for v in row)) for ts, row in want]
+        assert np.array_equal(np.sort(ops["pos"][half]) % len(order), np.sort(first))
+    joined = dict(want)
+    assert joined[9][3] == '"1,9;1,9;1,9"' and joined[3][3] == '"1,3;1,3"' and joined[2][0] == '"3,2"'
