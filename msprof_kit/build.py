@@ -1413,20 +1413,12 @@ def _latest_tasks(carry: Optional[Columns], tasks: Columns) -> Columns:
     return {k: v[last] for k, v in both.items()}
 
 
-class _PmuWindows:
-    """KIT_TASK_PMU rows of one device's tasks, given a window of tasks at a time (in task order):
-    `step` returns the rows that are final, in task order."""
-    columns: List[str] = []
+class _StarsPmu:
+    """KIT_TASK_PMU rows of one device's tasks, given a window of tasks at a time (in task order;
+    `step` returns the rows that are final, in task order), and `finish` warns of the records
+    left unattached.
 
-    def step(self, w: int, tasks: Columns, next_edge: Optional[int]) -> Optional[Dict[str, np.ndarray]]:
-        raise NotImplementedError
-
-    def finish(self, diag: Diagnostics) -> None:
-        raise NotImplementedError
-
-
-class _StarsPmu(_PmuWindows):
-    """aic_*/aiv_* metrics per task (910B family): the context PMU record (by end time) that lies
+    aic_*/aiv_* metrics per task (910B family): the context PMU record (by end time) that lies
     in the task, the first in stream order when several do, plus for MIX ops the other core's
     block PMU records, summed. The records come a window of end times at a time, the windows the
     tasks'; a task's metrics are final once the window's end has passed the task's end, and the
@@ -1547,7 +1539,7 @@ class _StarsPmu(_PmuWindows):
                       f"match no device task; dropped")
 
 
-class _HwtsPmu(_PmuWindows):
+class _HwtsPmu:
     """Unprefixed metrics per task (HWTS chips): the n-th PMU record of a (stream, task) goes to
     the n-th execution of that task in task order. The records are held whole (these chips'
     collections are small); each key's count of executions is carried from a window to the next."""
@@ -1818,7 +1810,7 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
             if entries is not None:
                 entries.cut(edges)
             match = _Match(host_tasks.first.get(dev.device_id) if host_tasks is not None else None)
-            pmu: Optional[_PmuWindows] = None
+            pmu: Optional[Union[_StarsPmu, _HwtsPmu]] = None
             if rd in with_pmu:
                 pmu = _StarsPmu(rd, dev, edges) if stars else _HwtsPmu(rd, dev)
             overlap = _Overlap(runs.folder, dev.device_id)
