@@ -455,8 +455,8 @@ class _Association:
         cand = {k: np.concatenate([c[k] for c in parts]) if parts else np.zeros(0, np.int64) for k in TREE_COLUMNS}
         key = (cand["thread"].astype(np.int64) << 32) | cand["level"].astype(np.int64)
         last = first_seen(key[::-1])[::-1]  # each (thread, level)'s last API
-        self.last = {k: v[last] for k, v in cand.items()}
-        still_open = np.zeros(0, np.int64) if next_edge is None else \
+        self.last = {k: v[last] for k, v in cand.items()} if parts else None  # (no stand-in arrays of another type)
+        still_open = np.zeros(0, np.int64) if next_edge is None or self.last is None else \
             self.last["conn"][(self.last["level"] == LEVEL_NODE) & (self.last["end"] >= next_edge)]
         node = np.flatnonzero(cand["level"] == LEVEL_NODE)
         ops = {}
@@ -1816,10 +1816,10 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
             overlap = _Overlap(runs.folder, dev.device_id)
             overlaps.append(overlap)
             for w in range(len(edges) + 1):
+                # (a window without tasks, which ties can leave first, still passes on its entries
+                # and PMU records)
                 t = device_tasks(dev, runs.window(w))
                 n = len(t)
-                if not n:
-                    continue
                 key = match_keys(t["stream_id"].to_numpy(), t["task_id"].to_numpy(), t["ctx"].to_numpy())
                 matched, e = match.window(key, t["start_ns"].to_numpy(), entries.window(w) if entries is not None else None)
                 dev_type = t["dev_type"].to_numpy()
