@@ -14,7 +14,7 @@ from typing import Dict, Iterator, Optional, Sequence
 
 import numpy as np
 
-from .arrays import group_ids
+from .arrays import group_ids, run_ranks
 from .errors import Diagnostics
 from .parsers import host as H
 from .parsers import records as R
@@ -47,13 +47,9 @@ class _Pairing:
         group = group_ids([cols[k] for k in EVENT_KEYS])
         by_key = np.argsort(group, kind="stable")
         grouped = group[by_key]
-        new_key = np.ones(n, dtype=bool)
-        new_key[1:] = grouped[1:] != grouped[:-1]
-        at = np.arange(n)
-        rank = at - np.maximum.accumulate(np.where(new_key, at, 0))
-        first = rank % 2 == 0
+        first = run_ranks(grouped) % 2 == 0
         last_of_key = np.ones(n, dtype=bool)
-        last_of_key[:-1] = new_key[1:]
+        last_of_key[:-1] = grouped[1:] != grouped[:-1]
         left = by_key[first & last_of_key]  # a key's first-of-a-pair with no partner yet
         left.sort()
         self.open = {k: v[left] for k, v in cols.items()}

@@ -32,6 +32,18 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return ordered[_run_starts(ordered)]
 
 
+def run_ranks(ordered: np.ndarray) -> np.ndarray:
+    """Each element's position within its run of equal values (of an ordered array: a group's
+    cumulative count)."""
+    at = np.arange(len(ordered))
+    return at - np.maximum.accumulate(np.where(_run_starts(ordered), at, 0))
+
+
+def last_seen(values: np.ndarray) -> np.ndarray:
+    """Whether each value is the last of its kind in the array."""
+    return first_seen(np.asarray(values)[::-1])[::-1]
+
+
 def first_seen(values: np.ndarray) -> np.ndarray:
     """Whether each value is the first of its kind in the array (as ~pd.Series.duplicated() says),
     by sorting (ten million ids hashed take several times their size)."""

@@ -25,7 +25,7 @@ from .parsers.stream import RecordStream, decode_stream, locate, read_stream
 from . import forked, memory, metrics
 from .api_windows import ApiWindows
 from .spill import Runs
-from .arrays import Numbering, first_seen, isin, numbered_by_first_row
+from .arrays import Numbering, first_seen, isin, last_seen, numbered_by_first_row, run_ranks
 from .forked import Forked, can_fork
 from .errors import Diagnostics, MissingControlFile, NoData
 from .layout import NPU_NAMES, Chip, Collection, ResultDir, data_files
@@ -328,7 +328,6 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
     host_tasks = None
     try:
         _spill_records(files, types, records, diag)
-        records.runs["tensor"].close()
         records.runs["tensor"], tensor_table = tensor_texts()
         models = _model_names(rd, files, hashes, diag)
         if records.runs["track"].rows:
@@ -383,10 +382,11 @@ def _api_window(window: Columns, clock: Clock, types: Dict[str, str], hashes: Di
 class _HostRecords:
     """The host's task tracks (maintenance ones left out) and op records, spilled sorted by time
     (host ticks) and read back a window of times at a time. `pos` numbers each kind's records in
-    stream order, unaging files first: the order the call tree's rules take the first of."""
+    stream order, unaging files first: the order the call tree's rules take the first of. The
+    tensor_info ops come spilled already (`_tensor_texts`), as `runs["tensor"]`."""
 
     def __init__(self, folder: str) -> None:
-        self.runs = {kind: Runs(folder, kind, "timestamp") for kind in ("track",) + OP_KINDS}
+        self.runs = {kind: Runs(folder, kind, "timestamp") for kind in ("track",) + OP_KINDS if kind != "tensor"}
 
     def add(self, kind: str, cols: Columns) -> None:
         runs = self.runs[kind]
@@ -454,7 +454,7 @@ class _Association:
         parts = [c for c in (self.last, tree) if c is not None]
         cand = {k: np.concatenate([c[k] for c in parts]) if parts else np.zeros(0, np.int64) for k in TREE_COLUMNS}
         key = (cand["thread"].astype(np.int64) << 32) | cand["level"].astype(np.int64)
-        last = first_seen(key[::-1])[::-1]  # each (thread, level)'s last API
+        last = last_seen(key)  # each (thread, level)'s last API
         self.last = {k: v[last] for k, v in cand.items()} if parts else None  # (no stand-in arrays of another type)
         still_open = np.zeros(0, np.int64) if next_edge is None or self.last is None else \
             self.last["conn"][(self.last["level"] == LEVEL_NODE) & (self.last["end"] >= next_edge)]
@@ -712,18 +712,10 @@ def _tensor_stream(paths: List[str], recs: Runs, out: Runs, base: int, seen: int
             continue
         order = np.argsort(c["seq"], kind="stable")
         c = {k: v[order] for k, v in c.items()}
-        group = numbered_by_first_row([c["op_name"], c["timestamp"], c["thread_id"]])
-        sizes = np.bincount(group)
-        inverse = np.searchsorted(payloads.known, c["hash"])
-        text = base + inverse[first_seen(group)]  # by group: its payload's row, when it has one record
-        members: Dict[int, List[int]] = {}
-        for i in np.flatnonzero(sizes[group] > 1):  # ops whose tensors span several records
-            members.setdefault(int(group[i]), []).append(int(inverse[i]))
-        for g, payload in members.items():
-            text[g] = base + len(rows)
-            rows.append(H.joined_row(rendered, payload))
+        group, text = H.group_ops(c["op_name"], c["timestamp"], c["thread_id"],
+                                  np.searchsorted(payloads.known, c["hash"]), rendered, rows)
         first = first_seen(group)
-        out.add({"thread_id": c["thread_id"][first], "timestamp": c["timestamp"][first], "text": text,
+        out.add({"thread_id": c["thread_id"][first], "timestamp": c["timestamp"][first], "text": base + text,
                  "pos": seen + c["seq"][first]})
         del c
     table = np.empty((len(rows), 6), dtype=object)
@@ -1379,7 +1371,7 @@ class _Match:
                 out[k][missing[ok]] = self.first[k][at[ok]]
             hit[missing[ok]] = True
         if right is not None:
-            last = first_seen(right["key"][::-1])[::-1]
+            last = last_seen(right["key"])
             self.carry = {k: v[last] for k, v in right.items()}
         return hit, out
 
@@ -1409,7 +1401,7 @@ def _latest_tasks(carry: Optional[Columns], tasks: Columns) -> Columns:
     """Each key's latest begun task (the last in task order) of the carry and the window's tasks."""
     parts = [c for c in (carry, tasks) if c is not None]
     both = {k: np.concatenate([p[k] for p in parts]) for k in ("key", "start", "end", "row")}
-    last = first_seen(both["key"][::-1])[::-1]
+    last = last_seen(both["key"])
     return {k: v[last] for k, v in both.items()}
 
 
@@ -1441,16 +1433,10 @@ class _StarsPmu:
         self.sums: Optional[Columns] = None    # their MIX block sums so far
         self.lost = 0
 
-    def _records(self, runs: Optional[Runs], w: int) -> Optional[Columns]:
-        cols = runs.window(w) if runs is not None else None
-        if cols is None or not len(cols["end_syscnt"]):
-            return None
-        return cols
-
     def step(self, w: int, tasks: Columns, next_edge: Optional[int]) -> Optional[Dict[str, np.ndarray]]:
         """`tasks`: the window's key, start, end, end_ns, row, is_mix, main_aic, block, mix, gid."""
         self.open = tasks if self.open is None else {k: np.concatenate([self.open[k], v]) for k, v in tasks.items()}
-        ctx = self._records(self.ctx_runs, w)
+        ctx = self.ctx_runs.window(w) if self.ctx_runs is not None else None
         if ctx is not None:
             pmu_ctx = np.where(ctx["ffts_type"] == D.FFTS_PLUS, ctx["subtask_id"], INVALID_CTX)
             row = _attach(self.carry, tasks, match_keys(ctx["stream_id"], ctx["task_id"], pmu_ctx), ctx["end_syscnt"])
@@ -1464,7 +1450,7 @@ class _StarsPmu:
             order = np.lexsort((both["offset"], both["row"]))
             first = first_seen(both["row"][order])
             self.hits = {k: v[order[first]] for k, v in both.items()}  # by row, the first in stream order
-        blk = self._records(self.blk_runs, w)
+        blk = self.blk_runs.window(w) if self.blk_runs is not None else None
         if blk is not None:
             bctx = np.where(blk["ffts_type"] == D.FFTS_PLUS, blk["subtask_id"], INVALID_CTX)
             row = _attach(self.carry, tasks, match_keys(blk["stream_id"], blk["task_id"], bctx), blk["end_syscnt"])
@@ -1570,10 +1556,7 @@ class _HwtsPmu:
         """Each row's count of earlier rows of its key (and of `seen` ones)."""
         order = np.argsort(key, kind="stable")
         k = key[order]
-        start = np.ones(len(k), dtype=bool)
-        start[1:] = k[1:] != k[:-1]
-        at = np.arange(len(k))
-        rank = at - np.maximum.accumulate(np.where(start, at, 0))
+        rank = run_ranks(k)
         if seen is not None and len(seen["key"]):
             j = np.minimum(np.searchsorted(seen["key"], k), len(seen["key"]) - 1)
             rank += np.where(seen["key"][j] == k, seen["count"][j], 0)

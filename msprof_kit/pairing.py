@@ -8,7 +8,7 @@ before it lost its start. Equal times put starts first, then stream order.
 The records are spilled in runs sorted by time (`spill.Runs`) and paired a window of times at a
 time. A key's last record, when it is a start, is carried into the next window: its end can only
 come later. The windows, one after the other, pair exactly what pairing all records at once does
-(parsers.device.pair_start_end).
+(parsers.device.pair_start_end; both take parsers.device.pairing_order).
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .parsers.device import pairing_order
 from .spill import Runs
 
 Columns = Dict[str, np.ndarray]
@@ -67,24 +68,19 @@ class Pairing:
                 cols = {k: np.concatenate([carry[k], v]) for k, v in cols.items()}
             is_start = cols["is_start"]
             n = len(is_start)
-            order = np.lexsort((cols["offset"], ~is_start, cols[self.time], *[cols[k] for k in reversed(keys)]))
-            same_key = np.ones(max(n - 1, 0), dtype=bool)
-            for k in keys:
-                ks = cols[k][order]
-                same_key &= ks[1:] == ks[:-1]
-            st = is_start[order]
-            pair = st[:-1] & ~st[1:] & same_key
+            order, same_key, pair = pairing_order([cols[k] for k in keys], cols[self.time], is_start,
+                                                  [cols["offset"]])
             starts, ends = order[:-1][pair], order[1:][pair]
             last = np.ones(n, dtype=bool)  # the last record of its key
             last[:-1] = ~same_key
-            carried = order[last & st]
+            carried = order[last & is_start[order]]
             used = np.zeros(n, dtype=bool)
             used[starts] = used[ends] = used[carried] = True
             self.lost_end.add(cols, np.flatnonzero(~used & is_start))
             self.lost_start.add(cols, np.flatnonzero(~used & ~is_start))
             carry = {k: v[carried] for k, v in cols.items()}
             yield cols, starts, ends
-            del cols, order, st, pair, last, used
+            del cols, order, pair, last, used
         if carry is not None:
             self.lost_end.add(carry, np.arange(len(carry["offset"])))
 

@@ -114,12 +114,6 @@ class Runs:
             return None
         return {name: np.concatenate([self.read(name, lo, hi) for lo, hi in parts]) for name in self.dtypes}
 
-    def whole(self) -> Optional[Columns]:
-        """Every row, run after run; None when there are none."""
-        if not self.rows:
-            return None
-        return {name: self.read(name, 0, self.rows) for name in self.dtypes}
-
     def close(self) -> None:
         """Close the files and remove them."""
         for f in self.files.values():

@@ -73,13 +73,6 @@ def decode_stars_soc(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns,
     return (*stars_columns(arr, offsets), issues)
 
 
-def read_stars_soc(paths: Sequence[str]) -> Tuple[Columns, Columns, List[Issue], List[Piece]]:
-    """decode_stars_soc of the files `paths` read a chunk at a time, and the files' pieces."""
-    stream = RecordStream(R.STARS_LOG, paths, *STARS_VALID)
-    acsq, ffts = read_chunks(stream, stars_columns)  # type: ignore[misc]
-    return acsq, ffts, stream.issues, stream.pieces
-
-
 FFTS_VALID = (lambda a: np.isin(R.bit_field(R.FFTS_PMU, "head", "func_type", a["head"]), (CTX_PMU, BLOCK_PMU)),
                f"with a func type other than {CTX_PMU} (context PMU) or {BLOCK_PMU} (block PMU)")
 
@@ -130,13 +123,6 @@ def decode_ffts_profile(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Colum
     return ctx, blk, overflow_issues(issues, int(over["overflow"].sum()), pieces)
 
 
-def read_ffts_profile(paths: Sequence[str]) -> Tuple[Columns, Columns, List[Issue]]:
-    """decode_ffts_profile of the files `paths`, read a chunk at a time."""
-    stream = RecordStream(R.FFTS_PMU, paths, *FFTS_VALID)
-    ctx, blk, over = read_chunks(stream, ffts_columns)  # type: ignore[misc]
-    return ctx, blk, overflow_issues(stream.issues, int(over["overflow"].sum()), stream.pieces)
-
-
 HWTS_VALID = (lambda a: (a["magic"] == R.DEVICE_MAGIC) | (R.bit_field(R.HWTS_LOG, "tag", "log_type", a["tag"]) <= 3),
                "with a log type above 3")
 
@@ -155,12 +141,6 @@ def decode_hwts(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List
     """HWTS task logs (64-byte records): start (log type 0) and end (1) records."""
     arr, offsets, issues = decode_stream(R.HWTS_LOG, buf, pieces, *HWTS_VALID)
     return hwts_columns(arr, offsets), issues
-
-
-def read_hwts(paths: Sequence[str]) -> Tuple[Columns, List[Issue], List[Piece]]:
-    """decode_hwts of the files `paths` read a chunk at a time, and the files' pieces."""
-    stream = RecordStream(R.HWTS_LOG, paths, *HWTS_VALID)
-    return read_chunks(stream, hwts_columns), stream.issues, stream.pieces  # type: ignore[return-value]
 
 
 def _aic_pmu_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
@@ -223,6 +203,20 @@ def decode_lpm_freq(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, 
     return {"syscnt": sys_cols[used], "mhz": mhz_cols[used]}, issues
 
 
+def pairing_order(keys: Sequence[np.ndarray], time: np.ndarray, is_start: np.ndarray,
+                  last: Sequence[np.ndarray] = ()) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The records in pairing order (by key, then time, starts first at equal times, then `last`,
+    then as given): (that order, whether each record in it is followed by one of its key, whether
+    each is a start followed by an end of its key, i.e. a pair)."""
+    order = np.lexsort((*reversed(list(last)), ~is_start, time, *reversed(list(keys))))
+    same_key = np.ones(max(len(time) - 1, 0), dtype=bool)
+    for k in keys:
+        ks = k[order]
+        same_key &= ks[1:] == ks[:-1]
+    st = is_start[order]
+    return order, same_key, st[:-1] & ~st[1:] & same_key
+
+
 def pair_start_end(keys: Sequence[np.ndarray], time: np.ndarray,
                    is_start: np.ndarray) -> Tuple[np.ndarray, np.ndarray, int, int]:
     """Pair start and end records of the same key in time order.
@@ -235,13 +229,7 @@ def pair_start_end(keys: Sequence[np.ndarray], time: np.ndarray,
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, 0, 0
-    order = np.lexsort((~is_start, time, *reversed(list(keys))))
-    same_key = np.ones(n - 1, dtype=bool)
-    for k in keys:
-        ks = k[order]
-        same_key &= ks[1:] == ks[:-1]
-    st = is_start[order]
-    pair = st[:-1] & ~st[1:] & same_key
+    order, _, pair = pairing_order(keys, time, is_start)
     starts = order[:-1][pair]
     ends = order[1:][pair]
     paired = len(starts)

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import records as R
-from .stream import Issue, Piece, RecordStream, Filling, decode_stream, read_chunks
+from .stream import Issue, Piece, RecordStream, decode_stream, read_chunks
 
 Columns = Dict[str, np.ndarray]
 
@@ -243,13 +243,14 @@ def render_tensors(arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]
     return _tensor_table(arr["op_name"], arr["timestamp"], arr["thread_id"], inverse, rendered)
 
 
-def _tensor_table(op_name: np.ndarray, timestamp: np.ndarray, thread_id: np.ndarray, inverse: np.ndarray,
-                  rendered: list) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """render_tensors' result from each record's key and distinct-payload number (`inverse`, into
-    `rendered`)."""
+def group_ops(op_name: np.ndarray, timestamp: np.ndarray, thread_id: np.ndarray, inverse: np.ndarray,
+              rendered: list, rows: List[TensorText]) -> Tuple[np.ndarray, np.ndarray]:
+    """Records (in stream order) grouped into ops by key, and each op's row of the text table
+    `rows`: its payload's (`inverse`: each record's number in `rendered`, whose row it is) when
+    the op has one record, else a joined row appended to `rows`. Returns (group number of each
+    record, numbered by first sight; text row of each group)."""
     group, counts = _group_keys(op_name, timestamp, thread_id)
     single = counts[group] == 1
-    rows = [_join([r]) for r in rendered]
     text_row = np.zeros(len(counts), dtype=np.int64)
     text_row[group[single]] = inverse[single]
     by_group: Dict[int, List[int]] = {}
@@ -258,6 +259,15 @@ def _tensor_table(op_name: np.ndarray, timestamp: np.ndarray, thread_id: np.ndar
     for g, members in by_group.items():
         text_row[g] = len(rows)
         rows.append(_join([rendered[m] for m in members]))
+    return group, text_row
+
+
+def _tensor_table(op_name: np.ndarray, timestamp: np.ndarray, thread_id: np.ndarray, inverse: np.ndarray,
+                  rendered: list) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """render_tensors' result from each record's key and distinct-payload number (`inverse`, into
+    `rendered`)."""
+    rows = tensor_rows(rendered)
+    group, text_row = group_ops(op_name, timestamp, thread_id, inverse, rendered, rows)
     table = np.empty((len(rows), 6), dtype=object)
     table[:] = rows
     return group.astype(np.int64), text_row, table
@@ -296,43 +306,9 @@ class TensorPayloads:
         return [_render_payload(r) for r in self.reps]
 
 
-def read_tensors(paths: Sequence[str]) -> Optional[Tuple[Columns, np.ndarray, np.ndarray, np.ndarray,
-                                                         List[Issue]]]:
-    """render_tensors of the tensor_info files `paths` (one stream), read a chunk at a time:
-    ({thread_id, timestamp} per record, group index per record, text row per group, text table,
-    issues). Each chunk keeps of its records only their keys and a hash of their payload (and
-    a copy of each payload not seen before). None when two different payloads share a hash:
-    the caller then decodes the stream whole (render_tensors compares them exactly)."""
-    stream = RecordStream(R.TENSOR_INFO, paths, _host_valid, _EXPECT)
-    payloads = TensorPayloads()
-    keys: Optional[Filling] = None
-    for arr, _ in stream.chunks():
-        h = payloads.hashes(arr)
-        if h is None:
-            return None
-        part = {"op_name": arr["op_name"], "timestamp": arr["timestamp"], "thread_id": arr["thread_id"], "hash": h}
-        if keys is None:
-            keys = Filling(part, stream.count)
-        keys.add(part)
-    if keys is None:
-        empty = {"thread_id": np.zeros(0, np.uint32), "timestamp": np.zeros(0, np.uint64)}
-        group, text_row, table = render_tensors(np.zeros(0, dtype=R.TENSOR_INFO.dtype))
-        return empty, group, text_row, table, stream.issues
-    cols = keys.columns()
-    inverse = np.searchsorted(payloads.known, cols.pop("hash"))  # known is every distinct hash, sorted
-    group, text_row, table = _tensor_table(cols.pop("op_name"), cols["timestamp"], cols["thread_id"], inverse,
-                                           payloads.rendered())
-    return cols, group, text_row, table, stream.issues
-
-
 def tensor_rows(rendered: list) -> List[TensorText]:
     """The text table's row of each payload alone."""
     return [_join([r]) for r in rendered]
-
-
-def joined_row(rendered: list, members: Sequence[int]) -> TensorText:
-    """The text table's row of an op whose tensors span several records (payload numbers)."""
-    return _join([rendered[m] for m in members])
 
 
 def _join(parts: List[Tuple[List[Tuple[str, str, str]], List[Tuple[str, str, str]]]]) -> TensorText:

@@ -184,7 +184,7 @@ def test_record_stream_reads_what_decode_stream_decodes(tmp_path):
             assert whole[2] or name == "clean"
 
 
-def test_read_api_event_and_tensors_match_the_whole_stream_decoders(tmp_path, monkeypatch):
+def test_read_api_event_matches_the_whole_stream_decoder(tmp_path, monkeypatch):
     from msprof_kit.parsers import stream as S
     raw = _api(30, {4: {"magic": 7}, 11: {"end": R.EVENT_FLAG}})
     paths = _write_slices(tmp_path, raw, [100, 333])
@@ -194,27 +194,6 @@ def test_read_api_event_and_tensors_match_the_whole_stream_decoders(tmp_path, mo
     got, got_issues = H.read_api_event(paths)
     assert want.keys() == got.keys() and all(np.array_equal(want[k], got[k]) for k in want)
     assert [str(i) for i in want_issues] == [str(i) for i in got_issues] and got_issues
-
-    def rec(ts, thread, shape):
-        fields = dict(magic=R.HOST_MAGIC, level=10000, type=1, thread_id=thread, timestamp=ts, op_name=99,
-                      tensor_num=1, t0_type=0, t0_format=2, t0_dtype=1, t0_shape=list(shape) + [0] * (8 - len(shape)))
-        return R.pack(R.TENSOR_INFO, **fields)
-    # ops of one record and of two (split across chunks), payloads repeating from chunk to chunk
-    raw = b"".join(rec(ts, 1 + ts % 2, (ts % 3 + 1, 4)) for ts in range(9)) + rec(9, 1, (8,)) + rec(9, 1, (9,))
-    tpath = tmp_path / "t"
-    tpath.mkdir()
-    tpaths = _write_slices(tpath, raw, [300])
-    arr = np.frombuffer(raw, dtype=R.TENSOR_INFO.dtype)
-    group, text_row, table = H.render_tensors(arr)
-    for records in (1, 2, 4, 64):
-        monkeypatch.setattr(S, "CHUNK_BYTES", records * R.TENSOR_INFO.size)
-        keys, g, t, tab, issues = H.read_tensors(tpaths)
-        assert np.array_equal(g, group) and np.array_equal(t, text_row) and not issues
-        assert np.array_equal(tab, table) and np.array_equal(keys["timestamp"], arr["timestamp"])
-    assert list(table[text_row[group[-1]]][:3]) == ['"8;9"', "FLOAT16;FLOAT16", "ND;ND"]
-    # two payloads with one hash: the caller must decode the stream whole
-    monkeypatch.setattr(H, "_row_hash", lambda r, start=0: np.zeros(len(r), dtype=np.uint64))
-    assert H.read_tensors(tpaths) is None
 
 
 @pytest.mark.parametrize("window", [1, 2, 3, 1000, "collision"])
@@ -250,7 +229,7 @@ def test_tensor_ops_by_windows_of_timestamps_match_the_whole_stream(window, tmp_
         monkeypatch.setattr(build, "SPILL_ROWS", window)
         monkeypatch.setattr(build, "SAMPLE_EVERY", 1)
     runs, got_table = build._tensor_texts(paths, Diagnostics(), str(tmp_path))
-    ops = runs.whole()
+    ops = {name: runs.read(name, 0, runs.rows) for name in ("thread_id", "timestamp", "text", "pos")}
     runs.close()
     by_pos = np.argsort(ops["pos"], kind="stable")
     n = len(first)
