@@ -48,6 +48,7 @@ from msprof_kit.errors import (BoardAuthFailed, BoardConfigError, BoardConnectio
                                BoardProgramMissing, BoardProgramNotRunnable, BoardProgramTimeout, BoardUnreachable,
                                CopyBackFailed, Diagnostics, HostKeyChanged, IncompleteJob, MsprofKitError,
                                NoJobProduced, UnknownHostKey, UnsafePath, UploadFailed)
+from msprof_kit.interrupt import terminate_as_interrupt
 
 from .acljson import dumps_acl_json, soc_profiler_config
 from .local import import_and_export
@@ -65,6 +66,8 @@ SAFE_PATH = re.compile(r"^[A-Za-z0-9_./-]+$")
 SOC_OUTPUT_PART = re.compile(r"^[A-Za-z0-9_]+$")     #: a component of the acl.json output (SoC guide)
 SAFE_HOST = re.compile(r"^[A-Za-z0-9.:-]+$")       #: host names, IPv4 and IPv6 addresses
 SAFE_USER = re.compile(r"^[A-Za-z0-9._-]+$")
+JOB_NAME = re.compile(r"^JOB[A-Za-z0-9_]*$")          #: the JOB folders the board may hand back
+BOARD_UMASK = "0027"                                 #: at least what the SoC guide asks of the remote run
 SOC_METRICS = "ArithmeticUtilization"                #: the only aac_metrics the SoC collects (§2.3)
 INI_SECTION = "ssh_config"
 INI_KEYS = ("ip", "username", "pwd", "port", "key_file", "known_hosts", "remote_dir")
@@ -116,9 +119,19 @@ def collect_board(main: str, config: str, output: str, interval: Union[int, str]
     `main`'s folder. Warnings go to `diag`.
 
     Returns the local JOB directories, followed with `run_all` by the files their exports wrote.
-    With `switch` "off" and no JOB produced, returns [] with a warning.
+    With `switch` "off" and no JOB produced, returns [] with a warning. SIGTERM and SIGHUP are
+    handled as Ctrl-C: the program's process group on the board is killed and the board cleaned.
     """
-    diag = diag if diag is not None else Diagnostics()
+    with terminate_as_interrupt():
+        return _collect_board(main, config, output, interval, acl_api, aacpu, switch, aac_metrics, nfs,
+                              accept_new_host_key, timeout, run_all, diag if diag is not None else Diagnostics(),
+                              runner, known_hosts, project, acl_json, connect_timeout)
+
+
+def _collect_board(main: str, config: str, output: str, interval: Union[int, str], acl_api: str, aacpu: str,
+                   switch: str, aac_metrics: str, nfs: Optional[str], accept_new_host_key: bool, timeout: float,
+                   run_all: bool, diag: Diagnostics, runner: Optional[Runner], known_hosts: Optional[str],
+                   project: Optional[str], acl_json: str, connect_timeout: float) -> List[str]:
     plan = _plan(main, config, output, interval, acl_api, aacpu, switch, aac_metrics, nfs, timeout,
                  project, acl_json, known_hosts, diag)
     session = _Session.connect(plan, accept_new_host_key, connect_timeout, diag)
@@ -471,7 +484,8 @@ class _Session:
         which is the command's process group once it has exec'd the command: that group is killed
         (TERM, then KILL) when the command outlives `timeout` seconds or this side is interrupted."""
         words = " ".join(shlex.quote(a) for a in argv)
-        command = (f"cd {shlex.quote(cwd)} && " if cwd else "") + f"echo {PID_MARK}$$ && exec {words}"
+        command = (f"umask {BOARD_UMASK} && " + (f"cd {shlex.quote(cwd)} && " if cwd else "")
+                   + f"echo {PID_MARK}$$ && exec {words}")
         LOG.debug("board: %s", self._clean(command))
         transport = self.client.get_transport()
         if transport is None or not transport.is_active():
@@ -490,10 +504,7 @@ class _Session:
             while True:
                 got = self._pump(chan, out, err)
                 if pid is None:
-                    found = re.search(rb"(?:^|\n)" + PID_MARK.encode() + rb"(\d+)\n", out)
-                    if found:
-                        pid = int(found.group(1))
-                        del out[found.start():found.end()]
+                    pid = _take_pid(out)
                 del out[:-TAIL_BYTES], err[:-TAIL_BYTES]
                 if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
                     break
@@ -505,6 +516,13 @@ class _Session:
                     time.sleep(POLL)
             status = chan.recv_exit_status()
         except BaseException:  # interrupted here, or the connection broke: do not leave it running
+            pid = pid if pid is not None else _take_pid(out)
+            if pid is None:  # interrupted before its PID line arrived: wait a moment for it
+                end = time.monotonic() + KILL_GRACE
+                while pid is None and time.monotonic() < end and not chan.exit_status_ready():
+                    if not self._pump(chan, out, err):
+                        time.sleep(POLL)
+                    pid = _take_pid(out)
             if pid is not None and not chan.exit_status_ready():
                 self._kill(pid, None)
             raise
@@ -595,7 +613,7 @@ class _Session:
         for base, dirnames, filenames in os.walk(local_root):
             rel = os.path.relpath(base, local_root)
             rdir = remote_root if rel == "." else posixpath.join(remote_root, *rel.split(os.sep))
-            self._mkdir(rdir, stat.S_IMODE(os.stat(base).st_mode) | 0o700)
+            self._mkdir(rdir, _masked(stat.S_IMODE(os.stat(base).st_mode) | 0o700))
             keep = []
             for d in sorted(dirnames):
                 full = os.path.join(base, d)
@@ -614,7 +632,7 @@ class _Session:
                     continue
                 try:
                     attrs = self.sftp.put(lp, rp, confirm=True)
-                    self.sftp.chmod(rp, stat.S_IMODE(os.stat(lp).st_mode))
+                    self.sftp.chmod(rp, _masked(stat.S_IMODE(os.stat(lp).st_mode)))
                 except self.errors as exc:
                     raise UploadFailed(f"cannot upload {lp} to the board as {rp}: {self._reason(exc)}") from None
                 count += 1
@@ -677,20 +695,35 @@ class _Session:
             raise BoardProgramFailed(f"main exited with status {result.status} on the board{said}")
 
     def _job_dirs(self, folder: str) -> List[str]:
+        """The JOB folders in `folder` on the board. A name the board returns becomes a local path
+        later: only `JOB` followed by letters, digits and `_` is taken; other JOB-like entries are
+        named in a warning and left on the board."""
         assert self.sftp is not None
         try:
             entries = self.sftp.listdir_attr(folder)
         except FileNotFoundError:
             return []
+        except UnicodeDecodeError:
+            raise CopyBackFailed(f"the board listed a name that is not UTF-8 in {folder}; nothing was copied "
+                                 "from there") from None
         except self.errors as exc:
             raise BoardConnectionError(f"cannot list {folder} on {self.label}: {self._reason(exc)}") from None
-        return sorted(e.filename for e in entries
-                      if e.filename.startswith(JOB_PREFIX) and stat.S_ISDIR(e.st_mode or 0))
+        found = []
+        for e in entries:
+            name = e.filename
+            if not name.startswith(JOB_PREFIX):
+                continue
+            if not JOB_NAME.match(name):
+                self.diag.warn(f"{folder} on the board holds {name!r}, which is not a JOB folder name ('JOB' "
+                               "followed by letters, digits and '_'): not copied")
+            elif stat.S_ISDIR(e.st_mode or 0):
+                found.append(name)
+        return sorted(found)
 
     def _missing_parts(self, job: str) -> str:
         """What a JOB directory lacks of `data/` and `info.json.N` ('' when complete)."""
         assert self.sftp is not None
-        entries = {e.filename: e for e in self._sftp_call(f"list {job}", self.sftp.listdir_attr, job)}
+        entries = {e.filename: e for e in self._listing(job)}
         lacks = []
         if "data" not in entries or not stat.S_ISDIR(entries["data"].st_mode or 0):
             lacks.append("data/")
@@ -698,16 +731,34 @@ class _Session:
             lacks.append("info.json.N")
         return " and ".join(lacks)
 
+    def _listing(self, folder: str) -> List[Any]:
+        """listdir_attr of `folder` on the board, every name checked: a name that is not UTF-8, is
+        empty, `.` or `..`, or holds `/` or NUL would take a local path out of the copy, so it fails
+        the copy-back (CopyBackFailed) before anything is written."""
+        assert self.sftp is not None
+        try:
+            entries = self.sftp.listdir_attr(folder)
+        except UnicodeDecodeError:
+            raise CopyBackFailed(f"copying {folder} back failed: the board listed a name that is not UTF-8 "
+                                 "there") from None
+        except self.errors as exc:
+            raise CopyBackFailed(f"copying {folder} back failed: cannot list it on {self.label}: "
+                                 f"{self._reason(exc)}") from None
+        for e in entries:
+            name = e.filename
+            if name in ("", ".", "..") or "/" in name or "\0" in name:
+                raise CopyBackFailed(f"copying {folder} back failed: the board listed the entry {name!r}, which "
+                                     "is not a plain file or folder name; nothing was copied")
+        return sorted(entries, key=lambda e: e.filename)
+
     def _remote_tree(self, root: str) -> Tuple[List[str], List[Tuple[str, int]]]:
         """Folders and (file, size) pairs below root, relative to it."""
-        assert self.sftp is not None
         dirs: List[str] = []
         files: List[Tuple[str, int]] = []
         todo = [""]
         while todo:
             rel = todo.pop()
-            for e in sorted(self.sftp.listdir_attr(posixpath.join(root, rel) if rel else root),
-                            key=lambda e: e.filename):
+            for e in self._listing(posixpath.join(root, rel) if rel else root):
                 sub = posixpath.join(rel, e.filename) if rel else e.filename
                 mode = e.st_mode or 0
                 if stat.S_ISDIR(mode):
@@ -733,21 +784,23 @@ class _Session:
 
     def _copy_job(self, remote: str, out: str, name: str) -> str:
         assert self.sftp is not None
+        if not JOB_NAME.match(name):  # _job_dirs let only such names through; checked again where it matters
+            raise CopyBackFailed(f"the board's JOB folder {name!r} is not a JOB folder name; nothing was copied")
         partial = tempfile.mkdtemp(prefix=f".{name}.partial-", dir=out)
         try:
             try:
                 dirs, files = self._remote_tree(remote)
                 for d in dirs:
-                    os.makedirs(os.path.join(partial, *d.split("/")), exist_ok=True)
+                    os.makedirs(_inside(partial, d, remote), exist_ok=True)
                 for rel, size in files:
-                    local = os.path.join(partial, *rel.split("/"))
+                    local = _inside(partial, rel, remote)
                     self.sftp.get(posixpath.join(remote, rel), local)
                     got = os.path.getsize(local)
                     if got != size:
                         raise CopyBackFailed(f"copying {remote} back failed: {rel} has {got} bytes here, "
                                              f"{size} on the board; the partial copy was removed")
                 _verify_tree(partial, files, f"copying {remote} back failed")
-            except self.errors as exc:
+            except (UnicodeDecodeError, *self.errors) as exc:
                 raise CopyBackFailed(f"copying {remote} back failed: {self._reason(exc)}; the partial copy was "
                                      "removed") from None
             final = _claim(out, name)
@@ -804,6 +857,32 @@ def _one_line(text: str, secret: Optional[str]) -> str:
     if secret:
         text = text.replace(secret, REDACTED)
     return " ".join(text.split())
+
+
+def _take_pid(out: bytearray) -> Optional[int]:
+    """The PID a board command's shell reported first (its line is removed from `out`), or None."""
+    found = re.search(rb"(?:^|\n)" + PID_MARK.encode() + rb"(\d+)\n", out)
+    if found is None:
+        return None
+    pid = int(found.group(1))  # read before the cut: the match looks into `out`
+    del out[found.start():found.end()]
+    return pid
+
+
+def _masked(mode: int) -> int:
+    """A permission mode with the bits BOARD_UMASK clears cleared."""
+    return mode & ~int(BOARD_UMASK, 8)
+
+
+def _inside(root: str, rel: str, remote: str) -> str:
+    """The local path of the board's `rel` ('/'-separated) below `root`, checked to stay inside it
+    once resolved (links included)."""
+    local = os.path.join(root, *rel.split("/"))
+    real_root = os.path.realpath(root)
+    if os.path.commonpath([real_root, os.path.realpath(local)]) != real_root:
+        raise CopyBackFailed(f"copying {remote} back failed: its entry {rel!r} would be written outside the copy; "
+                             "nothing was kept")
+    return local
 
 
 def _last_line(text: str) -> str:

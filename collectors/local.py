@@ -30,6 +30,7 @@ from typing import IO, Deque, Dict, List, Mapping, Optional, Set, Tuple
 
 from msprof_kit.errors import (ApplicationError, ApplicationTimeout, BadOption, CollectorError, Diagnostics,
                                NoNewCollection)
+from msprof_kit.interrupt import terminate_as_interrupt
 
 from .acljson import flavour_of, switch_is_on, validate, write_acl_json
 
@@ -147,10 +148,11 @@ def run_program(program: str, argv: List[str], timeout: Optional[float]) -> Tupl
 
 
 class _AclJsonSwap:
-    """Put msprof-kit's acl.json at `path`, and later the previous file back (or remove ours)."""
+    """Put msprof-kit's acl.json at `path`, and later the previous file back (or remove ours). A
+    symbolic link is written through: its target is swapped and put back, the link stays a link."""
 
     def __init__(self, path: str, diag: Diagnostics) -> None:
-        self.path = os.path.abspath(path)
+        self.path = os.path.realpath(path)
         self.saved: Optional[bytes] = None
         self.mode = 0o640
         if os.path.isdir(self.path):
@@ -235,8 +237,16 @@ def collect_local(application: str, profiler: Mapping[str, object], output: Opti
 
     Raises AclJsonError for a section the runtime would refuse (nothing is run), ApplicationError
     when the program cannot start, crashes or exits non-zero, ApplicationTimeout, and
-    NoNewCollection when the switch is on and no new directory appeared."""
-    diag = diag if diag is not None else Diagnostics()
+    NoNewCollection when the switch is on and no new directory appeared. SIGTERM and SIGHUP are
+    handled as Ctrl-C: the program's process group is killed and acl.json put back."""
+    with terminate_as_interrupt():
+        return _collect_local(application, profiler, output, acl_json_path, timeout, run_all,
+                              diag if diag is not None else Diagnostics())
+
+
+def _collect_local(application: str, profiler: Mapping[str, object], output: Optional[str],
+                   acl_json_path: Optional[str], timeout: Optional[float], run_all: bool,
+                   diag: Diagnostics) -> List[str]:
     try:
         argv = shlex.split(application)
     except ValueError as exc:

@@ -9,6 +9,7 @@ from typing import List, Optional
 from . import __version__, importer, memory, show
 from .errors import BadOption, Diagnostics, MsprofKitError
 from .forked import default_jobs
+from .interrupt import Terminated
 from .exporters.run import export as run_export
 
 
@@ -319,6 +320,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except Terminated as exc:  # SIGTERM / SIGHUP inside a collector, cleaned up as Ctrl-C is
+        print(f"Terminated ({exc.name})", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("Interrupted", file=sys.stderr)
         return 130

@@ -266,7 +266,8 @@ def board(server: Server, programs: Dict[str, str], payload: str, work: str) -> 
     deadline = time.monotonic() + 5
     while _user_pids(server.user) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _user_pids(server.user) == [], "a process of the board user is still running"
+    left = _user_pids(server.user)
+    assert left == [], "a process of the board user is still running: " + subprocess.run(["ps", "-o", "pid,stat,args", "-u", server.user], capture_output=True, text=True).stdout
 
 
 def _payload_tree(payload: str, skip: Sequence[str] = ()) -> Dict[str, str]:
@@ -763,3 +764,104 @@ def test_nfs_spec_is_checked(board: Board) -> None:
     for spec in ("nfs-server", "server:relative/path", ":/abs", "bad host:/abs"):
         with pytest.raises(BoardConfigError, match="SERVER:/absolute/path"):
             B.collect_board(main, board.ini(), board.output(), nfs=spec)
+
+
+# ------------------------------------------------------------------------------------------------
+# A hostile or careless board (issue 21): names it hands back never leave the output folder, the
+# remote run has umask 0027, and SIGTERM cleans up as Ctrl-C does
+
+
+HOSTILE_MAIN = """#!/bin/sh
+# writes JOBBOARD1 (the payload) into the acl.json output, the umask it ran with, then runs ./extra
+out=$(sed -n 's/^ *"output": "\\(.*\\)",$/\\1/p' acl.json)
+mkdir "$out/JOBBOARD1" && cp -R payload/. "$out/JOBBOARD1/" && umask > "$out/JOBBOARD1/umask.txt" || exit 3
+[ -f extra ] && . ./extra
+exit 0
+"""
+
+
+def _script_project(board: Board, extra: str = "", name: str = "sample_sh") -> str:
+    """A project whose main is a shell script (HOSTILE_MAIN) running `extra` after writing the JOB."""
+    main = board.project(name=name)
+    with open(main, "w", encoding="ascii") as f:
+        f.write(HOSTILE_MAIN)
+    os.chmod(main, 0o755)
+    if extra:
+        with open(os.path.join(os.path.dirname(main), "extra"), "w", encoding="ascii") as f:
+            f.write(extra)
+    return main
+
+
+def test_remote_run_has_umask_0027(board: Board) -> None:
+    [job] = B.collect_board(_script_project(board), board.ini(), board.output())
+    with open(os.path.join(job, "umask.txt"), encoding="ascii") as f:
+        assert f.read().strip() == "0027"
+
+
+def test_board_links_and_odd_job_names_stay_on_the_board(board: Board) -> None:
+    """main plants a JOB-like folder with a '.', a JOB link to a folder of the host, and a link
+    inside the JOB: none is followed or copied, each is named in a warning."""
+    target = os.path.join(board.work, "host_secret")
+    os.makedirs(target)
+    extra = (f'mkdir "$out/JOB.evil" "$out/JOB-x"; ln -s {target} "$out/JOBlink"; '
+             f'ln -s {target} "$out/JOBBOARD1/data/escape"; ln -s /etc/passwd "$out/JOBBOARD1/passwd"\n')
+    diag = Diagnostics()
+    [job] = B.collect_board(_script_project(board, extra), board.ini(), board.output(), diag=diag)
+    assert os.path.basename(job) == "JOBBOARD1"
+    assert not os.path.lexists(os.path.join(job, "data", "escape"))
+    assert not os.path.lexists(os.path.join(job, "passwd"))
+    assert os.listdir(target) == [] and sorted(os.listdir(board.output())) == ["JOBBOARD1"]
+    said = "\n".join(diag.warnings)
+    assert "'JOB.evil'" in said and "'JOB-x'" in said and "escape on the board is not a regular file" in said
+
+
+def test_a_non_utf8_job_name_is_one_error(board: Board) -> None:
+    extra = "mkdir \"$out/$(printf 'JOB\\377')\"\n"
+    with pytest.raises(CopyBackFailed) as err:
+        B.collect_board(_script_project(board, extra), board.ini(), board.output())
+    assert "not UTF-8" in _one_line(err.value)
+    assert os.listdir(board.output()) == []
+
+
+def test_a_non_utf8_name_inside_the_job_is_one_error(board: Board) -> None:
+    extra = "printf x > \"$out/JOBBOARD1/data/$(printf 'a\\377b')\"\n"
+    with pytest.raises(CopyBackFailed) as err:
+        B.collect_board(_script_project(board, extra), board.ini(), board.output())
+    text = _one_line(err.value)
+    assert "not UTF-8" in text and "JOBBOARD1" in text
+    assert os.listdir(board.output()) == []  # no JOB, no partial folder
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_sigterm_kills_main_and_cleans_the_board(board: Board, signame: str) -> None:
+    """The CLI gets SIGTERM (or SIGHUP) while main runs: main is killed on the board, the board is
+    cleaned (the fixture checks both), the exit status is 128 + the signal's number."""
+    import signal
+    import sys
+
+    main = board.project(mode="hang")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.Popen([sys.executable, "-m", "msprof_kit", "collect", "-m", main, "--config", board.ini(),
+                             "--output", board.output(), "--timeout", "60"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # main runs on the board once the user has a `main` process
+            found = subprocess.run(["ps", "-o", "comm=", "-u", board.s.user], capture_output=True, text=True)
+            if "main" in found.stdout.split():
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        else:
+            pytest.fail("main never started on the board")
+        sig = getattr(signal, signame)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    text = err.decode()
+    assert proc.returncode == 128 + sig, text
+    assert text.strip().splitlines()[-1] == f"Terminated ({signame})"
+    assert "Traceback" not in text and os.listdir(board.output()) == []

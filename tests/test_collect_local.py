@@ -429,3 +429,61 @@ def test_the_cli_refuses_a_bad_key_value_before_running_anything(app, tmp_path, 
                      "--task_time", "bogus"])
     err = capsys.readouterr().err
     assert code == 6 and err.count("\n") == 1 and "task_time" in err and not marker.exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 21: SIGTERM and SIGHUP clean up as Ctrl-C does; a linked acl.json stays a link
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_sigterm_kills_the_program_and_restores_acl_json(app, tmp_path, signame):
+    import signal
+
+    original = b'{"dump": {"dump_path": "/keep/me"}}\n'
+    with open("acl.json", "wb") as f:
+        f.write(original)
+    os.chmod("acl.json", 0o604)
+    out = tmp_path / "o"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.Popen([sys.executable, "-m", "msprof_kit", "collect", "--application", f"{app} --sleep 60",
+                             "--output", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (out.exists() and children(out)):  # past "aclInit"
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        (partial,) = children(out)
+        pid = int(partial.split("_")[3][:8])
+        assert os.path.exists(f"/proc/{pid}")
+        sig = getattr(signal, signame)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    text = err.decode()
+    assert proc.returncode == 128 + sig, text
+    assert text.strip().splitlines()[-1] == f"Terminated ({signame})" and "Traceback" not in text
+    with open("acl.json", "rb") as f:
+        assert f.read() == original  # byte for byte, with its mode
+    assert stat.S_IMODE(os.stat("acl.json").st_mode) == 0o604
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{pid}")  # the program was killed with its group
+
+
+def test_a_linked_acl_json_is_written_through_and_stays_a_link(app, tmp_path):
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    target = conf / "acl.json"
+    original = b'{"profiler": {"switch": "off"}}\n'
+    target.write_bytes(original)
+    os.symlink(str(target), "acl.json")
+    found = collect_local(f"{app} --echo-config", cann_profiler_config(), output=str(tmp_path / "o"))
+    assert len(found) == 1
+    assert os.path.islink("acl.json") and os.readlink("acl.json") == str(target)
+    assert target.read_bytes() == original
+    assert [n for n in os.listdir(conf) if n != "acl.json"] == []  # no temp file left beside the target
