@@ -1,9 +1,11 @@
 """step_trace_{ts}.csv: one row per model iteration, from the ts_track step-trace records.
 
-FP start / BP end tags (2, 3) and all-reduce tags are not produced by inference collections; the
-columns derived from them read `N/A` (the reference's C++ flavour prints `0.000` there, which
-looks like a measured time, so we follow its Python flavour). Iteration Time is the iteration's
-own span (model start, or the previous ITER_END, to its end), as both flavours print it."""
+FP start / BP end tags (2, 3) and all-reduce tags are not produced by inference collections. The
+columns derived from them follow the flavour a CANN install ships for the chip: the C++ flavour
+(910B family, whole-collection export) prints `0.000` (FP Start and BP End with the timestamp TAB),
+the Python flavour, and the C++ install's iteration export (which its Python path writes), `N/A`.
+Iteration Time is the iteration's own span (model start, or the previous ITER_END, to its end),
+as both flavours print it."""
 from __future__ import annotations
 
 import csv
@@ -27,7 +29,9 @@ def write_step_trace_csv(ctx: ExportContext) -> List[str]:
     if not its:
         return []
     dev, model, index, start, end = (np.array(col, dtype=np.int64) for col in zip(*its))
-    rows = [[str(d), str(i), "N/A", "N/A", e, span, "N/A", "N/A", "N/A", str(m)]
+    cpp = ctx.flavour == "cpp" and ctx.scope.all_export
+    stamp, time = ("0.000\t", "0.000") if cpp else ("N/A", "N/A")
+    rows = [[str(d), str(i), stamp, stamp, e, span, time, time, time, str(m)]
             for d, m, i, e, span in zip(dev.tolist(), model.tolist(), index.tolist(), stamp_ns(end).tolist(),
                                         fixed_ns(end - start).tolist())]
     path = ctx.path_for("step_trace", "csv")
