@@ -521,10 +521,10 @@ class _Association:
             "task_low": (task_id & 0xFFFF).astype(np.int64), "batch": (task_id >> 16).astype(np.int64),
             "ts_ns": self.clock.to_ns(t_time), "thread_id": cols["thread_id"],
             "type_name": _map_names(cols["task_type"], self.types),
-            "parent_level": np.where(has_parent, level[at_parent], -1),
+            "parent_level": np.where(has_parent, level[at_parent].astype(np.int64), -1),
             "model_id": np.where(has_model, cand["item"].astype(np.int64)[at_model], NO_MODEL),
             "request_id": np.where(has_model, cand["reserve"].astype(np.int64)[at_model], -1),
-            "conn": np.where(has_parent, cand["conn"][at_parent], -1),
+            "conn": np.where(has_parent, cand["conn"][at_parent].astype(np.int64), -1),
             "kernel": _hash_names(cols["kernel_name"], self.hashes),
             "type_raw": cols["task_type"], "kernel_raw": cols["kernel_name"],
             "data_len": cols["data_len"], "num_blocks": cols["num_blocks"], "ratio": cols["ratio"]})
@@ -1814,16 +1814,16 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                 row += n
                 put("TASK", _frame({
                     "startNs": t["start_ns"].to_numpy(), "endNs": t["end_ns"].to_numpy(), "deviceId": dev.device_id,
-                    "connectionId": np.where(matched, e["conn"], -1), "globalTaskId": gid, "globalPid": pid,
+                    "connectionId": np.where(matched, e["conn"].astype(np.int64), -1), "globalTaskId": gid, "globalPid": pid,
                     "taskType": strings.ids_of(CodedTexts(host_type, type_texts)), "contextId": t["ctx"].to_numpy(),
                     "streamId": t["stream_id"].to_numpy(), "taskId": t["task_id"].to_numpy(),
                     "modelId": np.where(matched, e["model_id"], NO_MODEL)}), last=False)
                 put("KIT_TASK", {
                     "taskRow": rows, "globalTaskId": gid, "batchId": hbatch,
-                    "requestId": np.where(matched, e["request_id"], -1), "deviceTaskType": CodedTexts(dev_type, dev_names),
+                    "requestId": np.where(matched, e["request_id"].astype(np.int64), -1), "deviceTaskType": CodedTexts(dev_type, dev_names),
                     "kernelName": CodedTexts(np.where(matched, e["kernel"], 0), texts),
-                    "threadId": np.where(matched, e["thread_id"], -1), "matched": matched.astype(np.int64),
-                    "trackNs": np.where(matched, e["ts_ns"], -1)}, last=False)
+                    "threadId": np.where(matched, e["thread_id"].astype(np.int64), -1), "matched": matched.astype(np.int64),
+                    "trackNs": np.where(matched, e["ts_ns"].astype(np.int64), -1)}, last=False)
                 if pmu is not None:
                     got = pmu.step(w, {
                         "key": key, "stream_id": t["stream_id"].to_numpy(), "task_id": t["task_id"].to_numpy(),

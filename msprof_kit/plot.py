@@ -71,7 +71,7 @@ CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "WenQuanYi 
 def require_matplotlib() -> None:
     """An error naming the missing dependency, before anything is read, when matplotlib is absent."""
     if importlib.util.find_spec("matplotlib") is None:
-        raise MsprofKitError("plotting needs matplotlib (pip install matplotlib)")
+        raise MsprofKitError("plotting needs matplotlib: pip install 'msprof-kit[plot]'")
 
 
 def new_figure(kind: str) -> "Figure":

@@ -295,14 +295,20 @@ class _SpilledColumn:
         labels = json.dumps(list(self.labels), ensure_ascii=False) if self.labels is not None else None
         rowid = conn.execute("INSERT INTO KIT_COLUMNS VALUES (?, ?, ?, zeroblob(?), ?)",
                              (table, name, out.str, self.n * out.itemsize, labels)).lastrowid
-        if self.n:
-            src = self.dtype
-            self.file.seek(0)
+        if not self.n:
+            return
+        src = self.dtype
+        self.file.seek(0)
+        pieces = (np.ascontiguousarray(np.frombuffer(self.file.read(min(self.COPY_ROWS, self.n - lo) * src.itemsize),
+                                                     dtype=src).astype(out, copy=False))
+                  for lo in range(0, self.n, self.COPY_ROWS))
+        if hasattr(conn, "blobopen"):
             with conn.blobopen("KIT_COLUMNS", "data", rowid) as blob:
-                for lo in range(0, self.n, self.COPY_ROWS):
-                    k = min(self.COPY_ROWS, self.n - lo)
-                    piece = np.frombuffer(self.file.read(k * src.itemsize), dtype=src)
-                    blob.write(memoryview(np.ascontiguousarray(piece.astype(out, copy=False))))
+                for piece in pieces:
+                    blob.write(memoryview(piece))
+        else:  # Python < 3.11 has no incremental BLOB I/O: the column is written whole
+            whole = b"".join(piece.tobytes() for piece in pieces)
+            conn.execute("UPDATE KIT_COLUMNS SET data = ? WHERE rowid = ?", (whole, rowid))
 
     def close(self) -> None:
         self.file.close()
