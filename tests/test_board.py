@@ -840,10 +840,9 @@ def test_sigterm_kills_main_and_cleans_the_board(board: Board, signame: str) -> 
     import sys
 
     main = board.project(mode="hang")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.Popen([sys.executable, "-m", "msprof_kit", "collect", "-m", main, "--config", board.ini(),
                              "--output", board.output(), "--timeout", "60"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+                            stderr=subprocess.PIPE, cwd=board.work, start_new_session=True)
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # main runs on the board once the user has a `main` process

@@ -444,9 +444,8 @@ def test_sigterm_kills_the_program_and_restores_acl_json(app, tmp_path, signame)
         f.write(original)
     os.chmod("acl.json", 0o604)
     out = tmp_path / "o"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.Popen([sys.executable, "-m", "msprof_kit", "collect", "--application", f"{app} --sleep 60",
-                             "--output", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                             "--output", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     try:
         deadline = time.monotonic() + 30
