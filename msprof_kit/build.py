@@ -22,7 +22,7 @@ from .parsers import host as H
 from .parsers import records as R
 from .pairing import Pairing
 from .parsers.stream import RecordStream, decode_stream, locate, read_stream
-from . import forked, memory, metrics
+from . import forked, losses, memory, metrics
 from .api_windows import ApiWindows
 from .spill import Runs
 from .arrays import Numbering, first_seen, isin, last_seen, numbered_by_first_row, run_ranks
@@ -183,10 +183,15 @@ def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
             part, issues = H.parse_dictionary(text, path, typed)
             diag.extend(issues)
             table.update(part)
+    paths = [p for _, group in _group_paths(files, kind) for p in group]
+    if paths and not table:
+        diag.warn(f"{paths[0]}: no entries; {DICTIONARY_LOSS[kind]}")
     return table
 
 
 Columns = H.Columns
+DICTIONARY_LOSS = {"hash_dic": "the op names, op types, kernel names and model names it resolves are left blank",
+                   "type_info_dic": "API and task types are shown as numbers instead of names"}
 
 
 def _contain(p_thread: np.ndarray, p_time: np.ndarray, a_thread: np.ndarray, a_begin: np.ndarray,
@@ -296,6 +301,7 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, strings: "Stri
     if not files:
         diag.warn(f"{rd.data_dir}: no host data files; expected *.api_event.data.slice_N and friends")
         return None
+    losses.check_slices(files, diag)
     worker = Forked(functools.partial(_tensor_job, rd, files, scratch), "tensor texts") \
         if jobs > 1 and can_fork() else None
 
@@ -333,6 +339,9 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
         if records.runs["track"].rows:
             host_tasks = HostTasks(scratch, types, hashes)
         assoc = _Association(clock, types, hashes, host_tasks.add) if host_tasks is not None else None
+        if not apis.count:
+            diag.warn(f"{rd.data_dir}: no api_event records; CANN_API and api_statistic stay empty, and without "
+                      f"launch APIs the device tasks are named by their kernels only")
         edges = apis.edges()
         records.cut(edges)
         latest = LatestEnds()
@@ -515,6 +524,9 @@ class _Association:
         del t_thread
         has_parent, at_parent = parent >= 0, np.clip(parent, 0, None)
         has_model, at_model = model_api >= 0, np.clip(model_api, 0, None)
+        if not len(level):  # no tree API at all (no api_event records): stand-ins that np.where never takes
+            cand = {k: np.zeros(1, np.int64) for k in TREE_COLUMNS}
+            level = cand["level"]
         task_id = cols["task_id"]
         out = _frame({
             "device_id": cols["device_id"], "stream_id": cols["stream_id"].astype(np.int64),
@@ -719,7 +731,8 @@ def _tensor_stream(paths: List[str], recs: Runs, out: Runs, base: int, seen: int
                  "pos": seen + c["seq"][first]})
         del c
     table = np.empty((len(rows), 6), dtype=object)
-    table[:] = rows
+    if rows:  # (a stream without one valid record has none)
+        table[:] = rows
     return count, table
 
 
@@ -894,6 +907,8 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
     if not files:
         diag.warn(f"{rd.data_dir}: no raw data files; expected e.g. stars_soc.data.{rd.device_id}.slice_0 "
                   f"or hwts.data.{rd.device_id}.slice_0")
+    losses.check_slices(files, diag)
+    losses.check_task_log(files, rd.data_dir, rd.device_id, chip.family, diag)
     try:
         clock = device_clock_of(rd, coll)
     except MissingControlFile as exc:
