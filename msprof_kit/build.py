@@ -27,8 +27,8 @@ from .api_windows import ApiWindows
 from .spill import Runs
 from .arrays import Numbering, first_seen, isin, last_seen, numbered_by_first_row, run_ranks
 from .forked import Forked, can_fork
-from .errors import Diagnostics, MissingControlFile, NoData
-from .layout import NPU_NAMES, Chip, Collection, ResultDir, data_files
+from .errors import BadControlFile, Diagnostics, MissingControlFile, NoData
+from .layout import FREQ_TEXT, NPU_NAMES, Chip, Collection, ResultDir, data_files
 from .timebase import Clock, device_clock, host_clock, wall_offset_ns
 
 INVALID_CTX = 4294967295
@@ -68,13 +68,39 @@ def _start_info(rd: ResultDir, coll: Collection) -> Dict[str, object]:
                              path=rd.path)
 
 
+# control-file times (ns) and counters must stay below this (146 years of ns), so that a sum of two
+# still fits the int64 ns of the store
+NS_LIMIT = 1 << 62
+
+
+def _control_int(value: int, name: str, path: str, unit: str = "ns", scale: int = 1, signed: bool = False) -> int:
+    """`value` of control-file field `name` checked to be within +-NS_LIMIT ns (`scale` `unit`s
+    making one ns; not negative unless `signed`)."""
+    high = NS_LIMIT // scale
+    low = -high if signed else 0
+    if not low <= value < high:
+        raise BadControlFile(f"{name} {value} is out of range; expected {unit} from {low} to below {high}", path=path)
+    return value
+
+
+def _in_range(clock: Clock, path: str) -> Clock:
+    """`clock`, once its sync point is known to fit int64 ns."""
+    if not -(1 << 63) <= clock.base_ns < (1 << 63):
+        raise BadControlFile(f"the sync point falls at {clock.base_ns} ns, beyond 64 bits; expected "
+                             f"cntvct_diff and clock_monotonic_raw to give a time within 64-bit ns", path=path)
+    return clock
+
+
 def wall_offset(rd: ResultDir, coll: Collection) -> int:
     info = _start_info(rd, coll)
+    path = rd.files.get("start_info", rd.path)
     try:
-        return wall_offset_ns(int(str(info["collectionTimeBegin"])), int(str(info.get("clockMonotonicRaw", 0))))
+        begin, mono = int(str(info["collectionTimeBegin"])), int(str(info.get("clockMonotonicRaw", 0)))
     except (KeyError, ValueError) as exc:
         raise MissingControlFile(f"start_info lacks a numeric collectionTimeBegin / clockMonotonicRaw ({exc})",
-                                 path=rd.files.get("start_info", rd.path)) from exc
+                                 path=path) from exc
+    return wall_offset_ns(_control_int(begin, "collectionTimeBegin", path, "microseconds since the Unix epoch", 1000),
+                          _control_int(mono, "clockMonotonicRaw", path))
 
 
 def control_times(rds: Sequence[ResultDir]) -> Tuple[int, int]:
@@ -84,9 +110,9 @@ def control_times(rds: Sequence[ResultDir]) -> Tuple[int, int]:
     for rd in rds:
         b = str(rd.start_info.get("collectionTimeBegin", "") or "")
         e = str(rd.end_info.get("collectionTimeEnd", "") or "")
-        if b.isdigit() and not start:
+        if b.isdigit() and not start and int(b) < NS_LIMIT // 1000:
             start = int(b) * 1000
-        if e.isdigit() and not end:
+        if e.isdigit() and not end and int(e) < NS_LIMIT // 1000:
             end = int(e) * 1000
     return start, end
 
@@ -103,12 +129,22 @@ def host_clock_of(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Clock:
     offset = wall_offset(rd, coll)
     freq = rd.host_freq_mhz()
     if freq is None:
+        problem = rd.host_freq_problem()
+        if problem is not None:  # the reference's fallback (host_formats.md §3.1), said aloud
+            diag.warn(f"{rd.files.get('info.json', rd.path)}: CPU[0].Frequency is {problem}; expected the host "
+                      f"counter frequency in MHz ({FREQ_TEXT}), or \"\" when host timestamps are "
+                      f"ns; host timestamps are read as ns, as the reference does, so host API times are wrong if "
+                      f"they were counter ticks")
         return host_clock(None, 0, 0, 0, offset)
     hs = rd.host_start
+    path = rd.files.get("host_start.log", rd.path)
     if "clock_monotonic_raw" not in hs or "cntvct" not in hs:
         raise MissingControlFile("host_start.log lacks clock_monotonic_raw / cntvct; expected both to convert "
-                                 "host counter ticks", path=rd.files.get("host_start.log", rd.path))
-    return host_clock(freq, hs["clock_monotonic_raw"], hs["cntvct"], hs.get("cntvct_diff", 0), offset)
+                                 "host counter ticks", path=path)
+    return _in_range(host_clock(freq, _control_int(hs["clock_monotonic_raw"], "clock_monotonic_raw", path),
+                                _control_int(hs["cntvct"], "cntvct", path, "counter ticks"),
+                                _control_int(hs.get("cntvct_diff", 0), "cntvct_diff", path, "counter ticks",
+                                             signed=True), offset), path)
 
 
 def device_clock_of(rd: ResultDir, coll: Collection) -> Clock:
@@ -117,18 +153,22 @@ def device_clock_of(rd: ResultDir, coll: Collection) -> Clock:
     if mhz <= 0:
         text = str(rd.device_info().get("hwts_frequency", "")).strip()
         raise MissingControlFile(f"DeviceInfo[0].hwts_frequency is {text!r}; expected the system counter "
-                                 f"frequency in MHz", path=rd.files.get("info.json", rd.path))
+                                 f"frequency in MHz ({FREQ_TEXT})",
+                                 path=rd.files.get("info.json", rd.path))
     if "cntvct" not in rd.dev_start:
         raise MissingControlFile("no dev_start.log.N with cntvct; expected the device counter at the sync point",
                                  path=rd.files.get("dev_start.log", rd.path))
+    hs_path = rd.files.get("host_start.log", rd.path)
     if "clock_monotonic_raw" not in rd.host_start:
         raise MissingControlFile("no host_start.log.N with clock_monotonic_raw; expected the host time at the "
-                                 "sync point", path=rd.files.get("host_start.log", rd.path))
+                                 "sync point", path=hs_path)
     freq = rd.host_freq_mhz()
-    host_mono = rd.host_start["clock_monotonic_raw"]
+    host_mono = _control_int(rd.host_start["clock_monotonic_raw"], "clock_monotonic_raw", hs_path)
     if freq is not None and rd.host_start.get("cntvct_diff"):
-        host_mono += round(Fraction(rd.host_start["cntvct_diff"] * 1000) / freq)
-    return device_clock(mhz, rd.dev_start["cntvct"], host_mono, offset)
+        diff = _control_int(rd.host_start["cntvct_diff"], "cntvct_diff", hs_path, "counter ticks", signed=True)
+        host_mono += round(Fraction(diff * 1000) / freq)
+    dev_cnt = _control_int(rd.dev_start["cntvct"], "cntvct", rd.files.get("dev_start.log", rd.path), "counter ticks")
+    return _in_range(device_clock(mhz, dev_cnt, host_mono, offset), hs_path)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -911,7 +951,7 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
     losses.check_task_log(files, rd.data_dir, rd.device_id, chip.family, diag)
     try:
         clock = device_clock_of(rd, coll)
-    except MissingControlFile as exc:
+    except (MissingControlFile, BadControlFile) as exc:
         diag.warn(f"{exc}; device {rd.device_id} is skipped")
         return None
     name = f"device{rd.device_id}"
