@@ -12,7 +12,7 @@ import functools
 import tempfile
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -213,9 +213,23 @@ def _group_paths(files: Dict[Tuple[str, str], List[str]], kind: str) -> Iterator
             yield group, paths
 
 
+class HashTable(Dict[str, str]):
+    """hash_dic: the text of each hash id (decimal), and the ids looked up in vain (`misses`),
+    for one warning at the end of the host's import."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.misses: Set[int] = set()
+
+    def warn_misses(self, where: str, diag: Diagnostics) -> None:
+        if self.misses:
+            diag.warn(f"{where}: {len(self.misses)} hash ids resolve to no entry (e.g. {min(self.misses)}); the op "
+                      f"names, op types, kernel names or model names they stand for are left blank")
+
+
 def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
                 diag: Diagnostics) -> Dict[str, str]:
-    table: Dict[str, str] = {}
+    table: Dict[str, str] = {} if typed else HashTable()
     for group in ("unaging", "aging"):
         for path in files.get((kind, group), []):
             with open(path, "rb") as f:
@@ -395,6 +409,10 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
         put("KIT_API", None, last=True)
         if assoc is not None:
             assoc.finish()
+        if isinstance(hashes, HashTable):
+            where = next((p for _, group in _group_paths(files, "hash_dic") for p in group),
+                         f"{rd.data_dir}/*.hash_dic.slice_N")
+            hashes.warn_misses(where, diag)
     except BaseException:
         if host_tasks is not None:
             host_tasks.close()
@@ -621,8 +639,19 @@ def _map_names(values: np.ndarray, types: Dict[str, str]) -> np.ndarray:
 
 
 def _hash_text(hashes: Dict[str, str], missing: str = "") -> Callable[[object], str]:
-    """The text of a hash id (hash_dic); `missing` for an unknown id, "" for id 0."""
-    return lambda u: hashes.get(str(int(u)), missing if int(u) else "")
+    """The text of a hash id (hash_dic); `missing` for an unknown id (noted in a HashTable's
+    misses), "" for id 0."""
+    misses = hashes.misses if isinstance(hashes, HashTable) else set()
+
+    def text(u: object) -> str:
+        key = int(u)  # type: ignore[call-overload]
+        got = hashes.get(str(key))
+        if got is not None:
+            return got
+        if key:
+            misses.add(key)
+        return missing if key else ""
+    return text
 
 
 def _code_text(table: Dict[int, str]) -> Callable[[object], str]:
@@ -1835,6 +1864,13 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
     stars = chip.family == "stars"
     with_pmu = [rd for rd, dev in devices if dev.tasks.rows and _has_pmu(dev, stars)]
     columns = list(dict.fromkeys(c for rd in with_pmu for c in pmu_columns(rd, stars)))
+    for rd in with_pmu:
+        if not any(_group_of(rd, core)[1] for core in (("aic", "aiv") if stars else ("aic",))):
+            where = rd.files.get("sample.json")
+            what = f"{where}: names no PMU metrics (ai_core_metrics and ai_core_profiling_events)" if where else \
+                f"{rd.path}: no sample.json to name the PMU metrics (ai_core_metrics and ai_core_profiling_events)"
+            diag.warn(f"{what}; the PMU metric columns of device {rd.device_id} (all but total_time and "
+                      f"total_cycles) are dropped although its PMU records are there")
     overlaps: List[_Overlap] = []
     row = 0
     try:
