@@ -269,3 +269,33 @@ def test_intact_inputs_give_no_warning(tmp_path, capsys, case):
     prof = copy_input(case, str(tmp_path))
     code, _, err = run(["import", "-dir", prof], capsys)
     assert code == 0 and not _warnings(err), err
+
+
+def test_a_frequency_with_many_digits_far_from_the_sync_point(tmp_path, capsys):
+    """A host counter of 100.000001 MHz read 10^11 ticks from its sync point: ticks * 10^9 / num
+    would overflow int64 (and wrapped silently); the times stay within a few µs of a 100 MHz
+    reading (they differ by 1 ppm: ~10 µs over 1000 s)."""
+    def damage(freq):
+        def edit(prof):
+            _edit_json(os.path.join(prof, "host", "info.json"), lambda v: v["CPU"][0].update(Frequency=freq))
+            _replace(os.path.join(prof, "host", "host_start.log"), "cntvct: 100000000000", "cntvct: 0")
+        return edit
+    round_, _, err = _import("min_910b", tmp_path / "round", capsys, damage("100.000000"))
+    exact, code, err = _import("min_910b", tmp_path / "exact", capsys, damage("100.000001"))
+    assert code == 0, err
+    a, b = np.array(_api_times(round_)), np.array(_api_times(exact))
+    assert a.shape == b.shape and np.abs(a - b).max() < 20_000
+
+
+@pytest.mark.parametrize("mhz, tolerance", [("100", 0), ("38.4", 0), ("100.000001", 0), ("0.001", 0),
+                                            ("99999.999999", 512)])  # the last beyond exact int64 steps
+def test_clock_conversion_on_every_path(mhz, tolerance):
+    """Clock.to_ns against exact rational arithmetic, rounded half up: exact while the steps fit int64."""
+    from fractions import Fraction
+    from msprof_kit.timebase import Clock
+    f = Fraction(mhz)
+    base = 10 ** 9
+    ticks = np.array([base, base + 1, base + 7, base + 10 ** 6 + 3, 10 ** 11 + 5, 10 ** 12 - 1, 3 * 10 ** 12 + 17])
+    got = Clock(base, 5, f).to_ns(ticks).tolist()
+    want = [5 + int(Fraction((t - base) * 1000) / f + Fraction(1, 2)) for t in ticks.tolist()]
+    assert all(abs(g - w) <= tolerance for g, w in zip(got, want)), (got, want)
