@@ -643,8 +643,8 @@ def _hash_text(hashes: Dict[str, str], missing: str = "") -> Callable[[object], 
     misses), "" for id 0."""
     misses = hashes.misses if isinstance(hashes, HashTable) else set()
 
-    def text(u: object) -> str:
-        key = int(u)  # type: ignore[call-overload]
+    def text(u: Any) -> str:
+        key = int(u)
         got = hashes.get(str(key))
         if got is not None:
             return got
