@@ -18,7 +18,7 @@ from .arrays import group_ids, run_ranks
 from .errors import Diagnostics
 from .parsers import host as H
 from .parsers import records as R
-from .parsers.stream import RecordStream
+from .parsers.stream import RecordStream, locate
 from .spill import Runs
 
 Columns = Dict[str, np.ndarray]
@@ -84,12 +84,14 @@ class ApiWindows:
     def _read(self, paths: Sequence[str], diag: Diagnostics, data_dir: str) -> None:
         stream = RecordStream(R.API_EVENT, paths, H._host_valid, H._EXPECT)
         pairing = _Pairing()
-        seen = zeros = 0
-        for arr, _ in stream.chunks():
+        seen = zeros = reversed_ = 0
+        first_reversed = -1  # stream offset of the first API ending before its begin
+        for arr, offsets in stream.chunks():
             n = len(arr)
             cols = {"level": arr["level"], "type": arr["type"], "thread": arr["thread_id"],
                     "reserve": arr["reserve"], "begin": arr["begin"].view(np.int64), "end": arr["end"].view(np.int64),
-                    "item": arr["item_id"], "order": np.arange(seen, seen + n, dtype=np.int64)}
+                    "item": arr["item_id"], "order": np.arange(seen, seen + n, dtype=np.int64),
+                    "offset": np.asarray(offsets, dtype=np.int64)}
             seen += n
             is_event = arr["end"] == np.uint64(R.EVENT_FLAG)
             if is_event.any():
@@ -104,6 +106,13 @@ class ApiWindows:
             if zero.any():
                 zeros += int(zero.sum())
                 cols = {k: v[~zero] for k, v in cols.items()}
+            back = cols["end"] < cols["begin"]  # (an Event pair's: its begin record's offset)
+            if back.any():
+                reversed_ += int(back.sum())
+                if first_reversed < 0:
+                    first_reversed = int(cols["offset"][back].min())
+                cols = {k: v[~back] for k, v in cols.items()}
+            del cols["offset"]
             if len(cols["begin"]):
                 self.runs.add(cols)
         diag.extend(stream.issues)
@@ -112,6 +121,11 @@ class ApiWindows:
                       f"partner; dropped")
         if zeros:
             diag.warn(f"{data_dir}: {zeros} API records have begin time 0; dropped")
+        if reversed_:
+            path, offset = locate(stream.pieces, first_reversed)
+            more = f" ({reversed_} such API records in {data_dir})" if reversed_ > 1 else ""
+            diag.warn(f"{path}: offset {offset}: api_event record ends before it begins{more}; dropped, as its "
+                      f"duration would be negative")
 
     def edges(self, rows: Optional[int] = None) -> np.ndarray:
         """Begins at which windows start (after the first): about `rows` (WINDOW_ROWS) APIs

@@ -12,7 +12,7 @@ import functools
 import tempfile
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -22,13 +22,13 @@ from .parsers import host as H
 from .parsers import records as R
 from .pairing import Pairing
 from .parsers.stream import RecordStream, decode_stream, locate, read_stream
-from . import forked, memory, metrics
+from . import forked, losses, memory, metrics
 from .api_windows import ApiWindows
 from .spill import Runs
 from .arrays import Numbering, first_seen, isin, last_seen, numbered_by_first_row, run_ranks
 from .forked import Forked, can_fork
-from .errors import Diagnostics, MissingControlFile, NoData
-from .layout import NPU_NAMES, Chip, Collection, ResultDir, data_files
+from .errors import BadControlFile, Diagnostics, MissingControlFile, NoData
+from .layout import FREQ_TEXT, NPU_NAMES, Chip, Collection, ResultDir, data_files
 from .timebase import Clock, device_clock, host_clock, wall_offset_ns
 
 INVALID_CTX = 4294967295
@@ -68,13 +68,39 @@ def _start_info(rd: ResultDir, coll: Collection) -> Dict[str, object]:
                              path=rd.path)
 
 
+# control-file times (ns) and counters must stay below this (146 years of ns), so that a sum of two
+# still fits the int64 ns of the store
+NS_LIMIT = 1 << 62
+
+
+def _control_int(value: int, name: str, path: str, unit: str = "ns", scale: int = 1, signed: bool = False) -> int:
+    """`value` of control-file field `name` checked to be within +-NS_LIMIT ns (`scale` `unit`s
+    making one ns; not negative unless `signed`)."""
+    high = NS_LIMIT // scale
+    low = -high if signed else 0
+    if not low <= value < high:
+        raise BadControlFile(f"{name} {value} is out of range; expected {unit} from {low} to below {high}", path=path)
+    return value
+
+
+def _in_range(clock: Clock, path: str) -> Clock:
+    """`clock`, once its sync point is known to fit int64 ns."""
+    if not -(1 << 63) <= clock.base_ns < (1 << 63):
+        raise BadControlFile(f"the sync point falls at {clock.base_ns} ns, beyond 64 bits; expected "
+                             f"cntvct_diff and clock_monotonic_raw to give a time within 64-bit ns", path=path)
+    return clock
+
+
 def wall_offset(rd: ResultDir, coll: Collection) -> int:
     info = _start_info(rd, coll)
+    path = rd.files.get("start_info", rd.path)
     try:
-        return wall_offset_ns(int(str(info["collectionTimeBegin"])), int(str(info.get("clockMonotonicRaw", 0))))
+        begin, mono = int(str(info["collectionTimeBegin"])), int(str(info.get("clockMonotonicRaw", 0)))
     except (KeyError, ValueError) as exc:
         raise MissingControlFile(f"start_info lacks a numeric collectionTimeBegin / clockMonotonicRaw ({exc})",
-                                 path=rd.files.get("start_info", rd.path)) from exc
+                                 path=path) from exc
+    return wall_offset_ns(_control_int(begin, "collectionTimeBegin", path, "microseconds since the Unix epoch", 1000),
+                          _control_int(mono, "clockMonotonicRaw", path))
 
 
 def control_times(rds: Sequence[ResultDir]) -> Tuple[int, int]:
@@ -84,9 +110,9 @@ def control_times(rds: Sequence[ResultDir]) -> Tuple[int, int]:
     for rd in rds:
         b = str(rd.start_info.get("collectionTimeBegin", "") or "")
         e = str(rd.end_info.get("collectionTimeEnd", "") or "")
-        if b.isdigit() and not start:
+        if b.isdigit() and not start and int(b) < NS_LIMIT // 1000:
             start = int(b) * 1000
-        if e.isdigit() and not end:
+        if e.isdigit() and not end and int(e) < NS_LIMIT // 1000:
             end = int(e) * 1000
     return start, end
 
@@ -103,12 +129,22 @@ def host_clock_of(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Clock:
     offset = wall_offset(rd, coll)
     freq = rd.host_freq_mhz()
     if freq is None:
+        problem = rd.host_freq_problem()
+        if problem is not None:  # the reference's fallback (host_formats.md §3.1), said aloud
+            diag.warn(f"{rd.files.get('info.json', rd.path)}: CPU[0].Frequency is {problem}; expected the host "
+                      f"counter frequency in MHz ({FREQ_TEXT}), or \"\" when host timestamps are "
+                      f"ns; host timestamps are read as ns, as the reference does, so host API times are wrong if "
+                      f"they were counter ticks")
         return host_clock(None, 0, 0, 0, offset)
     hs = rd.host_start
+    path = rd.files.get("host_start.log", rd.path)
     if "clock_monotonic_raw" not in hs or "cntvct" not in hs:
         raise MissingControlFile("host_start.log lacks clock_monotonic_raw / cntvct; expected both to convert "
-                                 "host counter ticks", path=rd.files.get("host_start.log", rd.path))
-    return host_clock(freq, hs["clock_monotonic_raw"], hs["cntvct"], hs.get("cntvct_diff", 0), offset)
+                                 "host counter ticks", path=path)
+    return _in_range(host_clock(freq, _control_int(hs["clock_monotonic_raw"], "clock_monotonic_raw", path),
+                                _control_int(hs["cntvct"], "cntvct", path, "counter ticks"),
+                                _control_int(hs.get("cntvct_diff", 0), "cntvct_diff", path, "counter ticks",
+                                             signed=True), offset), path)
 
 
 def device_clock_of(rd: ResultDir, coll: Collection) -> Clock:
@@ -117,18 +153,22 @@ def device_clock_of(rd: ResultDir, coll: Collection) -> Clock:
     if mhz <= 0:
         text = str(rd.device_info().get("hwts_frequency", "")).strip()
         raise MissingControlFile(f"DeviceInfo[0].hwts_frequency is {text!r}; expected the system counter "
-                                 f"frequency in MHz", path=rd.files.get("info.json", rd.path))
+                                 f"frequency in MHz ({FREQ_TEXT})",
+                                 path=rd.files.get("info.json", rd.path))
     if "cntvct" not in rd.dev_start:
         raise MissingControlFile("no dev_start.log.N with cntvct; expected the device counter at the sync point",
                                  path=rd.files.get("dev_start.log", rd.path))
+    hs_path = rd.files.get("host_start.log", rd.path)
     if "clock_monotonic_raw" not in rd.host_start:
         raise MissingControlFile("no host_start.log.N with clock_monotonic_raw; expected the host time at the "
-                                 "sync point", path=rd.files.get("host_start.log", rd.path))
+                                 "sync point", path=hs_path)
     freq = rd.host_freq_mhz()
-    host_mono = rd.host_start["clock_monotonic_raw"]
+    host_mono = _control_int(rd.host_start["clock_monotonic_raw"], "clock_monotonic_raw", hs_path)
     if freq is not None and rd.host_start.get("cntvct_diff"):
-        host_mono += round(Fraction(rd.host_start["cntvct_diff"] * 1000) / freq)
-    return device_clock(mhz, rd.dev_start["cntvct"], host_mono, offset)
+        diff = _control_int(rd.host_start["cntvct_diff"], "cntvct_diff", hs_path, "counter ticks", signed=True)
+        host_mono += round(Fraction(diff * 1000) / freq)
+    dev_cnt = _control_int(rd.dev_start["cntvct"], "cntvct", rd.files.get("dev_start.log", rd.path), "counter ticks")
+    return _in_range(device_clock(mhz, dev_cnt, host_mono, offset), hs_path)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -173,9 +213,23 @@ def _group_paths(files: Dict[Tuple[str, str], List[str]], kind: str) -> Iterator
             yield group, paths
 
 
+class HashTable(Dict[str, str]):
+    """hash_dic: the text of each hash id (decimal), and the ids looked up in vain (`misses`),
+    for one warning at the end of the host's import."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.misses: Set[int] = set()
+
+    def warn_misses(self, where: str, diag: Diagnostics) -> None:
+        if self.misses:
+            diag.warn(f"{where}: {len(self.misses)} hash ids resolve to no entry (e.g. {min(self.misses)}); the op "
+                      f"names, op types, kernel names or model names they stand for are left blank")
+
+
 def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
                 diag: Diagnostics) -> Dict[str, str]:
-    table: Dict[str, str] = {}
+    table: Dict[str, str] = {} if typed else HashTable()
     for group in ("unaging", "aging"):
         for path in files.get((kind, group), []):
             with open(path, "rb") as f:
@@ -183,10 +237,15 @@ def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
             part, issues = H.parse_dictionary(text, path, typed)
             diag.extend(issues)
             table.update(part)
+    paths = [p for _, group in _group_paths(files, kind) for p in group]
+    if paths and not table:
+        diag.warn(f"{paths[0]}: no entries; {DICTIONARY_LOSS[kind]}")
     return table
 
 
 Columns = H.Columns
+DICTIONARY_LOSS = {"hash_dic": "the op names, op types, kernel names and model names it resolves are left blank",
+                   "type_info_dic": "API and task types are shown as numbers instead of names"}
 
 
 def _contain(p_thread: np.ndarray, p_time: np.ndarray, a_thread: np.ndarray, a_begin: np.ndarray,
@@ -296,6 +355,7 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, strings: "Stri
     if not files:
         diag.warn(f"{rd.data_dir}: no host data files; expected *.api_event.data.slice_N and friends")
         return None
+    losses.check_slices(files, diag)
     worker = Forked(functools.partial(_tensor_job, rd, files, scratch), "tensor texts") \
         if jobs > 1 and can_fork() else None
 
@@ -333,6 +393,9 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
         if records.runs["track"].rows:
             host_tasks = HostTasks(scratch, types, hashes)
         assoc = _Association(clock, types, hashes, host_tasks.add) if host_tasks is not None else None
+        if not apis.count:
+            diag.warn(f"{rd.data_dir}: no api_event records; CANN_API and api_statistic stay empty, and without "
+                      f"launch APIs the device tasks are named by their kernels only")
         edges = apis.edges()
         records.cut(edges)
         latest = LatestEnds()
@@ -346,6 +409,10 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
         put("KIT_API", None, last=True)
         if assoc is not None:
             assoc.finish()
+        if isinstance(hashes, HashTable):
+            where = next((p for _, group in _group_paths(files, "hash_dic") for p in group),
+                         f"{rd.data_dir}/*.hash_dic.slice_N")
+            hashes.warn_misses(where, diag)
     except BaseException:
         if host_tasks is not None:
             host_tasks.close()
@@ -515,6 +582,9 @@ class _Association:
         del t_thread
         has_parent, at_parent = parent >= 0, np.clip(parent, 0, None)
         has_model, at_model = model_api >= 0, np.clip(model_api, 0, None)
+        if not len(level):  # no tree API at all (no api_event records): stand-ins that np.where never takes
+            cand = {k: np.zeros(1, np.int64) for k in TREE_COLUMNS}
+            level = cand["level"]
         task_id = cols["task_id"]
         out = _frame({
             "device_id": cols["device_id"], "stream_id": cols["stream_id"].astype(np.int64),
@@ -569,8 +639,19 @@ def _map_names(values: np.ndarray, types: Dict[str, str]) -> np.ndarray:
 
 
 def _hash_text(hashes: Dict[str, str], missing: str = "") -> Callable[[object], str]:
-    """The text of a hash id (hash_dic); `missing` for an unknown id, "" for id 0."""
-    return lambda u: hashes.get(str(int(u)), missing if int(u) else "")
+    """The text of a hash id (hash_dic); `missing` for an unknown id (noted in a HashTable's
+    misses), "" for id 0."""
+    misses = hashes.misses if isinstance(hashes, HashTable) else set()
+
+    def text(u: Any) -> str:
+        key = int(u)
+        got = hashes.get(str(key))
+        if got is not None:
+            return got
+        if key:
+            misses.add(key)
+        return missing if key else ""
+    return text
 
 
 def _code_text(table: Dict[int, str]) -> Callable[[object], str]:
@@ -719,7 +800,8 @@ def _tensor_stream(paths: List[str], recs: Runs, out: Runs, base: int, seen: int
                  "pos": seen + c["seq"][first]})
         del c
     table = np.empty((len(rows), 6), dtype=object)
-    table[:] = rows
+    if rows:  # (a stream without one valid record has none)
+        table[:] = rows
     return count, table
 
 
@@ -894,9 +976,11 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
     if not files:
         diag.warn(f"{rd.data_dir}: no raw data files; expected e.g. stars_soc.data.{rd.device_id}.slice_0 "
                   f"or hwts.data.{rd.device_id}.slice_0")
+    losses.check_slices(files, diag)
+    losses.check_task_log(files, rd.data_dir, rd.device_id, chip.family, diag)
     try:
         clock = device_clock_of(rd, coll)
-    except MissingControlFile as exc:
+    except (MissingControlFile, BadControlFile) as exc:
         diag.warn(f"{exc}; device {rd.device_id} is skipped")
         return None
     name = f"device{rd.device_id}"
@@ -1780,6 +1864,13 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
     stars = chip.family == "stars"
     with_pmu = [rd for rd, dev in devices if dev.tasks.rows and _has_pmu(dev, stars)]
     columns = list(dict.fromkeys(c for rd in with_pmu for c in pmu_columns(rd, stars)))
+    for rd in with_pmu:
+        if not any(_group_of(rd, core)[1] for core in (("aic", "aiv") if stars else ("aic",))):
+            where = rd.files.get("sample.json")
+            what = f"{where}: names no PMU metrics (ai_core_metrics and ai_core_profiling_events)" if where else \
+                f"{rd.path}: no sample.json to name the PMU metrics (ai_core_metrics and ai_core_profiling_events)"
+            diag.warn(f"{what}; the PMU metric columns of device {rd.device_id} (all but total_time and "
+                      f"total_cycles) are dropped although its PMU records are there")
     overlaps: List[_Overlap] = []
     row = 0
     try:

@@ -88,6 +88,18 @@ class ResultDir:
         value = _fraction(text)
         return value if value and value != 1000 else None
 
+    def host_freq_problem(self) -> Optional[str]:
+        """CPU[0].Frequency as JSON text when it is neither a usable frequency, nor the empty string
+        or 1000 that mean ns timestamps ('absent' when there is none); else None."""
+        cpus = self.info.get("CPU")
+        cpu = cpus[0] if isinstance(cpus, list) and cpus and isinstance(cpus[0], dict) else {}
+        if "Frequency" not in cpu:
+            return "absent"
+        value = cpu["Frequency"]
+        if value == "" or _fraction(str(value)) is not None:
+            return None
+        return json.dumps(value)
+
 
 @dataclass(frozen=True)
 class JobFile:
@@ -158,12 +170,18 @@ class Collection:
         raise MissingControlFile("no info.json names a platform_version", path=self.path)
 
 
+# counter frequencies accepted (MHz): 1 kHz to 100 GHz; beyond, tick conversions overflow 64 bits
+FREQ_MHZ = (Fraction(1, 1000), Fraction(100000))
+FREQ_TEXT = "0.001 to 100000"
+
+
 def _fraction(text: str) -> Optional[Fraction]:
+    """A counter frequency in MHz, or None when `text` is not a number within FREQ_MHZ."""
     try:
         value = Fraction(text.strip())
     except (ValueError, ZeroDivisionError):
         return None
-    return value if value > 0 else None
+    return value if FREQ_MHZ[0] <= value <= FREQ_MHZ[1] else None
 
 
 def _pick(names: List[str], prefix: str) -> Optional[str]:
@@ -189,6 +207,9 @@ def read_json(path: str) -> Dict[str, object]:
     text = _read_text(path)
     try:
         value = json.loads(text)
+    except RecursionError as exc:
+        raise BadControlFile("JSON nested too deeply; expected one JSON object of settings", path=path,
+                             offset=0) from exc
     except json.JSONDecodeError:
         try:
             value = json.loads(text.splitlines()[0]) if text.strip() else None

@@ -16,6 +16,9 @@ from typing import Optional
 import numpy as np
 
 
+INT64_MAX = (1 << 63) - 1
+
+
 @dataclass(frozen=True)
 class Clock:
     """A linear map from counter ticks to local ns: ns = base_ns + (ticks - base_ticks) * 1000 / mhz."""
@@ -37,8 +40,19 @@ class Clock:
             t *= scale // num
             t += self.base_ns
             return t
-        t *= scale
-        q, r = np.divmod(t, num)
+        reach = max(-int(t.min()), int(t.max())) if len(t) else 0
+        if reach <= INT64_MAX // scale:
+            t *= scale
+            q, r = np.divmod(t, num)
+        elif 2 * num <= INT64_MAX // scale:  # t * scale would overflow: t = a*num + b, so t*scale/num = a*scale + b*scale/num
+            q, b = np.divmod(t, num)
+            q *= scale
+            b *= scale
+            more, r = np.divmod(b, num)
+            q += more
+        else:  # (a frequency given to many digits, far from the sync point) to within float64 precision
+            q = np.rint(t.astype(np.float64) * (scale / num)).astype(np.int64)
+            r = np.zeros_like(q)
         q += (2 * r >= num)
         q += self.base_ns
         return q
