@@ -21,7 +21,7 @@ from .parsers import device as D
 from .parsers import host as H
 from .parsers import records as R
 from .pairing import Pairing
-from .parsers.stream import RecordStream, decode_stream, locate, read_stream
+from .parsers.stream import RecordStream, decode_stream, locate, read_lines, read_stream
 from . import forked, losses, memory, metrics
 from .api_windows import ApiWindows
 from .spill import Runs
@@ -232,9 +232,7 @@ def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
     table: Dict[str, str] = {} if typed else HashTable()
     for group in ("unaging", "aging"):
         for path in files.get((kind, group), []):
-            with open(path, "rb") as f:
-                text = f.read().decode("utf-8", errors="replace")
-            part, issues = H.parse_dictionary(text, path, typed)
+            part, issues = H.parse_dictionary_lines(read_lines([path]), typed)
             diag.extend(issues)
             table.update(part)
     paths = [p for _, group in _group_paths(files, kind) for p in group]
@@ -351,7 +349,7 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, strings: "Stri
     """The host's tracks and compute tasks, associated with its APIs; the APIs themselves go to
     `put` (CANN_API, KIT_API) as soon as they are numbered. With jobs > 1 the tensor texts are
     rendered in a forked worker meanwhile."""
-    files = data_files(rd)
+    files = data_files(rd, diag)
     if not files:
         diag.warn(f"{rd.data_dir}: no host data files; expected *.api_event.data.slice_N and friends")
         return None
@@ -972,7 +970,7 @@ def _pair_into(runs: Runs, keys: Sequence[str], what: str, stream: RecordStream,
 def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, scratch: str) -> Optional[DeviceData]:
     """A device's tasks (start and end records paired, spilled to `scratch` by start), its PMU
     records (on STARS chips spilled by end) and ts_track records."""
-    files = data_files(rd)
+    files = data_files(rd, diag)
     if not files:
         diag.warn(f"{rd.data_dir}: no raw data files; expected e.g. stars_soc.data.{rd.device_id}.slice_0 "
                   f"or hwts.data.{rd.device_id}.slice_0")

@@ -24,8 +24,8 @@ import pandas as pd
 
 from .parsers import device as D
 from .parsers import job as J
-from .parsers.host import parse_dictionary
-from .parsers.stream import Issue, Piece, locate, read_stream
+from .parsers.host import parse_dictionary_lines
+from .parsers.stream import Issue, Piece, TextLines, locate, open_regular, read_lines, read_stream
 from .build import GID_KEYS, StringPool, control_times, device_info_rows, global_ids
 from .errors import BadRecords, Diagnostics, MissingControlFile, NoData
 from .layout import CHIPS, NPU_NAMES, Collection, JobFile, JobLayout
@@ -58,17 +58,17 @@ def _decode(fn: Callable[..., Tuple[Dict[str, np.ndarray], List[Issue]]], files:
     return cols
 
 
-def _text_columns(fn: Callable[[np.ndarray, Sequence[Piece]], Tuple[Dict[str, np.ndarray], List[Issue]]],
-                  files: Sequence[JobFile], diag: Diagnostics) -> Dict[str, np.ndarray]:
-    """Run a parsers.job text parser over the concatenated slices of `files`."""
-    buf, pieces = read_stream([f.path for f in files])
-    out, issues = fn(buf, pieces)
+def _text_columns(fn: Callable[[TextLines], Tuple[Dict[str, np.ndarray], List[Issue]]],
+                  files: Sequence[JobFile], diag: Diagnostics, sep: bytes = b"\n") -> Dict[str, np.ndarray]:
+    """Run a parsers.job text parser over the lines (of bounded length) of the concatenated
+    slices of `files`."""
+    out, issues = fn(read_lines([f.path for f in files], sep))
     diag.extend(issues)
     return out
 
 
 def _starts_with_magic(files: Sequence[JobFile]) -> bool:
-    with open(files[0].path, "rb") as f:
+    with open_regular(files[0].path) as f:
         return f.read(2) == b"ZZ"  # 0x5A5A, little-endian
 
 
@@ -140,8 +140,7 @@ def load_ops(layout: JobLayout, diag: Diagnostics) -> Tuple[pd.DataFrame, pd.Dat
     for (dev, _), files in layout.group("hash_dic").items():
         table: Dict[str, str] = {}
         for f in files:
-            with open(f.path, "rb") as fh:
-                part, issues = parse_dictionary(fh.read().decode("utf-8", errors="replace"), f.path, False)
+            part, issues = parse_dictionary_lines(read_lines([f.path]), False)
             diag.extend(issues)
             table.update(part)
         hashes[dev] = table
@@ -177,8 +176,7 @@ def load_ops(layout: JobLayout, diag: Diagnostics) -> Tuple[pd.DataFrame, pd.Dat
             info: Dict[str, J.GraphInfo] = {}
             for (gdev, _), gfiles in graphs.items():
                 if gdev == dev:
-                    buf, pieces = read_stream([f.path for f in gfiles])
-                    described, issues = J.parse_graph_desc_text(buf, pieces, backend)
+                    described, issues = J.parse_graph_desc_text(read_lines([f.path for f in gfiles]), backend)
                     diag.extend(issues)
                     info.update(described)
             _describe(frame, info)
@@ -410,7 +408,8 @@ def _put_aicpu(layout: JobLayout, clocks: Clocks, ops: pd.DataFrame, diag: Diagn
                spans: Spans) -> int:
     frames = []
     for (dev, _), files in layout.group("aicpu").items():
-        c = _decode(J.decode_aicpu, files, diag)
+        c = _decode(J.decode_aicpu, files, diag) if _starts_with_magic(files) else \
+            _text_columns(J.parse_aicpu_text, files, diag, J.AICPU_SEP)
         name = c["name"].copy()
         binary = c["task_id"] >= 0
         if not ops.empty and binary.any():  # the binary records name no op: take it from the task descriptions

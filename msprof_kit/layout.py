@@ -13,10 +13,11 @@ import os
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import AbstractSet, Dict, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Dict, List, Optional, Tuple
 
 from .errors import BadControlFile, Diagnostics, MissingControlFile, NotACollection, PathNotFound, \
     UnknownChip, UnreadableFile
+from .parsers.stream import NotRegularFile, file_kind, open_regular
 
 HOST_ID = 64
 SKIPPED_SUFFIXES = (".done", ".complete", ".zip")
@@ -184,7 +185,7 @@ def _fraction(text: str) -> Optional[Fraction]:
     return value if FREQ_MHZ[0] <= value <= FREQ_MHZ[1] else None
 
 
-def _pick(names: List[str], prefix: str) -> Optional[str]:
+def _pick(names: AbstractSet[str], prefix: str) -> Optional[str]:
     """First name starting with `prefix` that is not a marker file (sorted, as the reference does)."""
     for name in sorted(names):
         if name.startswith(prefix) and not name.endswith(SKIPPED_SUFFIXES) \
@@ -194,9 +195,13 @@ def _pick(names: List[str], prefix: str) -> Optional[str]:
 
 
 def _read_text(path: str) -> str:
+    """A control file's text. Only a regular file is read: anything else (a FIFO would block the
+    import, /dev/zero never ends) is an error naming what it is."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             raw = f.read()
+    except NotRegularFile as exc:
+        raise BadControlFile(f"{exc.what}, not a regular file; expected a regular file", path=path, offset=0) from exc
     except OSError as exc:
         raise UnreadableFile(f"cannot read: {exc.strerror}", path=path) from exc
     return raw.decode("utf-8", errors="replace")
@@ -254,7 +259,7 @@ def _device_id(name: str) -> Optional[int]:
 def load_result_dir(path: str, device_id: int, diag: Diagnostics) -> ResultDir:
     """Parse the control files of one result directory."""
     try:
-        names = os.listdir(path)
+        names = set(os.listdir(path))
     except OSError as exc:
         raise UnreadableFile(f"cannot list directory: {exc.strerror}", path=path) from exc
     is_host = device_id == HOST_ID
@@ -378,22 +383,40 @@ def _job_file(folder: str, name: str, names: AbstractSet[str]) -> Optional[JobFi
     return None
 
 
-def _job_files(folder: str) -> List[JobFile]:
+def _job_files(folder: str, diag: Diagnostics) -> List[JobFile]:
+    """The raw files of a JOB folder (one listing); those that are not regular files are skipped
+    with a warning."""
     try:
-        names = os.listdir(folder)
+        with os.scandir(folder) as listing:
+            entries = {e.name: e for e in listing}
     except OSError:
         return []
-    present = set(names)
-    found = (_job_file(folder, n, present) for n in names)
-    return [f for f in found if f is not None and os.path.isfile(f.path)]
+    present = entries.keys()
+    found = [f for f in (_job_file(folder, n, present) for n in entries) if f is not None]
+    return [f for f in found if _regular_slice(entries[os.path.basename(f.path)], diag)]
 
 
-def _job_control(folder: str, names: Sequence[str], kind: str, device: int) -> Optional[str]:
-    """`<kind>.<device>`, else `<kind>` alone, else `<kind>.<n>` when it is the only one."""
+def _regular_slice(entry: "os.DirEntry[str]", diag: Diagnostics) -> bool:
+    """Whether a listed slice is a regular file (symlinks followed); if not, a warning says what
+    it is and that it is skipped. A regular file costs no stat where the listing says its type."""
+    try:
+        if entry.is_file():
+            return True
+        what = f"{file_kind(os.stat(entry.path).st_mode)}, not a regular file"
+    except OSError as exc:
+        what = f"cannot be read ({exc.strerror})"
+    diag.warn(f"{entry.path}: {what}; this slice is skipped")
+    return False
+
+
+def _job_control(folder: str, names: AbstractSet[str], numbered: Dict[str, List[str]], kind: str,
+                 device: int) -> Optional[str]:
+    """`<kind>.<device>`, else `<kind>` alone, else `<kind>.<n>` when it is the only one
+    (`numbered`: the `<kind>.<n>` names of each kind)."""
     for cand in (f"{kind}.{device}", kind):
         if cand in names:
             return os.path.join(folder, cand)
-    others = [n for n in names if n.startswith(f"{kind}.") and n[len(kind) + 1:].isdigit()]
+    others = numbered.get(kind, [])
     return os.path.join(folder, others[0]) if len(others) == 1 else None
 
 
@@ -407,19 +430,24 @@ def job_collection_at(path: str, diag: Diagnostics) -> Optional[Collection]:
         return None
     data = os.path.join(path, "data")
     dirs = [path] + ([data] if os.path.isdir(data) else [])
-    files = [f for d in dirs for f in _job_files(d)]
+    files = [f for d in dirs for f in _job_files(d, diag)]
     if not files and not (name.startswith("JOB") and os.path.isdir(data)):
         return None
     try:
-        names = os.listdir(path)
+        names = set(os.listdir(path))
     except OSError as exc:
         raise UnreadableFile(f"cannot list directory: {exc.strerror}", path=path) from exc
+    numbered: Dict[str, List[str]] = {}
+    for n in names:
+        kind, dot, number = n.rpartition(".")
+        if dot and number.isdigit() and kind in JOB_CONTROL:
+            numbered.setdefault(kind, []).append(n)
     control_devices = {int(n.rsplit(".", 1)[1]) for n in names
                        if n.startswith("info.json.") and n.rsplit(".", 1)[1].isdigit()}
     devices = sorted({f.device_id for f in files} | control_devices) or [0]
     result_dirs: List[ResultDir] = []
     for dev in devices:
-        found = {kind: p for kind in JOB_CONTROL for p in [_job_control(path, names, kind, dev)] if p}
+        found = {kind: p for kind in JOB_CONTROL for p in [_job_control(path, names, numbered, kind, dev)] if p}
         result_dirs.append(_read_controls(path, dev, found))
     tags = sorted({f.job for f in files if f.job})
     if len(tags) > 1:
@@ -437,19 +465,22 @@ HOST_DATA = re.compile(r"^(?P<cls>aging|unaging)\.(?P<module>api_event|compact|a
 DEVICE_DATA = re.compile(r"^(?P<stem>[A-Za-z_][A-Za-z0-9_.]*?)\.(?P<dev>\d+)\.slice_(?P<n>\d+)$")
 
 
-def data_files(rd: ResultDir) -> Dict[Tuple[str, str], List[str]]:
+def data_files(rd: ResultDir, diag: Diagnostics) -> Dict[Tuple[str, str], List[str]]:
     """Raw data slices by (kind, group), each list in slice order.
 
     Host: kind = 'api_event' or the compact/additional tag ('task_track', 'hash_dic', ...),
     group = 'aging' or 'unaging'. Device: kind = the stem ('stars_soc.data', 'hwts.data'),
-    group = ''.
+    group = ''. One listing of data/, names looked up in a set (linear in the number of files);
+    a slice that is not a regular file is skipped with a warning.
     """
     try:
-        names = os.listdir(rd.data_dir)
+        with os.scandir(rd.data_dir) as listing:
+            entries = {e.name: e for e in listing}
     except OSError as exc:
         raise UnreadableFile(f"cannot list directory: {exc.strerror}", path=rd.data_dir) from exc
+    names = entries.keys()
     groups: Dict[Tuple[str, str], List[Tuple[int, str]]] = {}
-    for name in names:
+    for name, entry in entries.items():
         if name.endswith(SKIPPED_SUFFIXES) or f"{name}.complete" in names:
             continue
         if rd.is_host:
@@ -463,5 +494,6 @@ def data_files(rd: ResultDir) -> Dict[Tuple[str, str], List[str]]:
             if not match:
                 continue
             key = (match["stem"], "")
-        groups.setdefault(key, []).append((int(match["n"]), os.path.join(rd.data_dir, name)))
+        if _regular_slice(entry, diag):
+            groups.setdefault(key, []).append((int(match["n"]), os.path.join(rd.data_dir, name)))
     return {k: [p for _, p in sorted(v)] for k, v in groups.items()}

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import records as R
-from .stream import Issue, Piece, RecordStream, decode_stream, read_chunks
+from .stream import Issue, Piece, RecordStream, TextLines, cap_names, decode_stream, locate, read_chunks, split_lines
 
 Columns = Dict[str, np.ndarray]
 
@@ -93,26 +93,37 @@ def decode_compact(kind: str, buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple
 
 
 def parse_dictionary(text: str, path: str, typed: bool) -> Tuple[Dict[str, str], List[Issue]]:
+    """parse_dictionary_lines of a dictionary's text (`path` names it in the issues)."""
+    raw = text.encode("utf-8", errors="surrogateescape")
+    return parse_dictionary_lines(split_lines(raw, [Piece(path, 0, len(raw))]), typed)
+
+
+def parse_dictionary_lines(text: TextLines, typed: bool) -> Tuple[Dict[str, str], List[Issue]]:
     """hash_dic (`<id>:<string>`) or type_info_dic (`<level>_<type>:<name>`) lines.
 
     Splits at the first ':'; the last definition of a key wins. Malformed lines are reported.
-    Keys are kept as text: `'12345'` or `'5000_802'`.
+    Keys are kept as text: `'12345'` or `'5000_802'`. A line longer than the line cap keeps its
+    first bytes, a string longer than NAME_CAP characters its first NAME_CAP (each reported).
     """
-    table: Dict[str, str] = {}
-    issues: List[Issue] = []
-    offset = 0
-    for line in text.splitlines(keepends=True):
-        body = line.rstrip("\r\n")
+    keys: List[str] = []
+    values: List[str] = []
+    where: List[int] = []
+    issues = text.cut_issues(kept=True)
+    for offset, line in text.lines:
+        body = line.decode("utf-8", errors="replace").rstrip("\r")
         if body:
             key, sep, value = body.partition(":")
             ok = bool(sep) and (_is_type_key(key) if typed else key.isdigit())
             if ok:
-                table[key] = value
+                keys.append(key)
+                values.append(value)
+                where.append(offset)
             else:
                 shape = "'<level>_<type>:<name>'" if typed else "'<decimal id>:<string>'"
-                issues.append(Issue(path, offset, f"dictionary line {body[:60]!r} is not {shape}; ignored"))
-        offset += len(line.encode("utf-8", errors="surrogateescape"))
-    return table, issues
+                path, at = locate(text.pieces, offset)
+                issues.append(Issue(path, at, f"dictionary line {body[:60]!r} is not {shape}; ignored"))
+    values, capped = cap_names(values, where, text.pieces, "names")
+    return dict(zip(keys, values)), issues + capped
 
 
 def _is_type_key(key: str) -> bool:

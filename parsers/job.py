@@ -36,7 +36,7 @@ import numpy as np
 
 from . import records as R
 from .host import dtype_name, format_name
-from .stream import Issue, Piece, locate
+from .stream import Issue, Piece, TextLines, cap_names, locate, split_lines
 
 Columns = Dict[str, np.ndarray]
 
@@ -248,16 +248,17 @@ def _u64_at(arr: np.ndarray, field: str) -> np.ndarray:
     return np.ascontiguousarray(raw).view("<u8").ravel()
 
 
-def _lines(buf: np.ndarray) -> List[Tuple[int, str]]:
-    """(byte offset, text) of each non-empty line of a text stream."""
-    data = buf.tobytes()
+def _lines(text: TextLines, issues: List[Issue]) -> List[Tuple[int, str]]:
+    """(byte offset, text) of each non-empty line of a text stream; a line longer than the line
+    cap cannot be whole and is ignored (reported in `issues`)."""
+    issues.extend(text.cut_issues(kept=False))
     out: List[Tuple[int, str]] = []
-    pos = 0
-    for raw in data.split(b"\n"):
-        text = raw.rstrip(b"\r\0").decode("utf-8", errors="replace")
-        if text.strip():
-            out.append((pos, text))
-        pos += len(raw) + 1
+    for pos, raw in text.lines:
+        if pos in text.cut:
+            continue
+        line = raw.rstrip(b"\r\0").decode("utf-8", errors="replace")
+        if line.strip():
+            out.append((pos, line))
     return out
 
 
@@ -475,14 +476,15 @@ def decode_step_info(buf: np.ndarray, pieces: Sequence[Piece], complete: bool) -
     }, issues
 
 
-def parse_task_desc_text(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
+def parse_task_desc_text(text: TextLines) -> Tuple[Columns, List[Issue]]:
     """`<full op name> <block dim> <task id> <stream id>` lines (a 5-field line has an extra
-    leading field, which is ignored)."""
+    leading field, which is ignored). Op names are cut to NAME_CAP characters."""
+    pieces = text.pieces
     names: List[str] = []
     nums: List[Tuple[int, int, int]] = []
     where: List[int] = []
     issues: List[Issue] = []
-    for off, line in _lines(buf):
+    for off, line in _lines(text, issues):
         parts = line.split()
         if len(parts) == 5:
             parts = parts[1:]
@@ -494,6 +496,8 @@ def parse_task_desc_text(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Colu
         names.append(parts[0])
         nums.append((int(parts[1]), int(parts[2]), int(parts[3])))
         where.append(off)
+    names, capped = cap_names(names, where, pieces, "op names")
+    issues.extend(capped)
     table = np.array(nums, dtype=np.int64).reshape(-1, 3)
     return {"op_name": np.array(names, dtype=object), "block_dim": table[:, 0], "task_id": table[:, 1],
             "stream_id": table[:, 2], "offset": np.array(where, dtype=np.int64)}, issues
@@ -502,14 +506,16 @@ def parse_task_desc_text(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Colu
 GraphInfo = Tuple[str, str, str, str, str, str, str]  # op type, then the six tensor texts
 
 
-def parse_graph_desc_text(buf: np.ndarray, pieces: Sequence[Piece],
-                          backend: str) -> Tuple[Dict[str, GraphInfo], List[Issue]]:
+def parse_graph_desc_text(text: TextLines, backend: str) -> Tuple[Dict[str, GraphInfo], List[Issue]]:
     """`op_name:<name> op_type:<type> input_id:0 input_format:.. input_data_type:.. input_shape:".."
     output_id:0 ...` lines -> op name -> (op type, six tensor texts). Backend 'vm' writes
-    MindSpore's 2020 number types and format names; 'ge' writes GE enum codes."""
-    out: Dict[str, GraphInfo] = {}
+    MindSpore's 2020 number types and format names; 'ge' writes GE enum codes. Names, types and
+    tensor texts are cut to NAME_CAP characters."""
+    pieces = text.pieces
+    rows: List[Tuple[str, ...]] = []
+    where: List[int] = []
     issues: List[Issue] = []
-    for off, line in _lines(buf):
+    for off, line in _lines(text, issues):
         name = op_type = ""
         ins: List[List[str]] = []
         outs: List[List[str]] = []
@@ -545,16 +551,29 @@ def parse_graph_desc_text(buf: np.ndarray, pieces: Sequence[Piece],
             continue
         ins_t = [(c[0], c[1], c[2]) for c in ins]
         outs_t = [(c[0], c[1], c[2]) for c in outs]
-        out[name] = (op_type or NA,) + render_tensors(ins_t, outs_t)
+        rows.append((name, op_type or NA) + render_tensors(ins_t, outs_t))
+        where.append(off)
+    columns: List[List[str]] = [list(c) for c in zip(*rows)] if rows else []
+    for j, what in enumerate(("op names", "op types") + tuple(f"{c} texts" for c in _TENSOR_TEXTS)):
+        if columns:
+            columns[j], capped = cap_names(columns[j], where, pieces, what)
+            issues.extend(capped)
+    out: Dict[str, GraphInfo] = {row[0]: row[1:] for row in zip(*columns)}  # type: ignore[misc]
     return out, issues
 
 
-def parse_point_text(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
+_TENSOR_TEXTS = ("input shape", "input data type", "input format", "output shape", "output data type",
+                 "output format")
+
+
+def parse_point_text(text: TextLines) -> Tuple[Columns, List[Issue]]:
     """`<point tag> <full op name>` lines: the op that records each step-trace point."""
+    pieces = text.pieces
     tags: List[int] = []
     names: List[str] = []
+    where: List[int] = []
     issues: List[Issue] = []
-    for off, line in _lines(buf):
+    for off, line in _lines(text, issues):
         tag, _, name = line.strip().partition(" ")
         if not tag.isdigit() or not name:
             path, at = locate(pieces, off)
@@ -562,6 +581,9 @@ def parse_point_text(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns,
             continue
         tags.append(int(tag))
         names.append(name.strip())
+        where.append(off)
+    names, capped = cap_names(names, where, pieces, "op names")
+    issues.extend(capped)
     return {"tag": np.array(tags, dtype=np.int64), "op_name": np.array(names, dtype=object)}, issues
 
 
@@ -595,21 +617,22 @@ def decode_aicpu(buf: np.ndarray, pieces: Sequence[Piece], complete: bool) -> Tu
             "dispatch_us": arr["dispatch_time"].astype(np.float64), "total_us": arr["total_time"].astype(np.float64),
             "offset": offsets,
         }, issues
-    return _aicpu_text(buf, pieces)
+    return parse_aicpu_text(split_lines(buf, pieces, AICPU_SEP))
 
 
-def _aicpu_text(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
+AICPU_SEP = b"\0"  # what separates the segments of a text DATA_PREPROCESS file
+
+
+def parse_aicpu_text(text: TextLines) -> Tuple[Columns, List[Issue]]:
     """'[ts] Node:<name>, Run start:<us> [<ticks>], ..., Run end:<us> [<ticks>]' segments, each
     followed by its 'Thread[..] ... dispatchTime=<us> us, totalTime=<us> us' segment; segments
-    are NUL-separated."""
-    data = buf.tobytes()
-    segments: List[Tuple[int, str]] = []
-    pos = 0
-    for raw in data.split(b"\0"):
-        segments.append((pos, raw.strip(b"\n").decode("utf-8", errors="replace")))
-        pos += len(raw) + 1
+    are NUL-separated (`text` split at AICPU_SEP). A segment longer than the line cap is ignored;
+    node names are cut to NAME_CAP characters."""
+    pieces = text.pieces
+    issues: List[Issue] = text.cut_issues(kept=False)
+    segments = [(pos, "" if pos in text.cut else raw.strip(b"\n").decode("utf-8", errors="replace"))
+                for pos, raw in text.lines]
     rows: List[Tuple[str, int, int, int, int, float, float, int]] = []
-    issues: List[Issue] = []
     for i, (off, seg) in enumerate(segments):
         if "Node" not in seg:
             continue
@@ -630,6 +653,10 @@ def _aicpu_text(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List
                      float(total.group(1)), off))
     n = len(rows)
     col = list(zip(*rows)) if rows else [()] * 8
+    if rows:
+        names, capped = cap_names(list(col[0]), list(col[7]), pieces, "node names")
+        col[0] = tuple(names)
+        issues.extend(capped)
     return {
         "stream_id": np.full(n, -1, dtype=np.int64), "task_id": np.full(n, -1, dtype=np.int64),
         "name": np.array(col[0], dtype=object), "run_start_us": np.array(col[1], dtype=np.int64),

@@ -2,14 +2,18 @@
 
 A stream is the concatenation of the slices of one data kind (`x.slice_0`, `x.slice_1`, ...),
 decoded as one byte string because records may straddle slice boundaries: `read_stream` reads it
-whole, `RecordStream` a chunk of whole records at a time. Nothing here logs or prints: problems
-come back as `Issue` values for the caller to report.
+whole, `RecordStream` a chunk of whole records at a time, `read_lines` a text stream by lines of
+bounded length. Only regular files are opened (`open_regular`): a FIFO would block, /dev/zero never
+ends. Nothing here logs or prints: problems come back as `Issue` values for the caller to report.
 """
 from __future__ import annotations
 
+import errno
+import itertools
 import os
-from dataclasses import dataclass
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+import stat
+from dataclasses import dataclass, field
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -48,6 +52,146 @@ def locate(pieces: Sequence[Piece], offset: int) -> Tuple[str, int]:
 
 Validity = Callable[[np.ndarray], np.ndarray]
 
+LINE_CAP = 1 << 20  # bytes: a longer line of a text file keeps only its first LINE_CAP bytes (docs/store.md)
+NAME_CAP = 4096     # characters: a longer name or text taken from a collection is cut to this (docs/store.md)
+
+
+class NotRegularFile(OSError):
+    """A path that names something other than a regular file (after symlinks): `what` it is."""
+
+    def __init__(self, path: str, what: str) -> None:
+        super().__init__(errno.EINVAL, f"{what}, not a regular file", path)
+        self.what = what
+
+
+def file_kind(mode: int) -> str:
+    """What a stat mode names, as an article and a noun ('a FIFO', 'a directory')."""
+    for test, what in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a file"
+
+
+def open_regular(path: str) -> BinaryIO:
+    """`path` opened for reading when it is a regular file (symlinks followed); else NotRegularFile.
+    The open does not block (O_NONBLOCK: a FIFO without a writer would), and the check is made on
+    what was opened (fstat), so a file swapped after a listing cannot slip through."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(path, file_kind(mode))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def regular_size(f: BinaryIO) -> int:
+    """Size in bytes of an open file."""
+    return os.fstat(f.fileno()).st_size
+
+
+@dataclass
+class TextLines:
+    """The lines of a text stream (slices joined end to end, split at `sep`), each at most `cap`
+    bytes: `lines` holds (stream offset, bytes without the separator), the last line even when it
+    has no separator; `cut` maps the stream offset of each longer line to its full length (only
+    its first `cap` bytes are kept); `pieces` place the files in the stream."""
+
+    lines: List[Tuple[int, bytes]]
+    pieces: List[Piece]
+    cut: Dict[int, int] = field(default_factory=dict)
+    cap: int = LINE_CAP
+
+    def cut_issues(self, kept: bool) -> List[Issue]:
+        """One issue per over-long line: its first `cap` bytes kept, or the line ignored."""
+        fate = f"only its first {self.cap} bytes are read" if kept else "ignored"
+        out = []
+        for off, length in sorted(self.cut.items()):
+            path, at = locate(self.pieces, off)
+            out.append(Issue(path, at, f"a line of {length} bytes is longer than the {self.cap}-byte line cap; "
+                                       f"{fate}"))
+        return out
+
+
+def read_lines(paths: Sequence[str], sep: bytes = b"\n", cap: int = LINE_CAP) -> TextLines:
+    """The lines of the text stream made of `paths`, read a block of `cap` bytes at a time: memory
+    is the lines kept plus one block, however long a line is."""
+    lines: List[Tuple[int, bytes]] = []
+    cut: Dict[int, int] = {}
+    pieces: List[Piece] = []
+    head: List[bytes] = []  # the line being read: its kept parts (at most `cap` bytes in all)
+    head_at = head_len = 0  # its stream offset and full length so far
+    start = 0
+    for path in paths:
+        size = 0
+        with open_regular(path) as f:
+            while True:
+                block = f.read(cap)
+                if not block:
+                    break
+                parts = block.split(sep)
+                head_len += len(parts[0])
+                kept = sum(len(h) for h in head)
+                if kept < cap:
+                    head.append(parts[0][:cap - kept])
+                if len(parts) > 1:
+                    lines.append((head_at, b"".join(head)))
+                    if head_len > cap:
+                        cut[head_at] = head_len
+                    at = start + size + len(parts[0]) + 1
+                    middle = parts[1:-1]  # whole lines within the block: shorter than cap
+                    offsets = itertools.accumulate((len(m) + 1 for m in middle), initial=at)
+                    lines.extend(zip(offsets, middle))
+                    head_at = at + sum(len(m) + 1 for m in middle)
+                    head, head_len = [parts[-1]], len(parts[-1])
+                size += len(block)
+        pieces.append(Piece(path, start, size))
+        start += size
+    if head_len:
+        lines.append((head_at, b"".join(head)))
+        if head_len > cap:
+            cut[head_at] = head_len
+    return TextLines(lines, pieces, cut, cap)
+
+
+def split_lines(buf: object, pieces: Sequence[Piece], sep: bytes = b"\n", cap: int = LINE_CAP) -> TextLines:
+    """TextLines of a text stream already in memory (bytes or a uint8 array): the lines read_lines
+    gives for the same bytes."""
+    data = buf.tobytes() if isinstance(buf, np.ndarray) else bytes(buf)  # type: ignore[call-overload]
+    parts = data.split(sep)
+    if parts[-1] == b"":
+        parts.pop()  # the stream ends with a separator, or is empty
+    offsets = itertools.accumulate((len(p) + 1 for p in parts), initial=0)
+    lines = list(zip(offsets, parts))
+    cut = {off: len(part) for off, part in lines if len(part) > cap}
+    if cut:
+        lines = [(off, part[:cap]) for off, part in lines]
+    return TextLines(lines, list(pieces), cut, cap)
+
+
+def cap_names(values: List[str], offsets: Sequence[int], pieces: Sequence[Piece], what: str,
+              cap: int = NAME_CAP) -> Tuple[List[str], List[Issue]]:
+    """`values` with each text longer than `cap` characters cut to its first `cap`, and one issue
+    per file that had any (the offset of its first, and how many). `offsets` are stream offsets
+    of the values' lines; `what` names the texts ('op names')."""
+    long = [i for i, v in enumerate(values) if len(v) > cap]
+    if not long:
+        return values, []
+    out = list(values)
+    per_file: Dict[str, Tuple[int, int]] = {}
+    for i in long:
+        out[i] = values[i][:cap]
+        path, at = locate(pieces, offsets[i])
+        first, count = per_file.get(path, (at, 0))
+        per_file[path] = (first, count + 1)
+    return out, [Issue(path, at, f"{n} {what[:-1] if n == 1 else what} longer than the {cap}-character name cap; "
+                                 f"cut to {cap} characters") for path, (at, n) in per_file.items()]
+
 
 def decode_stream(record: Record, buf: np.ndarray, pieces: Sequence[Piece],
                   valid: Optional[Validity] = None,
@@ -73,7 +217,7 @@ def read_stream(paths: Sequence[str]) -> Tuple[np.ndarray, List[Piece]]:
     pieces: List[Piece] = []
     start = 0
     for path, size in zip(paths, sizes):
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             got = f.readinto(memoryview(buf)[start:start + size]) if size else 0
             rest = f.read()  # a slice still being written: whatever came after the size was taken
         if rest or got != size:
@@ -89,7 +233,8 @@ def _read_stream_again(paths: Sequence[str]) -> Tuple[np.ndarray, List[Piece]]:
     chunks: List[np.ndarray] = []
     start = 0
     for path in paths:
-        data = np.fromfile(path, dtype=np.uint8)
+        with open_regular(path) as f:
+            data = np.fromfile(f, dtype=np.uint8)
         pieces.append(Piece(path, start, len(data)))
         chunks.append(data)
         start += len(data)
@@ -157,7 +302,7 @@ class RecordStream:
             hi = min(start + length, piece.start + piece.size)
             if hi <= lo:
                 continue
-            with open(piece.path, "rb") as f:
+            with open_regular(piece.path) as f:
                 f.seek(lo - piece.start)
                 got = f.readinto(memoryview(out)[at:at + hi - lo])
             if got != hi - lo:

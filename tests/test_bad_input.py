@@ -1,6 +1,7 @@
 """Damaged and bad input: one clear line naming file and offset, the rest still used, raw files untouched."""
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
@@ -132,12 +133,17 @@ def test_path_does_not_exist(tmp_path, capsys):
     assert code == 2 and err == f"Error: {tmp_path / 'nope'}: no such file or directory\n"
 
 
-def test_unreadable_file(prof, capsys):
-    # a directory where a slice should be: reading it fails like an unreadable file (tests run as root,
-    # so permission bits would not stop a read)
+def test_unreadable_file(prof, capsys, monkeypatch):
+    # a slice whose open is refused (tests run as root, so permission bits would not stop a read; a
+    # directory where a slice should be is skipped with a warning: tests/test_not_regular.py)
     path = os.path.join(prof, "device_0", "data", "stars_soc.data.0.slice_0")
-    os.remove(path)
-    os.mkdir(path)
+    real_open = os.open
+
+    def refuse(p, flags, *args, **kwargs):
+        if os.fspath(p) == path:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), p)
+        return real_open(p, flags, *args, **kwargs)
+    monkeypatch.setattr(os, "open", refuse)
     code, _, err = run(["import", "-dir", prof], capsys)
     assert code == 2
     assert err.startswith("Error: ") and "stars_soc.data.0.slice_0" in err and "cannot read" in err
