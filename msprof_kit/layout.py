@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import AbstractSet, Dict, List, Optional, Tuple
+from typing import AbstractSet, Dict, Iterable, List, Optional, Tuple
 
 from .errors import BadControlFile, Diagnostics, MissingControlFile, NotACollection, PathNotFound, \
     UnknownChip, UnreadableFile
@@ -392,8 +392,27 @@ def _job_files(folder: str, diag: Diagnostics) -> List[JobFile]:
     except OSError:
         return []
     present = entries.keys()
+    _warn_undecodable(folder, entries, diag)
     found = [f for f in (_job_file(folder, n, present) for n in entries) if f is not None]
     return [f for f in found if _regular_slice(entries[os.path.basename(f.path)], diag)]
+
+
+def _warn_undecodable(folder: str, names: Iterable[str], diag: Diagnostics) -> None:
+    """One warning for the file names of `folder` that are not UTF-8: they cannot be told apart
+    from raw data slices, so whatever they held is not read."""
+    bad = [n for n in names if not _is_utf8(n)]
+    if bad:
+        shown = os.fsencode(bad[0])
+        diag.warn(f"{folder}: {len(bad)} file name(s) not UTF-8 (the first: {shown!r}); not read, so whatever "
+                  "they hold is lost")
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # os.listdir gives undecodable bytes as lone surrogates
+        return False
+    return True
 
 
 def _regular_slice(entry: "os.DirEntry[str]", diag: Diagnostics) -> bool:
@@ -479,6 +498,7 @@ def data_files(rd: ResultDir, diag: Diagnostics) -> Dict[Tuple[str, str], List[s
     except OSError as exc:
         raise UnreadableFile(f"cannot list directory: {exc.strerror}", path=rd.data_dir) from exc
     names = entries.keys()
+    _warn_undecodable(rd.data_dir, names, diag)
     groups: Dict[Tuple[str, str], List[Tuple[int, str]]] = {}
     for name, entry in entries.items():
         if name.endswith(SKIPPED_SUFFIXES) or f"{name}.complete" in names:

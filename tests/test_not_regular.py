@@ -20,7 +20,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 import synth_job
-from conftest import copy_input, needs_shared
+from conftest import copy_input, needs_shared, run
 
 from msprof_kit import layout, store
 from msprof_kit.errors import Diagnostics
@@ -326,3 +326,16 @@ def test_job_text_names_are_cut_to_the_name_cap(tmp_path):
     with sqlite3.connect(store.store_path(job)) as conn:
         longest = conn.execute("SELECT MAX(LENGTH(value)) FROM STRING_IDS").fetchone()[0]
     assert longest == S.NAME_CAP
+
+
+@needs_shared
+def test_a_file_name_that_is_not_utf8_is_named_in_a_warning(tmp_path, capsys):
+    """A slice renamed with a byte that is not UTF-8 no longer matches any raw data name: what it
+    held is lost, and a warning says so (it was skipped in silence)."""
+    prof = copy_input("910b_mixed", str(tmp_path))
+    data = os.path.join(prof, "host", "data")
+    name = next(n for n in sorted(os.listdir(data)) if "type_info_dic" in n and not n.endswith(".done"))
+    os.rename(os.path.join(data, name), os.path.join(data, os.fsdecode(b"unag\xff" + name[4:].encode())))
+    code, _, err = run(["import", "-dir", prof], capsys)
+    assert code == 0
+    assert "file name(s) not UTF-8 (the first: b'unag\\xff" in err and "whatever they hold is lost" in err
