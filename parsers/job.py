@@ -232,6 +232,15 @@ def _keep(arr: np.ndarray, offsets: np.ndarray, ok: np.ndarray, pieces: Sequence
     return arr, offsets
 
 
+def first_copies(arr: np.ndarray) -> np.ndarray:
+    """True for each record whose bytes no earlier record of `arr` has (a structured array)."""
+    keep = np.zeros(len(arr), dtype=bool)
+    if len(arr):
+        raw = np.ascontiguousarray(arr).view(np.dtype((np.void, arr.dtype.itemsize)))
+        keep[np.unique(raw, return_index=True)[1]] = True
+    return keep
+
+
 def _texts(raw: np.ndarray) -> np.ndarray:
     """NUL-padded byte strings (a numpy 'S' array) as str, decoded once per distinct value."""
     if len(raw) == 0:
@@ -359,6 +368,9 @@ def decode_acl(buf: np.ndarray, pieces: Sequence[Piece], complete: bool) -> Tupl
     arr, offsets, issues = whole_records(ACL_API, buf, pieces, complete)
     arr, offsets = _keep(arr, offsets, arr["magic"] == MAGIC, pieces,
                          f"acl_api record without magic 0x{MAGIC:04X}", issues)
+    arr, offsets = _keep(arr, offsets, first_copies(arr), pieces,
+                         "acl_api record repeating an earlier one byte for byte (one call cannot be recorded "
+                         "twice: a duplicated write)", issues)
     return {
         "api_type": arr["api_type"].astype(np.int64), "start": arr["start"].astype(np.int64),
         "end": arr["end"].astype(np.int64), "pid": arr["pid"].astype(np.int64), "tid": arr["tid"].astype(np.int64),

@@ -296,6 +296,19 @@ def test_bad_magic_costs_one_acl_call(soc_job, capsys):
     assert len(read(soc_job, "CANN_API")) == 3
 
 
+def test_a_record_written_twice_counts_once(soc_job, capsys):
+    """A whole acl_api record repeated in place (a duplicated write) is one call, with a warning."""
+    path = os.path.join(soc_job, "data", "AclModule.acl_rts.0.slice_0")
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[:128] + data[:128] + data[128:])
+    code, _, err = run(["import", "-dir", soc_job], capsys)
+    assert code == 0, err
+    assert f"{path}: offset 128: acl_api record repeating an earlier one byte for byte" in err
+    assert len(read(soc_job, "CANN_API")) == 4
+
+
 def test_decoders_split_the_stream_where_records_straddle_slices(soc_job):
     buf, pieces = read_stream(_hwts_slices(soc_job))
     assert pieces[0].size % 64 != 0  # the writer cuts inside a record
