@@ -17,8 +17,9 @@ COMMANDS = [["import"], ["export"], ["export", "db"], ["query"]]
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)
-def test_every_command_has_help(cmd):
-    res = subprocess.run([sys.executable, "-m", "msprof_kit", *cmd, "--help"], capture_output=True, text=True)
+def test_every_command_has_help(cmd, tmp_path):
+    res = subprocess.run([sys.executable, "-m", "msprof_kit", *cmd, "--help"], capture_output=True, text=True,
+                         cwd=tmp_path)  # the installed package, not the source tree of the cwd
     assert res.returncode == 0 and "usage: msprof-kit" in res.stdout and len(res.stdout) > 120
 
 

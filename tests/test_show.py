@@ -264,8 +264,9 @@ def level1(tmp_path):
     return copy_real(f"{PT_TEXT}/level1/rank0_ascend_pt", tmp_path)
 
 
-def test_show_has_help():
-    res = subprocess.run([sys.executable, "-m", "msprof_kit", "show", "--help"], capture_output=True, text=True)
+def test_show_has_help(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "msprof_kit", "show", "--help"], capture_output=True, text=True,
+                         cwd=tmp_path)  # the installed package, not the source tree of the cwd
     assert res.returncode == 0 and "--sort COLUMN" in res.stdout and "op_summary" in res.stdout
 
 
@@ -370,11 +371,9 @@ def test_show_piped_into_head_ends_quietly(tmp_path):
         f.write("Device_id,Op Name,OP Type,Task Type,Task Duration(us)\n")
         for i in range(30000):
             f.write(f"0,op_{i:05d},Add,AI_CORE,{i % 97 + 1}.5\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(cli.__file__)),
-                                                        os.environ.get("PYTHONPATH", "")]))
     res = subprocess.run(["bash", "-c", f"set -o pipefail; '{sys.executable}' -m msprof_kit show "
                                         f"-dir '{folder}' --top 0 | head -1"],
-                         capture_output=True, text=True, env=env)
+                         capture_output=True, text=True, cwd=tmp_path)
     assert res.stdout == f"Collection: {folder}\n"
     assert res.returncode == 0, res.stderr
     assert res.stderr == ""
