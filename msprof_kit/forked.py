@@ -35,6 +35,11 @@ class WorkerDied(MsprofKitError):
     exit_code = 1
 
 
+class Stopped(KeyboardInterrupt):
+    """Raised in a child that its parent stops (`cancel`, SIGTERM), so that the child removes
+    what it began as an interrupted command does."""
+
+
 PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h): the signal a process gets when its parent dies
 STOP_WAIT = 5.0  # seconds a cancelled child is given to end on SIGTERM before SIGKILL
 _started: "weakref.WeakSet[Forked]" = weakref.WeakSet()  # children of this process not yet collected
@@ -52,6 +57,7 @@ class Forked:
     def __init__(self, fn: Callable[[], Any], name: str, daemon: bool = True, inline: bool = False) -> None:
         self.name = name
         self._proc: Optional[Any] = None
+        self.pid: Optional[int] = None  # the child's process id (None: run here)
         if inline or not can_fork():
             self._value = fn()
             return
@@ -65,6 +71,7 @@ class Forked:
                                  daemon=daemon)
         _started.add(self)
         self._proc.start()
+        self.pid = self._proc.pid
         send.close()
 
     @property
@@ -230,13 +237,20 @@ def _forget_inherited(keep: Optional[int]) -> None:
     _started.clear()
 
 
+def _stopped(signum: int, frame: Any) -> None:
+    raise Stopped(f"stopped by signal {signum}")
+
+
 def _run(fn: Callable[[], Any], send: Connection, shared: Optional[int], parent: int) -> None:
     _die_with_parent(parent)
     _forget_inherited(keep=shared)
+    signal.signal(signal.SIGTERM, _stopped)
     try:
         outcome = (True, fn())
     except BaseException as exc:  # handed to the parent, which raises it
         outcome = (False, exc)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the work is over: a stop now just ends the child,
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # and Ctrl-C is the parent's to handle
     try:
         send.send(_dump(outcome, shared))
     except (pickle.PicklingError, TypeError, AttributeError):
