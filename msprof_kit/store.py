@@ -106,7 +106,7 @@ def store_problem(collection_path: str) -> Optional[str]:
     if head[24:28] == head[92:96] and size < whole:  # a valid page count (sqlite file format 1.3)
         return f"is truncated ({size} of {whole} bytes)"
     if int.from_bytes(head[68:72], "big") != APPLICATION_ID:
-        return "was not written by msprof-kit"
+        return "carries no msprof-kit store format (another program's database, or an older msprof-kit's store)"
     version = int.from_bytes(head[60:64], "big")
     if version != STORE_VERSION:
         return f"has store format version {version}, this msprof-kit reads version {STORE_VERSION}"
