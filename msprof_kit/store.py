@@ -39,8 +39,9 @@ STORE_VERSION = 1  # PRAGMA user_version of the stores this msprof-kit writes an
 APPLICATION_ID = 0x4D534B54  # PRAGMA application_id of a store ("MSKT")
 NO_STORE = "there is no store"
 SQLITE_MAGIC = b"SQLite format 3\x00"
-# errors that say a file cannot be written, whatever file it is
-WRITE_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS", "EIO") if hasattr(errno, n))
+# errors that say a file cannot be written, whatever file it is (others, such as EIO, count when the
+# file is the output's or beside it)
+WRITE_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS") if hasattr(errno, n))
 # sqlite's messages for a database it cannot write
 SQLITE_WRITE_ERRORS = ("disk is full", "disk I/O error", "unable to open database", "readonly database")
 # what a process leaves while it writes: `.<db>.tmp-PID` (and its `.parts` folder), `.scratch-PID-*`

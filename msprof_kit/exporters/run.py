@@ -14,7 +14,7 @@ from ..errors import Diagnostics, OutputError, PathNotFound
 from ..forked import Forked
 from ..importer import ensure_imported
 from ..layout import Collection
-from .context import open_context
+from .context import OUTPUT_DIR, open_context
 from . import soc
 from .readme import readme_path, write_readme
 from .scope import check_options, resolve
@@ -103,14 +103,14 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
                 shutil.rmtree(leftover + ".parts")
             if os.path.lexists(leftover):
                 os.remove(leftover)
-        failure = store.write_failure(exc, ctx.out_dir) if isinstance(exc, (OSError, OutputError)) else None
-        if failure is not None:
-            where = failure.path if isinstance(exc, OutputError) else (exc.filename or ctx.out_dir)
-            raise OutputError(f"cannot write the {what} export ({failure.cause}); nothing of it is kept",
-                              path=where, cause=failure.cause) from exc
+        out_dir = os.path.join(coll.path, OUTPUT_DIR)
+        if isinstance(exc, OutputError):  # the unified DB's writer: named by it
+            raise OutputError(f"cannot write the {what} export ({exc.cause}); nothing of it is kept",
+                              path=exc.path, cause=exc.cause) from exc
         if isinstance(exc, OSError):
-            raise OutputError(f"cannot write the {what} export ({exc.strerror or exc}); nothing of it is kept",
-                              path=exc.filename or ctx.out_dir, cause=exc.strerror or str(exc)) from exc
+            cause = exc.strerror or str(exc)
+            raise OutputError(f"cannot write the {what} export ({cause}); nothing of it is kept",
+                              path=exc.filename or out_dir, cause=cause) from exc
         raise
     finally:
         ctx.conn.close()
