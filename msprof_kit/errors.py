@@ -5,7 +5,7 @@ The library raises these and never prints; the CLI turns them into one line and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, List, Optional
+from typing import Iterable, List, Optional, Tuple
 
 
 class MsprofKitError(Exception):
@@ -77,7 +77,7 @@ class OutputError(MsprofKitError):
         self.cause = cause
         super().__init__(message, path=path, offset=offset)
 
-    def __reduce__(self):  # whole across a worker's pipe
+    def __reduce__(self) -> Tuple[type, Tuple[object, ...]]:  # whole across a worker's pipe
         return (type(self), (self.message, self.path, self.offset, self.cause))
 
 
