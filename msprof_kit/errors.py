@@ -5,7 +5,7 @@ The library raises these and never prints; the CLI turns them into one line and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, List, Optional
+from typing import Iterable, List, Optional, Tuple
 
 
 class MsprofKitError(Exception):
@@ -68,9 +68,17 @@ class StoreError(MsprofKitError):
 
 
 class OutputError(MsprofKitError):
-    """An output file could not be written (a full disk, no permission)."""
+    """An output file could not be written (a full disk, no permission); `cause` says why."""
 
     exit_code = 10
+
+    def __init__(self, message: str, path: Optional[str] = None, offset: Optional[int] = None,
+                 cause: str = "") -> None:
+        self.cause = cause
+        super().__init__(message, path=path, offset=offset)
+
+    def __reduce__(self) -> Tuple[type, Tuple[object, ...]]:  # whole across a worker's pipe
+        return (type(self), (self.message, self.path, self.offset, self.cause))
 
 
 class InvalidIteration(BadOption):

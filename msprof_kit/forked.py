@@ -9,14 +9,22 @@ A large result (arrays of millions of rows) does not go through the pipe: the ch
 with its array buffers out of band (pickle protocol 5) and writes those into an anonymous shared
 file made before the fork (memfd); the parent maps the file and unpickles the arrays over the
 mapping, without a copy. Where memfd does not exist, everything goes through the pipe.
+
+A child holds no pipe end but its own write end: it closes the read ends it inherits (its own
+and those of the workers started before it), so that a write into a pipe nobody reads fails
+instead of blocking for ever. On Linux a child also ends when its parent dies (PR_SET_PDEATHSIG),
+so that a killed command leaves no worker behind, holding its memory.
 """
 from __future__ import annotations
 
+import ctypes
 import mmap
 import multiprocessing
 import os
 import pickle
+import signal
 import sys
+import weakref
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -25,6 +33,16 @@ from .errors import MsprofKitError
 
 class WorkerDied(MsprofKitError):
     exit_code = 1
+
+
+class Stopped(KeyboardInterrupt):
+    """Raised in a child that its parent stops (`cancel`, SIGTERM), so that the child removes
+    what it began as an interrupted command does."""
+
+
+PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h): the signal a process gets when its parent dies
+STOP_WAIT = 5.0  # seconds a cancelled child is given to end on SIGTERM before SIGKILL
+_started: "weakref.WeakSet[Forked]" = weakref.WeakSet()  # children of this process not yet collected
 
 
 def can_fork() -> bool:
@@ -39,6 +57,7 @@ class Forked:
     def __init__(self, fn: Callable[[], Any], name: str, daemon: bool = True, inline: bool = False) -> None:
         self.name = name
         self._proc: Optional[Any] = None
+        self.pid: Optional[int] = None  # the child's process id (None: run here)
         if inline or not can_fork():
             self._value = fn()
             return
@@ -48,8 +67,11 @@ class Forked:
         ctx = multiprocessing.get_context("fork")
         self._recv, send = ctx.Pipe(duplex=False)
         self._shared = _shared_file()
-        self._proc = ctx.Process(target=_run, args=(fn, send, self._shared), name=name, daemon=daemon)
+        self._proc = ctx.Process(target=_run, args=(fn, send, self._shared, os.getpid()), name=name,
+                                 daemon=daemon)
+        _started.add(self)
         self._proc.start()
+        self.pid = self._proc.pid
         send.close()
 
     @property
@@ -58,18 +80,21 @@ class Forked:
         return self._recv if self._proc is not None else None
 
     def result(self) -> Any:
-        """The child's return value; its exception is raised here."""
+        """The child's return value; its exception is raised here. Interrupted while waiting
+        (Ctrl-C), it stops the child instead of waiting for it."""
         if self._proc is None:
             return self._value
         try:
             ok, value = _load(self._recv.recv(), self._shared)
         except EOFError:
             ok, value = False, None
-        finally:
-            self._close()
-            self._proc.join()
-            code, self._proc = self._proc.exitcode, None
-            self._value = None
+        except BaseException:
+            self.cancel()
+            raise
+        self._close()
+        self._proc.join()
+        code, self._proc = self._proc.exitcode, None
+        self._value = None
         if ok:
             return value
         if value is None:
@@ -77,17 +102,22 @@ class Forked:
         raise value
 
     def cancel(self) -> Optional[int]:
-        """Stop the child; returns its process id (None when it had already ended)."""
+        """Stop the child (SIGTERM, then SIGKILL after STOP_WAIT seconds); returns its process id
+        (None when it had already ended or been collected)."""
         if self._proc is None:
             return None
         pid = self._proc.pid
-        self._proc.terminate()
-        self._proc.join()
         self._close()
+        self._proc.terminate()
+        self._proc.join(STOP_WAIT)
+        if self._proc.exitcode is None:
+            self._proc.kill()
+            self._proc.join()
         self._proc = None
         return pid
 
     def _close(self) -> None:
+        _started.discard(self)
         self._recv.close()
         if self._shared is not None:
             os.close(self._shared)
@@ -185,14 +215,47 @@ def _load(message: Tuple[Any, ...], shared: Optional[int]) -> Tuple[bool, Any]:
     return pickle.loads(head, buffers=views)
 
 
-def _run(fn: Callable[[], Any], send: Connection, shared: Optional[int] = None) -> None:
+def _die_with_parent(parent: int) -> None:
+    """In a child: be killed when the parent dies (Linux), and end now if it already has."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)  # the C library the interpreter runs on
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:  # died before the prctl: nobody wants the result
+        os._exit(1)
+
+
+def _forget_inherited(keep: Optional[int]) -> None:
+    """In a child: close the read ends and shared files (but `keep`, its own shared file) of the
+    workers of the parent, its own included, inherited through fork. The child writes into its
+    own pipe only."""
+    for job in list(_started):
+        job._recv.close()
+        if job._shared is not None and job._shared != keep:
+            os.close(job._shared)
+            job._shared = None
+    _started.clear()
+
+
+def _stopped(signum: int, frame: Any) -> None:
+    raise Stopped(f"stopped by signal {signum}")
+
+
+def _run(fn: Callable[[], Any], send: Connection, shared: Optional[int], parent: int) -> None:
+    _die_with_parent(parent)
+    _forget_inherited(keep=shared)
+    signal.signal(signal.SIGTERM, _stopped)
     try:
         outcome = (True, fn())
     except BaseException as exc:  # handed to the parent, which raises it
         outcome = (False, exc)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the work is over: a stop now just ends the child,
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # and Ctrl-C is the parent's to handle
     try:
         send.send(_dump(outcome, shared))
     except (pickle.PicklingError, TypeError, AttributeError):
         send.send(("pipe", (False, WorkerDied(f"{type(outcome[1]).__name__}: {outcome[1]}"))))
+    except BrokenPipeError:  # the parent stopped waiting (interrupted): nobody reads the result
+        os._exit(1)
     finally:
         send.close()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 from . import forked, store
-from .errors import Diagnostics, UnreadableFile
+from .errors import Diagnostics, OutputError, UnreadableFile
 from .layout import Collection, find_collections
 
 
@@ -22,6 +22,11 @@ def _write(coll: Collection, diag: Diagnostics, jobs: int = 1) -> str:
     try:
         return store.write_store(coll.path, coll, diag, jobs)
     except OSError as exc:
+        where = store.store_path(coll.path)
+        failure = store.write_failure(exc, where)  # the store's folder is full: not a read error
+        if failure is not None:
+            raise OutputError(f"cannot write the store ({failure.cause}); nothing of the import is kept",
+                              path=where, cause=failure.cause) from exc
         raise UnreadableFile(f"cannot read: {exc.strerror or exc}", path=exc.filename or coll.path) from exc
 
 
@@ -47,10 +52,34 @@ def import_path(path: str, diag: Diagnostics, jobs: int = 1) -> List[Imported]:
 
 
 def ensure_imported(path: str, diag: Diagnostics, jobs: int = 1) -> List[Collection]:
-    """Collections at `path`, importing those without a store (as the reference parses before export)."""
+    """Collections at `path`, importing those without a usable store (as the reference parses
+    before export): a damaged, foreign or other-version store is imported again, with a warning.
+    The warnings of earlier imports are repeated, one line a collection (`repeat_warnings`)."""
     found = find_collections(path, diag)
-    _import_all([c for c in found if not os.path.exists(store.store_path(c.path))], diag, jobs)
+    again: List[Collection] = []
+    for coll in found:
+        problem = store.store_problem(coll.path)
+        if problem is None:
+            continue
+        if problem != store.NO_STORE:
+            diag.warn(f"{store.store_path(coll.path)}: {problem}; importing it again from the raw data")
+        again.append(coll)
+    _import_all(again, diag, jobs)
+    imported = {id(c) for c in again}
+    for coll in found:
+        if id(coll) not in imported:
+            repeat_warnings(coll.path, diag)
     return found
+
+
+def repeat_warnings(collection_path: str, diag: Diagnostics) -> None:
+    """One warning summing up those the import of a collection reported (docs/store.md)."""
+    n, first = store.import_warnings(collection_path)
+    if n == 1:
+        diag.warn(f"the import of {collection_path} reported 1 warning: {first[0]}")
+    elif n > 1:
+        diag.warn(f"the import of {collection_path} reported {n} warnings: {first[0]}, ... "
+                  f"(msprof-kit import -dir {collection_path} shows them all)")
 
 
 def export_db(path: str, diag: Diagnostics, jobs: int = 1) -> List[str]:

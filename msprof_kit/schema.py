@@ -57,6 +57,8 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
     "KIT_MODEL": [("modelId", "INTEGER"), ("name", "TEXT")],
     # facts about the collection: chip, metric groups, clock parameters, source path ...
     "KIT_INFO": [("deviceId", "INTEGER"), ("name", "TEXT"), ("value", "TEXT")],
+    # the tables of a store, written last: a store that lacks one of them is damaged (docs/store.md)
+    "KIT_TABLES": [("name", "TEXT")],
     # what was dropped or guessed during import
     "KIT_WARNINGS": [("message", "TEXT")],
     # JOB collections: the key of each COMPUTE_TASK_INFO row (an op described by a legacy

@@ -15,15 +15,17 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from .arrays import ascending
-from .errors import StoreError
+from .errors import OutputError
 
 Columns = Dict[str, np.ndarray]
 
 
-def scratch_error(exc: OSError, path: str) -> StoreError:
+def scratch_error(exc: OSError, path: str) -> OutputError:
     """A scratch file that cannot be written (a full disk): a write error of the store, not a raw
     file that cannot be read."""
-    return StoreError(f"cannot write a scratch file: {exc.strerror or exc}", path=path)
+    cause = exc.strerror or str(exc)
+    return OutputError(f"cannot write a scratch file of the store ({cause}); nothing of the import is kept",
+                       path=path, cause=cause)
 
 
 class Runs:

@@ -2,14 +2,18 @@
 
 The store lives at `PROF_xxx/sqlite/msprof_kit.db` (a folder the reference analysis skips), is
 written in one transaction with indexes created after loading, and replaces the old store
-atomically (temp file, then rename). `export_db` copies its unified tables to `msprof_{ts}.db`.
+atomically (temp file, synced, then rename). `export_db` copies its unified tables to
+`msprof_{ts}.db`. A store carries its format version; one that is damaged, foreign or of another
+version is not read (`store_problem`).
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import queue
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -25,12 +29,23 @@ from . import pages, schema
 from .arrays import ascending, first_seen
 from .build import CodedTexts, build, text_codes
 from .job import build_job
-from .errors import Diagnostics, StoreError
+from .errors import Diagnostics, OutputError, StoreError
 from .layout import Collection
 from .spill import scratch_error
 
 STORE_DIR = "sqlite"
 STORE_NAME = "msprof_kit.db"
+STORE_VERSION = 1  # PRAGMA user_version of the stores this msprof-kit writes and reads
+APPLICATION_ID = 0x4D534B54  # PRAGMA application_id of a store ("MSKT")
+NO_STORE = "there is no store"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+# errors that say a file cannot be written, whatever file it is (others, such as EIO, count when the
+# file is the output's or beside it)
+WRITE_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS") if hasattr(errno, n))
+# sqlite's messages for a database it cannot write
+SQLITE_WRITE_ERRORS = ("disk is full", "disk I/O error", "unable to open database", "readonly database")
+# what a process leaves while it writes: `.<db>.tmp-PID` (and its `.parts` folder), `.scratch-PID-*`
+LEFTOVER = re.compile(r"\.(?:msprof_kit|msprof_\d{14})\.db\.tmp-(\d+)(?:\.parts)?|\.scratch-(\d+)-.+")
 BATCH_ROWS = 50_000
 ROWS_PER_INSERT = 200
 PMU_CHUNK = 100_000
@@ -46,6 +61,109 @@ def _uri(path: str) -> str:
 
 def store_path(collection_path: str) -> str:
     return os.path.join(collection_path, STORE_DIR, STORE_NAME)
+
+
+def write_failure(exc: BaseException, path: str) -> Optional[OutputError]:
+    """The output error `exc` stands for when it says that `path` (or a file beside it) cannot be
+    written: a full disk, a read-only file system, an I/O error; None for any other error."""
+    if isinstance(exc, OutputError):
+        return exc
+    if isinstance(exc, OSError):
+        where = os.path.abspath(exc.filename) if isinstance(exc.filename, str) else ""
+        ours = bool(where) and where.startswith(os.path.dirname(os.path.abspath(path)) + os.sep)
+        if exc.errno not in WRITE_ERRNOS and not ours:
+            return None
+        cause = exc.strerror or str(exc)
+    elif isinstance(exc, sqlite3.OperationalError) and any(m in str(exc) for m in SQLITE_WRITE_ERRORS):
+        cause = str(exc)
+    else:
+        return None
+    return OutputError(f"cannot write the database ({cause}); nothing of it is kept", path=path, cause=cause)
+
+
+def store_problem(collection_path: str) -> Optional[str]:
+    """Why the store of a collection cannot be read (NO_STORE when there is none), or None when it
+    can: not a file, empty, not an sqlite database, truncated, not msprof-kit's, another format
+    version, or a table missing from its table list (KIT_TABLES). Reads the 100-byte header and
+    the table names, nothing more."""
+    path = store_path(collection_path)
+    if not os.path.lexists(path):
+        return NO_STORE
+    if not os.path.isfile(path):
+        return "is not a file"
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(100)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if size == 0:
+        return "is empty"
+    if len(head) < 100 or not head.startswith(SQLITE_MAGIC):
+        return "is not an sqlite database"
+    page = int.from_bytes(head[16:18], "big")
+    pages_ = int.from_bytes(head[28:32], "big")
+    whole = (65536 if page == 1 else page) * pages_
+    if head[24:28] == head[92:96] and size < whole:  # a valid page count (sqlite file format 1.3)
+        return f"is truncated ({size} of {whole} bytes)"
+    if int.from_bytes(head[68:72], "big") != APPLICATION_ID:
+        return "carries no msprof-kit store format (another program's database, or an older msprof-kit's store)"
+    version = int.from_bytes(head[60:64], "big")
+    if version != STORE_VERSION:
+        return f"has store format version {version}, this msprof-kit reads version {STORE_VERSION}"
+    try:
+        conn = sqlite3.connect(_uri(path) + "?mode=ro", uri=True)
+        try:
+            present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            listed = [r[0] for r in conn.execute("SELECT name FROM KIT_TABLES")] if "KIT_TABLES" in present else None
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return f"cannot be read ({exc})"
+    if listed is None:
+        return "lacks its table list (KIT_TABLES)"
+    missing = [t for t in listed if t not in present]
+    if missing:
+        return f"lacks table {', '.join(missing)}"
+    return None
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` runs on this machine (a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):  # no /proc
+        return True
+
+
+def remove_leftovers(collection_path: str) -> List[str]:
+    """Remove what writers that are no longer running left (killed): temporary stores and unified
+    DBs (`.msprof_kit.db.tmp-PID`, `.msprof_{ts}.db.tmp-PID`, with their `.parts` folders) and
+    scratch folders (`.scratch-PID-*`). Leftovers of running processes are kept. Returns what went."""
+    gone = []
+    for folder in (os.path.join(collection_path, STORE_DIR), collection_path):
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for name in names:
+            m = LEFTOVER.fullmatch(name)
+            if not m or _running(int(m.group(1) or m.group(2))):
+                continue
+            path = os.path.join(folder, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+            gone.append(path)
+    return gone
 
 
 def _check_columnar(table: str, frame: Table) -> None:
@@ -331,10 +449,15 @@ class TableWriter:
 
     Tables are written as soon as they are final, so the caller can drop them: the import never
     holds the whole store in memory. Empty tables are skipped (the reference creates only tables
-    with rows). Use as a context manager; an error removes the temporary file."""
+    with rows). Use as a context manager; an error removes the temporary file, and one that
+    says the file cannot be written (a full disk) is raised as an OutputError.
+
+    A database written as a store (named STORE_NAME) carries APPLICATION_ID, STORE_VERSION and
+    its table list (KIT_TABLES), and is synced to disk before it is renamed into place."""
 
     def __init__(self, path: str, background: bool = False) -> None:
         self.path = path
+        self.is_store = os.path.basename(path) == STORE_NAME
         # background: `put` hands the table to a writing thread and returns (sqlite and the page
         # packer let go of the GIL while they write, so the caller computes the next table meanwhile)
         self._queue: Optional["queue.Queue[Optional[Tuple[str, Table]]]"] = queue.Queue(maxsize=1) \
@@ -342,10 +465,15 @@ class TableWriter:
         self._thread: Optional[threading.Thread] = None
         self._error: Optional[BaseException] = None
         folder = os.path.dirname(path) or "."
-        os.makedirs(folder, exist_ok=True)
         self.tmp = partial_path(path, os.getpid())
-        if os.path.exists(self.tmp):
-            os.remove(self.tmp)
+        try:
+            os.makedirs(folder, exist_ok=True)
+            if os.path.isdir(path) and not os.path.islink(path):
+                self._remove_folder_in_the_way()
+            if os.path.exists(self.tmp):
+                os.remove(self.tmp)
+        except OSError as exc:
+            raise write_failure(exc, path) or exc
         self.attached: Optional[str] = None
         self._parts_given: Set[str] = set()  # the caller's view of the tables left open
         self._parts: Dict[str, _Parts] = {}  # tables whose last part has not come yet
@@ -353,6 +481,14 @@ class TableWriter:
         self.tables: List[str] = []
         self.indexed: Set[str] = set()
         self.paged = pages.enabled()  # numeric tables written as pages (msprof_kit.pages)
+
+    def _remove_folder_in_the_way(self) -> None:
+        """An empty folder where the database goes is removed; one holding files is left alone."""
+        try:
+            os.rmdir(self.path)
+        except OSError as exc:
+            raise OutputError("is a folder, not a database; move it away and write again", path=self.path,
+                              cause="a directory is in the way") from exc
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(_uri(self.tmp), uri=True, check_same_thread=False)  # one user at a time
@@ -376,6 +512,9 @@ class TableWriter:
         self.conn.close()
         if os.path.exists(self.tmp):
             os.remove(self.tmp)
+        failure = write_failure(exc, self.path)
+        if failure is not None and failure is not exc:
+            raise failure from exc
         if isinstance(exc, sqlite3.Error):
             raise StoreError(f"cannot write the database: {exc}", path=self.path) from exc
 
@@ -613,22 +752,56 @@ class TableWriter:
             if self._parts:
                 raise StoreError(f"internal: table {next(iter(self._parts))} did not get its last part",
                                  path=self.path)
+            for table in self.tables:
+                self.index(table)
+            if self.is_store:
+                self.put_rows("KIT_TABLES", schema.EXTENSIONS["KIT_TABLES"],
+                              [(t,) for t in self.tables + ["KIT_TABLES"]])
+                self.conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                self.conn.execute(f"PRAGMA user_version = {STORE_VERSION}")
+            self.conn.commit()
+            self.conn.close()
+            self._drop_parts()
+            if self.is_store:
+                _sync_file(self.tmp)
+            os.replace(self.tmp, self.path)
         except BaseException as exc:
             self._drop_parts()
             self.conn.close()
             if os.path.exists(self.tmp):
                 os.remove(self.tmp)
+            failure = write_failure(exc, self.path)
+            if failure is not None and failure is not exc:
+                raise failure from exc
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"cannot write the database: {exc}", path=self.path) from exc
             raise
-        try:
-            for table in self.tables:
-                self.index(table)
-            self.conn.commit()
-        finally:
-            self.conn.close()
-            self._drop_parts()
-        os.replace(self.tmp, self.path)
+        if self.is_store:
+            _sync_folder(os.path.dirname(self.path) or ".")
+
+
+def _sync_file(path: str) -> None:
+    """Flush a file's data to the disk (before it is renamed over the old one)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_folder(path: str) -> None:
+    """Flush a folder's entries (a rename in it) to the disk, where folders can be synced."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # a system that cannot open folders (Windows): the rename stands as it is
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EBADF):  # folders that cannot be synced
+            raise
+    finally:
+        os.close(fd)
 
 
 def write_tables(path: str, tables: Dict[str, pd.DataFrame]) -> None:
@@ -640,13 +813,14 @@ def write_tables(path: str, tables: Dict[str, pd.DataFrame]) -> None:
 
 def write_store(collection_path: str, coll: Collection, diag: Diagnostics, jobs: int = 1) -> str:
     """Build a collection and write its store table by table; returns the store's path. `jobs`:
-    processes decoding its devices at once."""
+    processes decoding its devices at once. What killed imports left is removed first."""
     path = store_path(collection_path)
+    remove_leftovers(collection_path)
     with TableWriter(path, background=True) as out:
         if coll.kind == "job":
             info = build_job(coll, diag, out.put)
         else:
-            with tempfile.TemporaryDirectory(prefix=".scratch-", dir=os.path.dirname(path)) as scratch:
+            with tempfile.TemporaryDirectory(prefix=f".scratch-{os.getpid()}-", dir=os.path.dirname(path)) as scratch:
                 info = build(coll, diag, out.put, jobs, scratch)
         for name, cols, rows in (
                 ("KIT_INFO", schema.EXTENSIONS["KIT_INFO"], list(info)),
@@ -660,10 +834,28 @@ def write_store(collection_path: str, coll: Collection, diag: Diagnostics, jobs:
 
 
 def open_store(collection_path: str) -> sqlite3.Connection:
+    """The store of a collection, read-only; a StoreError when it is missing or cannot be used."""
     path = store_path(collection_path)
-    if not os.path.exists(path):
+    problem = store_problem(collection_path)
+    if problem == NO_STORE:
         raise StoreError("no store here; run 'msprof-kit import' first", path=path)
+    if problem is not None:
+        raise StoreError(f"{problem}; import the collection again (msprof-kit import -dir {collection_path})",
+                         path=path)
     return sqlite3.connect(_uri(path) + "?mode=ro", uri=True)
+
+
+def import_warnings(collection_path: str) -> Tuple[int, List[str]]:
+    """How many warnings the import of a collection reported (KIT_WARNINGS), and the first ones
+    (up to 3)."""
+    conn = open_store(collection_path)
+    try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name='KIT_WARNINGS'").fetchone():
+            return 0, []
+        n = conn.execute("SELECT COUNT(*) FROM KIT_WARNINGS").fetchone()[0]
+        return n, [r[0] for r in conn.execute("SELECT message FROM KIT_WARNINGS ORDER BY rowid LIMIT 3")]
+    finally:
+        conn.close()
 
 
 def export_db(collection_path: str, stamp: Optional[str] = None) -> str:

@@ -88,7 +88,7 @@ def test_windows_import_the_same_store_of_a_synthetic_collection(rows, tmp_path,
 
 @needs_shared
 def test_a_scratch_file_that_cannot_be_written_is_one_error_line(tmp_path, capsys, monkeypatch):
-    """A full disk while the APIs are spilled: exit 5, one line naming the scratch file, and
+    """A full disk while the APIs are spilled: exit 10, one line naming the scratch file, and
     neither a store nor scratch files left; the raw data untouched."""
     prof = copy_input("910b_mixed", str(tmp_path))
     before = {p: open(p, "rb").read() for p in _raw_files(prof)}
@@ -99,9 +99,9 @@ def test_a_scratch_file_that_cannot_be_written_is_one_error_line(tmp_path, capsy
         return open(path, mode, *args, **kwargs)
     monkeypatch.setattr(spill, "open", full, raising=False)
     code, _, err = run(["import", "-dir", prof], capsys)
-    assert code == 5
+    assert code == 10
     lines = [line for line in err.splitlines() if line.startswith("Error")]
-    assert len(lines) == 1 and "cannot write a scratch file: No space left on device" in lines[0]
+    assert len(lines) == 1 and "cannot write a scratch file of the store (No space left on device)" in lines[0]
     assert "/sqlite/.scratch-" in lines[0] and "Traceback" not in err
     assert os.listdir(os.path.join(prof, "sqlite")) == []
     assert {p: open(p, "rb").read() for p in _raw_files(prof)} == before

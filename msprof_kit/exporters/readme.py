@@ -40,6 +40,10 @@ def kind_of(name: str) -> str:
     return _KIND.sub("", stem)
 
 
+def readme_path(collection_path: str) -> str:
+    return os.path.join(collection_path, OUTPUT_DIR, "README.txt")
+
+
 def write_readme(collection_path: str) -> str:
     folder = os.path.join(collection_path, OUTPUT_DIR)
     names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
@@ -51,7 +55,7 @@ def write_readme(collection_path: str) -> str:
     lines += ["", "Summary file description:"]
     lines += [f"{i}.{k}.csv:{DESCRIPTIONS.get(k, 'No description for this file type.')}"
               for i, k in enumerate(summary, 1)]
-    path = os.path.join(folder, "README.txt")
+    path = readme_path(collection_path)
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     return path

@@ -5,6 +5,7 @@ import functools
 import glob
 import json
 import os
+import shutil
 import sqlite3
 from typing import List, Optional, Set, Tuple
 
@@ -13,9 +14,9 @@ from ..errors import Diagnostics, OutputError, PathNotFound
 from ..forked import Forked
 from ..importer import ensure_imported
 from ..layout import Collection
-from .context import open_context
+from .context import OUTPUT_DIR, open_context
 from . import soc
-from .readme import write_readme
+from .readme import readme_path, write_readme
 from .scope import check_options, resolve
 from .step_trace import write_step_trace_csv
 
@@ -54,11 +55,13 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
 def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_id: Optional[int],
                 iteration_count: int, fmt: str, stamp: Optional[str],
                 layers: Optional[Set[str]], jobs: int = 1) -> Tuple[List[str], List[str]]:
-    """One collection's exports: (files written, warnings); with jobs > 1 forked workers help."""
+    """One collection's exports: (files written, warnings); with jobs > 1 forked workers help.
+    Whatever fails or stops it (a full disk, Ctrl-C), the files it began are removed."""
     diag = Diagnostics()
     written: List[str] = []
     ctx = open_context(coll.path, stamp=stamp)
     db: Optional[Forked] = None
+    began: List[str] = []  # besides ctx.written: the unified DB, its temporary file, README.txt
     try:
         ctx.scope = resolve(ctx, model_id, iteration_id, iteration_count)
         ctx.layers = layers
@@ -68,7 +71,11 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
                 and unified_db_wanted(coll.path, diag):
             # the C++ exporters write the unified DB alongside: a second process, forked
             # before this one starts any thread, writes it while this one writes the exports
+            target = store.db_path(coll.path, ctx.stamp)
+            began += [target, store.partial_path(target, os.getpid())]
             db = Forked(functools.partial(store.export_db, coll.path, ctx.stamp), "unified DB", inline=jobs < 2)
+            if db.pid is not None:
+                began.append(store.partial_path(target, db.pid))
         if soc.is_job(ctx) and what == "timeline":  # legacy JOB collections: the SoC tool's files
             soc.write_timeline(ctx)
         elif soc.is_job(ctx):
@@ -80,32 +87,33 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
             from .summary import write_summary
             write_summary(ctx, fmt)
             write_step_trace_csv(ctx)
+        if db is not None:  # its failure is this export's failure, before anything is kept
+            written.append(db.result())
+        written += ctx.written
+        if not ctx.written:
+            diag.warn(f"{coll.path}: there is no {what} data to export")
+        elif not soc.is_job(ctx):
+            began.append(readme_path(coll.path))
+            written.append(write_readme(coll.path))
     except BaseException as exc:
-        if db is not None:  # stop the DB writer and remove what it wrote
-            target = store.db_path(coll.path, ctx.stamp)
-            pid = db.cancel()
-            partial = store.partial_path(target, pid) if pid else None
-            for leftover in (target, partial):
-                if leftover and os.path.exists(leftover):
-                    os.remove(leftover)
-        for leftover in ctx.written:  # no half-written export is left behind
-            if os.path.exists(leftover):
+        if db is not None:  # stop the DB writer (when it still runs)
+            db.cancel()
+        for leftover in ctx.written + began:  # no half-written export is left behind
+            if os.path.isdir(leftover + ".parts"):
+                shutil.rmtree(leftover + ".parts")
+            if os.path.lexists(leftover):
                 os.remove(leftover)
+        out_dir = os.path.join(coll.path, OUTPUT_DIR)
+        if isinstance(exc, OutputError):  # the unified DB's writer: named by it
+            raise OutputError(f"cannot write the {what} export ({exc.cause}); nothing of it is kept",
+                              path=exc.path, cause=exc.cause) from exc
         if isinstance(exc, OSError):
-            where = exc.filename or ctx.out_dir
-            raise OutputError(f"cannot write the {what} export ({exc.strerror or exc}); nothing of it is kept",
-                              path=where) from exc
+            cause = exc.strerror or str(exc)
+            raise OutputError(f"cannot write the {what} export ({cause}); nothing of it is kept",
+                              path=exc.filename or out_dir, cause=cause) from exc
         raise
     finally:
         ctx.conn.close()
-    db_path = db.result() if db is not None else None
-    if db_path:
-        written.append(db_path)
-    written += ctx.written
-    if not ctx.written:
-        diag.warn(f"{coll.path}: there is no {what} data to export")
-    elif not soc.is_job(ctx):
-        written.append(write_readme(coll.path))
     return written, diag.warnings
 
 

@@ -1330,7 +1330,8 @@ def write_summary(ctx: ExportContext, fmt: str = "csv") -> None:
         if helper is not None:  # op_summary's files first, as one process lists them
             ctx.written[before:before] = helper.result()
     except BaseException:
-        if helper is not None and helper.cancel() is not None:
+        if helper is not None:  # stopped, failed or interrupted: the files it began go too
+            helper.cancel()
             for leftover in glob.glob(os.path.join(ctx.out_dir, f"op_summary_*{ctx.stamp}.*")):
                 os.remove(leftover)
         raise
