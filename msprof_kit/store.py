@@ -55,8 +55,17 @@ Table = Union[pd.DataFrame, Dict[str, Union[np.ndarray, CodedTexts]]]
 
 
 def _uri(path: str) -> str:
-    """A `file:` URI for a path, whatever characters it holds."""
-    return "file:" + urllib.parse.quote(os.path.abspath(path))
+    """A `file:` URI for a path, whatever characters it holds (bytes that are not UTF-8 included:
+    they are percent-encoded as the bytes the file system has)."""
+    return "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path)))
+
+
+def _text(value: object) -> object:
+    """A str as sqlite can store it: a file name's bytes that are not UTF-8 (lone surrogates from
+    os.listdir) shown as \\xNN escapes; anything else as it is."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return value
 
 
 def store_path(collection_path: str) -> str:
@@ -823,8 +832,8 @@ def write_store(collection_path: str, coll: Collection, diag: Diagnostics, jobs:
             with tempfile.TemporaryDirectory(prefix=f".scratch-{os.getpid()}-", dir=os.path.dirname(path)) as scratch:
                 info = build(coll, diag, out.put, jobs, scratch)
         for name, cols, rows in (
-                ("KIT_INFO", schema.EXTENSIONS["KIT_INFO"], list(info)),
-                ("KIT_WARNINGS", schema.EXTENSIONS["KIT_WARNINGS"], [(w,) for w in diag.warnings]),
+                ("KIT_INFO", schema.EXTENSIONS["KIT_INFO"], [tuple(_text(v) for v in row) for row in info]),
+                ("KIT_WARNINGS", schema.EXTENSIONS["KIT_WARNINGS"], [(_text(w),) for w in diag.warnings]),
                 ("META_DATA", schema.UNIFIED["META_DATA"], list(schema.META_ROWS))):
             if rows:
                 out.put_rows(name, cols, rows)

@@ -198,16 +198,38 @@ def truncate(d: Damage) -> str:
     return f"truncate {rel} to {cut} of {len(data)} bytes"
 
 
+#: (file name pattern, record size, offset of its magic number) of the record streams whose records
+#: carry a magic number; a stream's first slice starts on a record boundary
+MAGIC_STREAMS = [
+    (re.compile(r"(^|/)(un)?aging\.api_event\.data\.slice_0$"), 40, 0),
+    (re.compile(r"(^|/)(un)?aging\.compact\.(node_basic_info|node_attr_info|task_track|memcpy_info)\.slice_0$"), 64, 0),
+    (re.compile(r"(^|/)(un)?aging\.additional\.(tensor_info|context_id_info|graph_id_map|fusion_op_info)\.slice_0$"),
+     256, 0),
+    (re.compile(r"(^|/)(stars_soc|hwts)\.data\.\d+\.slice_0$"), 64, 2),
+    (re.compile(r"(^|/)(ffts_profile|aicore)\.data\.\d+\.slice_0$"), 128, 2),
+    (re.compile(r"(^|/)hwts\.log\.data\.\d+\.dev\.profiler_default_tag\.\d+\.slice_0$"), 64, 2),
+    (re.compile(r"(^|/)AclModule\.acl_\w+\.\d+\.slice_0$"), 128, 0),
+]
+
+
 def flip(d: Damage) -> str:
-    rel = d.pick(d.files.slices, d.files.dicts)
+    """Bits flipped where a reader can tell: in the magic numbers of records (host, STARS, HWTS,
+    AclModule). A bit flipped in a counter, a time or an id gives data that is valid as far as any
+    reader can know, so 'output changed, hence a warning' could not be asked of it."""
+    def layout(rel: str) -> Optional[Tuple[int, int]]:
+        return next(((size, at) for pattern, size, at in MAGIC_STREAMS if pattern.search(rel)), None)
+
+    rel = d.pick([r for r in d.files.slices if layout(r) and os.path.getsize(d.path(r)) >= 64])
+    size, at = layout(rel) or (0, 0)
     data = bytearray(d.read(rel))
-    if not data:
-        raise NotApplicable(f"{rel} is empty")
-    offsets = sorted(d.rng.sample(range(len(data)), min(len(data), d.rng.randint(1, 8))))
-    for off in offsets:
-        data[off] ^= 1 << d.rng.randrange(8)
+    records = len(data) // size
+    if not records:
+        raise NotApplicable(f"{rel} holds no whole record")
+    chosen = sorted(d.rng.sample(range(records), min(records, d.rng.randint(1, 8))))
+    for k in chosen:
+        data[k * size + at + d.rng.randrange(2)] ^= 1 << d.rng.randrange(8)
     d.write(rel, bytes(data))
-    return f"flip one bit at offsets {offsets} of {rel}"
+    return f"flip one bit of the magic number of records {chosen} ({size} B) of {rel}"
 
 
 def zero(d: Damage) -> str:
@@ -276,16 +298,12 @@ HUGE = ["18446744073709551616", "9223372036854775808", "-9223372036854775809", "
 
 
 def huge_numbers(d: Damage) -> str:
-    rel = d.pick(d.files.control, d.files.logs, d.files.dicts, d.files.slices)
+    """A number of a control file or a dictionary id set to an extreme (2^64, 2^63, 1e308, 1e-300,
+    -1, 0). Values inside binary records are left to `flip` and `zero`: a counter of 2^64-1 is
+    still a counter as far as a reader can know."""
+    rel = d.pick(d.files.control, d.files.logs, d.files.dicts)
     data = d.read(rel)
     value = d.rng.choice(HUGE)
-    if rel in d.files.slices:
-        if len(data) < 8:
-            raise NotApplicable(f"{rel} holds {len(data)} bytes")
-        off = d.rng.randrange(len(data) // 8) * 8
-        word = d.rng.choice([b"\xff" * 8, b"\xff" * 7 + b"\x7f", b"\x00" * 7 + b"\x80"])
-        d.write(rel, data[:off] + word + data[off + 8:])
-        return f"8-byte word at offset {off} of {rel} set to {word.hex()}"
     numbers = list(re.finditer(rb"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])", data))
     if not numbers:
         raise NotApplicable(f"no number in {rel}")

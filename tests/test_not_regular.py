@@ -339,3 +339,16 @@ def test_a_file_name_that_is_not_utf8_is_named_in_a_warning(tmp_path, capsys):
     code, _, err = run(["import", "-dir", prof], capsys)
     assert code == 0
     assert "file name(s) not UTF-8 (the first: b'unag\\xff" in err and "whatever they hold is lost" in err
+
+
+@needs_shared
+def test_a_collection_whose_path_is_not_utf8_imports_and_exports(tmp_path, capsys):
+    """The store's URI and the texts kept in it (the path in KIT_INFO, warnings) take a folder name
+    holding bytes that are not UTF-8 (it was a UnicodeEncodeError traceback)."""
+    prof = copy_input("min_910b", str(tmp_path))
+    odd = os.fsdecode(os.fsencode(prof) + b"_\xff\xfe")
+    os.rename(prof, odd)
+    for argv in (["import"], ["export", "summary"], ["export", "timeline"], ["query"]):
+        code, _, err = run([*argv, "-dir", odd], capsys)
+        assert code == 0, err
+    assert glob.glob(os.path.join(glob.escape(odd), "mindstudio_profiler_output", "op_summary_*.csv"))
