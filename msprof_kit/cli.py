@@ -294,6 +294,16 @@ def cmd_infer(args: argparse.Namespace, diag: Diagnostics) -> int:
     return 0
 
 
+def _tolerate_odd_names() -> None:
+    """Paths printed as the file system has them: a file name's bytes that are not UTF-8 go to
+    stdout as those bytes (as ls prints them) and to stderr as \\xNN escapes, never a traceback."""
+    for stream, real, errors in ((sys.stdout, sys.__stdout__, "surrogateescape"),
+                                 (sys.stderr, sys.__stderr__, "backslashreplace")):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if stream is real and reconfigure is not None:  # the process's own streams, not a caller's
+            reconfigure(errors=errors)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -303,6 +313,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if getattr(args, "dir", None) is not None:
         args.dir = os.path.expanduser(args.dir.lstrip("="))
     memory.tune_allocator()
+    _tolerate_odd_names()
     diag = Diagnostics()
     try:
         code = int(args.run(args, diag))
