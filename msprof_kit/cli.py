@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 from typing import List, Optional
 
-from . import __version__, importer, memory, show
-from .errors import BadOption, Diagnostics, MsprofKitError
+from . import __version__, importer, memory, show, store
+from .errors import BadOption, Diagnostics, MsprofKitError, StoreError
 from .forked import default_jobs
 from .interrupt import Terminated
 from .exporters.run import export as run_export
@@ -325,6 +326,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         _report(diag)
         print(f"Error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except sqlite3.DatabaseError as exc:  # a store damaged past what its header check sees
+        if args.traceback:
+            raise
+        _report(diag)
+        where = getattr(args, "dir", None) or "."
+        print(f"Error: {store.store_path(where)}: the store is damaged ({exc}); import the collection again "
+              f"(msprof-kit import -dir {where})", file=sys.stderr)
+        return StoreError.exit_code
     except BrokenPipeError:
         # the reader went away (show | head): stop quietly, and keep Python's final flush of
         # stdout from failing again at exit

@@ -510,3 +510,21 @@ def test_ctrl_c_during_export_summary_leaves_no_file_it_began(tmp_path, capsys, 
     code, _, err = run(["export", "summary", "-dir", prof, "-j", "2"], capsys)
     assert code == 130 and "Traceback" not in err, err
     assert _export_files(prof) == []
+
+
+def test_a_store_damaged_inside_past_its_header_check_is_one_line(tmp_path, capsys):
+    """Pages overwritten in the middle of a store whose header and table list are intact: sqlite
+    finds it when it reads them, and that is one line asking for a re-import (exit 5), no traceback."""
+    prof = synth.write_collection(str(tmp_path), n_tasks=400, seed=3)
+    assert run(["import", "-dir", prof], capsys)[0] == 0
+    path = store.store_path(prof)
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:  # the header page (table list included) stays; the data pages go
+        f.seek(size // 4)
+        f.write(b"\xa5" * (size // 2))
+    if store.store_problem(prof) is not None:
+        pytest.skip("the header check already sees this damage")
+    code, _, err = run(["export", "summary", "-dir", prof], capsys)
+    line = _error_line(err)
+    assert code == 5 and "Traceback" not in err, err
+    assert line.startswith(f"Error: {path}: the store is damaged (") and f"msprof-kit import -dir {prof}" in line
