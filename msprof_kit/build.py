@@ -976,6 +976,9 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
                   f"or hwts.data.{rd.device_id}.slice_0")
     losses.check_slices(files, diag)
     losses.check_task_log(files, rd.data_dir, rd.device_id, chip.family, diag)
+    for problem in rd.device_info_problems():
+        diag.warn(f"{rd.files.get('info.json', rd.path)}: {problem}; taken as unknown, so the PMU times that "
+                  f"need it are 0 on device {rd.device_id}")
     try:
         clock = device_clock_of(rd, coll)
     except (MissingControlFile, BadControlFile) as exc:

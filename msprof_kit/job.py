@@ -48,8 +48,13 @@ InfoRows = List[Tuple[int, str, str]]
 
 def _decode(fn: Callable[..., Tuple[Dict[str, np.ndarray], List[Issue]]], files: Sequence[JobFile],
             diag: Diagnostics, *args: object) -> Dict[str, np.ndarray]:
-    """Run a parsers.job decoder over the concatenated slices of `files`."""
+    """Run a parsers.job decoder over the concatenated slices of `files`; slices of 0 bytes are
+    named in a warning (what they should hold is missing)."""
     buf, pieces = read_stream([f.path for f in files])
+    empty = [p.path for p in pieces if p.size == 0]
+    if empty:
+        more = f" (and {len(empty) - 1} more of its slices)" if len(empty) > 1 else ""
+        diag.warn(f"{empty[0]}: 0 bytes{more}; the records it should hold are missing")
     try:
         cols, issues = fn(buf, pieces, files[-1].done, *args)
     except J.RecordError as exc:

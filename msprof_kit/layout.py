@@ -74,9 +74,19 @@ class ResultDir:
     def name(self) -> str:
         return os.path.basename(self.path)
 
-    def device_info(self) -> Dict[str, object]:
+    def _device_info(self) -> Dict[str, object]:
         infos = self.info.get("DeviceInfo") or []
         return infos[0] if isinstance(infos, list) and infos and isinstance(infos[0], dict) else {}
+
+    def device_info(self) -> Dict[str, object]:
+        """DeviceInfo[0] of info.json, without the core counts and AI Core frequencies that are not
+        usable numbers (device_info_problems says which)."""
+        return {k: v for k, v in self._device_info().items() if _device_value_problem(k, v) is None}
+
+    def device_info_problems(self) -> List[str]:
+        """What is wrong with DeviceInfo[0]'s core counts and AI Core frequencies, one text each."""
+        return [f"DeviceInfo[0].{k} is {json.dumps(v)}; expected {want}"
+                for k, v in self._device_info().items() for want in [_device_value_problem(k, v)] if want]
 
     def hwts_mhz(self) -> Fraction:
         """The device system counter (DeviceInfo hwts_frequency), MHz; 0 when absent or unusable."""
@@ -173,6 +183,27 @@ class Collection:
 
 # counter frequencies accepted (MHz): 1 kHz to 100 GHz; beyond, tick conversions overflow 64 bits
 FREQ_MHZ = (Fraction(1, 1000), Fraction(100000))
+#: DeviceInfo counts msprof-kit computes with, and their range
+DEVICE_COUNTS = ("ai_core_num", "aiv_num")
+COUNT_MAX = 65535
+#: DeviceInfo AI Core frequencies (MHz), in FREQ_MHZ; 0 or "" mean unknown
+DEVICE_FREQS = ("aic_frequency", "aiv_frequency")
+
+
+def _device_value_problem(key: str, value: object) -> Optional[str]:
+    """What a DeviceInfo core count or AI Core frequency should be, when `value` is not; else None."""
+    if key in DEVICE_COUNTS:
+        text = str(value).strip()
+        if text.isdigit() and int(text) <= COUNT_MAX:
+            return None
+        return f"a count of cores (0 to {COUNT_MAX})"
+    if key in DEVICE_FREQS:
+        text = str(value).strip()
+        if text in ("", "0") or _fraction(text) is not None:
+            return None
+        return f"the frequency in MHz ({FREQ_MHZ[0]} to {FREQ_MHZ[1]})"
+    return None
+
 FREQ_TEXT = "0.001 to 100000"
 
 

@@ -335,6 +335,7 @@ class RecordStream:
         the rest counted in one more issue."""
         name = self.record.name
         bad_total = 0
+        repeats = Repeats(self.record)
         for first, arr in self._records(self.lead):
             offsets = self.lead + (first + np.arange(len(arr), dtype=np.int64)) * self.record.size
             if self.valid is not None:
@@ -346,10 +347,43 @@ class RecordStream:
                 bad_total += len(bad)
                 if len(bad):
                     arr, offsets = arr[mask], offsets[mask]
+            arr, offsets = repeats.drop(arr, offsets)
             yield arr, offsets
         if bad_total > 20:
             self.issues.append(Issue(self.pieces[0].path if self.pieces else "", 0,
                                      f"{bad_total - 20} more {name} records fail the same check; dropped"))
+        if repeats.count:
+            path, off = locate(self.pieces, repeats.first)
+            more = f" (and {repeats.count - 1} more)" if repeats.count > 1 else ""
+            self.issues.append(Issue(path, off, f"{name} record repeating the one before it byte for byte (one "
+                                                f"event is not recorded twice: a duplicated write){more}; dropped"))
+
+
+class Repeats:
+    """Records equal, byte for byte, to the record just before them in a stream (across chunks):
+    a write done twice. `drop` keeps the first of each run; `count` and `first` (the first
+    dropped record's stream offset) say what was dropped."""
+
+    def __init__(self, record: Record) -> None:
+        self.kind = np.dtype((np.void, record.size))
+        self.last: Optional[np.ndarray] = None
+        self.count = 0
+        self.first = -1
+
+    def drop(self, arr: np.ndarray, offsets: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        if len(arr) == 0:
+            return arr, offsets
+        raw = np.ascontiguousarray(arr).view(self.kind).ravel()
+        same = np.empty(len(raw), dtype=bool)
+        same[0] = self.last is not None and bool(raw[0] == self.last[0])
+        same[1:] = raw[1:] == raw[:-1]
+        self.last = raw[-1:].copy()
+        if not same.any():
+            return arr, offsets
+        if self.first < 0:
+            self.first = int(offsets[int(np.argmax(same))])
+        self.count += int(np.count_nonzero(same))
+        return arr[~same], offsets[~same]
 
 
 def read_chunks(stream: RecordStream, convert: Callable[[np.ndarray, np.ndarray], object]) -> object:

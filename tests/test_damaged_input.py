@@ -299,3 +299,40 @@ def test_clock_conversion_on_every_path(mhz, tolerance):
     got = Clock(base, 5, f).to_ns(ticks).tolist()
     want = [5 + int(Fraction((t - base) * 1000) / f + Fraction(1, 2)) for t in ticks.tolist()]
     assert all(abs(g - w) <= tolerance for g, w in zip(got, want)), (got, want)
+
+
+# --- found by the mutation test (tests/test_mutation.py) -----------------------------------------
+
+@pytest.mark.parametrize("key, value", [("ai_core_num", 2 ** 63), ("aiv_num", -1), ("aic_frequency", "abc")])
+def test_unusable_device_counts_and_frequencies_warn(tmp_path, capsys, key, value):
+    """A DeviceInfo core count or AI Core frequency that is no usable number (an OverflowError
+    traceback for 2^63 before) is taken as unknown, with a warning naming it."""
+    def damage(prof: str) -> None:
+        def edit(info: dict) -> None:
+            info["DeviceInfo"][0][key] = value
+        _edit_json(_one(prof, "device_0/info.json*"), edit)
+
+    prof, code, err = _import("910b_steps", tmp_path, capsys, damage)
+    assert code == 0, err
+    assert any(f"DeviceInfo[0].{key} is {json.dumps(value)}; expected" in w and "taken as unknown" in w
+               for w in _warnings(err)), err
+
+
+def test_a_record_written_twice_in_a_row_is_dropped_with_a_warning(tmp_path, capsys):
+    """A whole api_event record repeated right after itself (a duplicated write) is one API."""
+    rec = R.API_EVENT.size
+
+    def damage(prof: str) -> None:
+        path = _one(prof, "host/data/*api_event.data.slice_0")
+        with open(path, "rb") as f:
+            data = f.read()
+        with open(path, "wb") as f:
+            f.write(data[:3 * rec] + data[2 * rec:3 * rec] + data[3 * rec:])
+
+    clean = copy_input("min_910b", str(tmp_path / "clean"))
+    assert run(["import", "-dir", clean], capsys)[0] == 0
+    prof, code, err = _import("min_910b", tmp_path, capsys, damage)
+    assert code == 0, err
+    assert any(f"offset {3 * rec}: api_event record repeating the one before it byte for byte" in w
+               for w in _warnings(err)), err
+    assert _count(prof, "CANN_API") == _count(clean, "CANN_API")

@@ -309,6 +309,15 @@ def test_a_record_written_twice_counts_once(soc_job, capsys):
     assert len(read(soc_job, "CANN_API")) == 4
 
 
+def test_an_empty_data_file_is_named(soc_job, capsys):
+    """An AclModule slice of 0 bytes: the calls it should hold are missing, and a warning says so."""
+    path = os.path.join(soc_job, "data", "AclModule.acl_model.0.slice_0")
+    open(path, "wb").close()
+    code, _, err = run(["import", "-dir", soc_job], capsys)
+    assert code == 0, err
+    assert f"{path}: 0 bytes; the records it should hold are missing" in err
+
+
 def test_decoders_split_the_stream_where_records_straddle_slices(soc_job):
     buf, pieces = read_stream(_hwts_slices(soc_job))
     assert pieces[0].size % 64 != 0  # the writer cuts inside a record
