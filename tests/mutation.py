@@ -245,18 +245,24 @@ def zero(d: Damage) -> str:
 
 
 def duplicate(d: Damage) -> str:
-    """A span of a slice written twice in a row (whole records when the span is a multiple of 64,
-    which every record size here divides or is)."""
+    """A span of a slice written twice in a row: whole records at record boundaries (a write done
+    twice) where the stream's layout is known, else a span of an odd number of bytes (no record
+    size is odd, so the stream no longer divides into records). A span of whole records that
+    starts inside a record would give records that are each valid, a tail of one spliced onto
+    the head of another, which no reader can tell from real data."""
     rel = d.pick(d.files.slices, d.files.dicts)
     data = d.read(rel)
     if len(data) < 2:
         raise NotApplicable(f"{rel} holds {len(data)} bytes")
-    if rel in d.files.slices and len(data) >= 128 and d.rng.random() < 0.5:
-        start = d.rng.randrange(len(data) // 64) * 64
-        n = min(len(data) - start, 64 * d.rng.randint(1, 4))
+    layout = next(((size, at) for pattern, size, at in MAGIC_STREAMS if pattern.search(rel)), None)
+    if layout is not None and len(data) >= 2 * layout[0] and d.rng.random() < 0.5:
+        size = layout[0]
+        start = d.rng.randrange(len(data) // size) * size
+        n = min(len(data) // size * size - start, size * d.rng.randint(1, 4))
     else:
         start = d.rng.randrange(len(data) - 1)
         n = d.rng.randint(1, min(len(data) - start, 512))
+        n -= 1 - n % 2 if n > 1 else 0
     d.write(rel, data[:start + n] + data[start:start + n] + data[start + n:])
     return f"duplicate bytes {start}..{start + n} of {rel} in place"
 
