@@ -9,6 +9,7 @@ a bad record costs that record, and device tasks pair with host tasks by time as
 from __future__ import annotations
 
 import functools
+import json
 import tempfile
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -115,6 +116,17 @@ def control_times(rds: Sequence[ResultDir]) -> Tuple[int, int]:
         if e.isdigit() and not end and int(e) < NS_LIMIT // 1000:
             end = int(e) * 1000
     return start, end
+
+
+def end_info_problem(rd: ResultDir) -> Optional[str]:
+    """What keeps a result directory's end_info from giving the collection's end, or None."""
+    if "end_info" not in rd.files:
+        return f"{rd.path}: no end_info"
+    value = rd.end_info.get("collectionTimeEnd")
+    text = str(value if value is not None else "")
+    if text.isdigit() and int(text) < NS_LIMIT // 1000:
+        return None
+    return f"{rd.files['end_info']}: collectionTimeEnd is {json.dumps(value)}, not µs since the Unix epoch"
 
 
 def session_ns(coll: Collection) -> Tuple[int, int]:
@@ -227,9 +239,34 @@ class HashTable(Dict[str, str]):
                       f"names, op types, kernel names or model names they stand for are left blank")
 
 
+class TypeTable(Dict[str, str]):
+    """type_info_dic: the name of each '<level>_<type>', and the keys looked up in vain (`misses`),
+    for one warning at the end of the host's import."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.misses: Set[str] = set()
+
+    def name(self, key: str, default: str) -> str:
+        got = self.get(key)
+        if got is None:
+            self.misses.add(key)
+            return default
+        return got
+
+    def warn_misses(self, where: str, diag: Diagnostics) -> None:
+        if self.misses and self:
+            diag.warn(f"{where}: {len(self.misses)} API or task types have no entry (e.g. {min(self.misses)}); "
+                      "they are shown as numbers instead of names")
+
+
+def _type_name(types: Dict[str, str], key: str, default: str) -> str:
+    return types.name(key, default) if isinstance(types, TypeTable) else types.get(key, default)
+
+
 def _dictionary(files: Dict[Tuple[str, str], List[str]], kind: str, typed: bool,
                 diag: Diagnostics) -> Dict[str, str]:
-    table: Dict[str, str] = {} if typed else HashTable()
+    table: Dict[str, str] = TypeTable() if typed else HashTable()
     for group in ("unaging", "aging"):
         for path in files.get((kind, group), []):
             part, issues = H.parse_dictionary_lines(read_lines([path]), typed)
@@ -411,6 +448,10 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
             where = next((p for _, group in _group_paths(files, "hash_dic") for p in group),
                          f"{rd.data_dir}/*.hash_dic.slice_N")
             hashes.warn_misses(where, diag)
+        if isinstance(types, TypeTable):
+            where = next((p for _, group in _group_paths(files, "type_info_dic") for p in group),
+                         f"{rd.data_dir}/*.type_info_dic.slice_N")
+            types.warn_misses(where, diag)
     except BaseException:
         if host_tasks is not None:
             host_tasks.close()
@@ -633,7 +674,7 @@ def _per_distinct(values: np.ndarray, fn: Callable[[object], object], dtype: typ
 
 def _map_names(values: np.ndarray, types: Dict[str, str]) -> np.ndarray:
     """Runtime task type names (type_info_dic level 5000), the decimal code when unknown."""
-    return _per_distinct(values, lambda u: types.get(f"5000_{int(u)}", str(int(u))))
+    return _per_distinct(values, lambda u: _type_name(types, f"5000_{int(u)}", str(int(u))))
 
 
 def _hash_text(hashes: Dict[str, str], missing: str = "") -> Callable[[object], str]:
@@ -686,7 +727,8 @@ def _name_apis(apis: Columns, types: Dict[str, str], hashes: Dict[str, str]) -> 
     Adds `name`, codes into the returned table of names."""
     level = apis["level"]
     codes, texts = _distinct((level.astype(np.int64) << 32) | apis["type"].astype(np.int64),
-                             lambda k: types.get(f"{int(k) >> 32}_{int(k) & 0xFFFFFFFF}", str(int(k) & 0xFFFFFFFF)))
+                             lambda k: _type_name(types, f"{int(k) >> 32}_{int(k) & 0xFFFFFFFF}",
+                                                  str(int(k) & 0xFFFFFFFF)))
     hccl = level == LEVEL_HCCL
     if hccl.any():
         by_item, more = _distinct(apis["item"][hccl], _hash_text(hashes))
@@ -1950,7 +1992,7 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
     finally:
         for overlap in overlaps:
             overlap.close()
-    _small_tables(coll, chip, devices, put, info)
+    _small_tables(coll, chip, devices, put, info, diag)
     if host is not None and not host.models.empty:
         put("KIT_MODEL", host.models.rename(columns={"model_id": "modelId"}))
     steps = []
@@ -1974,7 +2016,7 @@ def _has_pmu(dev: "DeviceData", stars: bool) -> bool:
 
 
 def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, DeviceData]], put: Sink,
-                  info: List[Tuple[int, str, str]]) -> None:
+                  info: List[Tuple[int, str, str]], diag: Diagnostics) -> None:
     start, end = session_ns(coll)
     put("SESSION_TIME_INFO", _frame({"startTimeNs": [start], "endTimeNs": [end]}))
     info_dir = coll.host or (coll.devices[0] if coll.devices else None)
@@ -1989,6 +2031,12 @@ def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, D
     else:
         put("NPU_INFO", _frame({"id": [-1], "name": ["UNKNOWN"]}))
         put("RANK_DEVICE_MAP", _frame({"rankId": [-1], "deviceId": [-1]}))
+    for rd in coll.result_dirs():
+        problem = end_info_problem(rd)
+        if problem is not None and start:
+            diag.warn(f"{problem}; the collection's end is taken from another end_info, or its start plus 30 "
+                      "minutes (the reference's default), so the end of the session and of the AI Core frequency "
+                      "line may be wrong")
     if chip.platform in (5, 7):
         rows = []
         for rd in coll.devices:

@@ -16,6 +16,7 @@ A control file that is missing is replaced by a documented default, said in one 
 """
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -50,11 +51,8 @@ def _decode(fn: Callable[..., Tuple[Dict[str, np.ndarray], List[Issue]]], files:
             diag: Diagnostics, *args: object) -> Dict[str, np.ndarray]:
     """Run a parsers.job decoder over the concatenated slices of `files`; slices of 0 bytes are
     named in a warning (what they should hold is missing)."""
+    _warn_empty([f.path for f in files], diag)
     buf, pieces = read_stream([f.path for f in files])
-    empty = [p.path for p in pieces if p.size == 0]
-    if empty:
-        more = f" (and {len(empty) - 1} more of its slices)" if len(empty) > 1 else ""
-        diag.warn(f"{empty[0]}: 0 bytes{more}; the records it should hold are missing")
     try:
         cols, issues = fn(buf, pieces, files[-1].done, *args)
     except J.RecordError as exc:
@@ -67,9 +65,18 @@ def _text_columns(fn: Callable[[TextLines], Tuple[Dict[str, np.ndarray], List[Is
                   files: Sequence[JobFile], diag: Diagnostics, sep: bytes = b"\n") -> Dict[str, np.ndarray]:
     """Run a parsers.job text parser over the lines (of bounded length) of the concatenated
     slices of `files`."""
+    _warn_empty([f.path for f in files], diag)
     out, issues = fn(read_lines([f.path for f in files], sep))
     diag.extend(issues)
     return out
+
+
+def _warn_empty(paths: Sequence[str], diag: Diagnostics) -> None:
+    """Slices of 0 bytes are named in one warning: what they should hold is missing."""
+    empty = [p for p in paths if os.path.getsize(p) == 0]
+    if empty:
+        more = f" (and {len(empty) - 1} more of its slices)" if len(empty) > 1 else ""
+        diag.warn(f"{empty[0]}: 0 bytes{more}; the records it should hold are missing")
 
 
 def _starts_with_magic(files: Sequence[JobFile]) -> bool:
@@ -484,6 +491,9 @@ def build_job(coll: Collection, diag: Diagnostics, put: Sink) -> InfoRows:
     platform = _platform(coll, info)
     for rd in coll.devices:
         device_info_rows(rd, info)
+        for problem in rd.device_info_problems():
+            diag.warn(f"{rd.files.get('info.json', rd.path)}: {problem}; taken as unknown (NA in the file names and "
+                      "the columns that need it)")
     open_slices = [f for f in layout.files if not f.done]
     if open_slices:
         names = ", ".join(f.path.rsplit("/", 1)[-1] for f in open_slices[:3])

@@ -201,7 +201,7 @@ def _device_value_problem(key: str, value: object) -> Optional[str]:
         text = str(value).strip()
         if text in ("", "0") or _fraction(text) is not None:
             return None
-        return f"the frequency in MHz ({FREQ_MHZ[0]} to {FREQ_MHZ[1]})"
+        return f"the frequency in MHz ({float(FREQ_MHZ[0]):g} to {float(FREQ_MHZ[1]):g})"
     return None
 
 FREQ_TEXT = "0.001 to 100000"

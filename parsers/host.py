@@ -31,10 +31,13 @@ ADDITIONAL_KINDS: Dict[str, R.Record] = {
 
 
 def _host_valid(arr: np.ndarray) -> np.ndarray:
-    return (arr["magic"] == R.HOST_MAGIC) & np.isin(arr["level"], KNOWN_LEVELS)
+    ok = (arr["magic"] == R.HOST_MAGIC) & np.isin(arr["level"], KNOWN_LEVELS)
+    if "timestamp" in (arr.dtype.names or ()):  # compact and additional records: a time of 0 is no time
+        ok &= arr["timestamp"] != 0
+    return ok
 
 
-_EXPECT = f"without magic 0x{R.HOST_MAGIC:04X} and a known level"
+_EXPECT = f"without magic 0x{R.HOST_MAGIC:04X}, a known level and (compact and additional records) a time"
 
 
 def columns(arr: np.ndarray, names: Optional[Sequence[str]] = None) -> Columns:

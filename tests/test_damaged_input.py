@@ -336,3 +336,48 @@ def test_a_record_written_twice_in_a_row_is_dropped_with_a_warning(tmp_path, cap
     assert any(f"offset {3 * rec}: api_event record repeating the one before it byte for byte" in w
                for w in _warnings(err)), err
     assert _count(prof, "CANN_API") == _count(clean, "CANN_API")
+
+
+def test_a_missing_end_info_is_named(tmp_path, capsys):
+    """Without a device's end_info the session's end comes from elsewhere: said in a warning."""
+    prof, code, err = _import("910b_mixed", tmp_path, capsys,
+                              lambda prof: os.remove(_one(prof, "device_0/end_info*")))
+    assert code == 0, err
+    assert any("device_0: no end_info; the collection's end is taken from another end_info" in w
+               for w in _warnings(err)), err
+
+
+def test_an_unusable_collection_end_is_named(tmp_path, capsys):
+    def damage(prof: str) -> None:
+        _edit_json(_one(prof, "device_0/end_info*"), lambda info: info.update(collectionTimeEnd=-2 ** 63 - 1))
+
+    prof, code, err = _import("910b_steps", tmp_path, capsys, damage)
+    assert code == 0, err
+    assert any("collectionTimeEnd is -9223372036854775809, not µs since the Unix epoch" in w
+               for w in _warnings(err)), err
+
+
+def test_types_missing_from_a_cut_type_info_dic_are_counted(tmp_path, capsys):
+    """A type_info_dic cut short: the API and task types it lost are shown as numbers, and said."""
+    def damage(prof: str) -> None:
+        path = _one(prof, "host/data/unaging.additional.type_info_dic.slice_0")
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) * 2 // 3)
+
+    prof, code, err = _import("310p_hwts", tmp_path, capsys, damage)
+    assert code == 0, err
+    assert any("type_info_dic.slice_0:" in w and "API or task types have no entry" in w for w in _warnings(err))
+
+
+def test_a_compact_record_with_no_time_is_dropped_with_a_warning(tmp_path, capsys):
+    """Zeroed header fields of a tensor_info record (its time among them): the record is dropped,
+    located, instead of joining the op at time 0."""
+    def damage(prof: str) -> None:
+        path = _one(prof, "host/data/aging.additional.tensor_info.slice_0")
+        with open(path, "r+b") as f:
+            f.seek(8)
+            f.write(bytes(64))
+
+    prof, code, err = _import("910b_steps", tmp_path, capsys, damage)
+    assert code == 0, err
+    assert any("tensor_info.slice_0: offset 0: tensor_info record without magic" in w for w in _warnings(err)), err

@@ -318,6 +318,20 @@ def test_an_empty_data_file_is_named(soc_job, capsys):
     assert f"{path}: 0 bytes; the records it should hold are missing" in err
 
 
+def test_an_empty_text_file_and_an_unusable_frequency_are_named(soc_job, capsys):
+    path = os.path.join(soc_job, "data", "Framework.task_desc_info.0.slice_0")
+    open(path, "wb").close()
+    info = os.path.join(soc_job, "info.json.0")
+    with open(info, encoding="utf-8") as f:
+        text = f.read()
+    with open(info, "w", encoding="utf-8") as f:
+        f.write(text.replace('"aic_frequency": "1000"', '"aic_frequency": "1e38"'))
+    code, _, err = run(["import", "-dir", soc_job], capsys)
+    assert code == 0, err
+    assert f"{path}: 0 bytes; the records it should hold are missing" in err
+    assert f'{info}: DeviceInfo[0].aic_frequency is "1e38"; expected the frequency in MHz' in err
+
+
 def test_decoders_split_the_stream_where_records_straddle_slices(soc_job):
     buf, pieces = read_stream(_hwts_slices(soc_job))
     assert pieces[0].size % 64 != 0  # the writer cuts inside a record
