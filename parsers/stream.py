@@ -20,6 +20,13 @@ import numpy as np
 from .records import Record
 
 
+#: how far back a record is compared with the records before it (Repeats)
+REPEAT_LAGS = 4
+#: records that may rightly repeat byte for byte: an op's tensors, context ids or graph ids split
+#: over several records of one time (ten inputs of one shape fill two equal tensor_info records)
+MAY_REPEAT = frozenset({"tensor_info", "context_id_info", "graph_id_map", "fusion_op_info"})
+
+
 @dataclass(frozen=True)
 class Piece:
     """One slice file's place in a stream: its name and where its bytes start."""
@@ -335,7 +342,7 @@ class RecordStream:
         the rest counted in one more issue."""
         name = self.record.name
         bad_total = 0
-        repeats = Repeats(self.record)
+        repeats = Repeats(self.record) if name not in MAY_REPEAT else None
         for first, arr in self._records(self.lead):
             offsets = self.lead + (first + np.arange(len(arr), dtype=np.int64)) * self.record.size
             if self.valid is not None:
@@ -347,22 +354,24 @@ class RecordStream:
                 bad_total += len(bad)
                 if len(bad):
                     arr, offsets = arr[mask], offsets[mask]
-            arr, offsets = repeats.drop(arr, offsets)
+            if repeats is not None:
+                arr, offsets = repeats.drop(arr, offsets)
             yield arr, offsets
         if bad_total > 20:
             self.issues.append(Issue(self.pieces[0].path if self.pieces else "", 0,
                                      f"{bad_total - 20} more {name} records fail the same check; dropped"))
-        if repeats.count:
+        if repeats is not None and repeats.count:
             path, off = locate(self.pieces, repeats.first)
             more = f" (and {repeats.count - 1} more)" if repeats.count > 1 else ""
-            self.issues.append(Issue(path, off, f"{name} record repeating the one before it byte for byte (one "
-                                                f"event is not recorded twice: a duplicated write){more}; dropped"))
+            self.issues.append(Issue(path, off, f"{name} record repeating one of the {REPEAT_LAGS} before it byte for "
+                                                f"byte (no event is recorded twice: a duplicated write){more}; dropped"))
 
 
 class Repeats:
-    """Records equal, byte for byte, to the record just before them in a stream (across chunks):
-    a write done twice. `drop` keeps the first of each run; `count` and `first` (the first
-    dropped record's stream offset) say what was dropped."""
+    """Records equal, byte for byte, to one of the REPEAT_LAGS records just before them in a
+    stream (across chunks): a write done twice, of one record or of a short run of them. `drop`
+    keeps the first copy; `count` and `first` (the first dropped record's stream offset) say what
+    was dropped. No two real records of a stream are equal: each carries its own time."""
 
     def __init__(self, record: Record) -> None:
         self.kind = np.dtype((np.void, record.size))
@@ -374,10 +383,14 @@ class Repeats:
         if len(arr) == 0:
             return arr, offsets
         raw = np.ascontiguousarray(arr).view(self.kind).ravel()
-        same = np.empty(len(raw), dtype=bool)
-        same[0] = self.last is not None and bool(raw[0] == self.last[0])
-        same[1:] = raw[1:] == raw[:-1]
-        self.last = raw[-1:].copy()
+        full = raw if self.last is None else np.concatenate([self.last, raw])
+        carried = len(full) - len(raw)
+        same = np.zeros(len(raw), dtype=bool)
+        for lag in range(1, REPEAT_LAGS + 1):
+            lo = max(0, lag - carried)  # the first record with a record `lag` before it
+            if lo < len(raw):
+                same[lo:] |= full[carried + lo:] == full[carried + lo - lag:len(full) - lag]
+        self.last = full[-REPEAT_LAGS:].copy()
         if not same.any():
             return arr, offsets
         if self.first < 0:

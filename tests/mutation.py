@@ -212,6 +212,10 @@ MAGIC_STREAMS = [
 ]
 
 
+#: streams whose records may rightly repeat (parsers.stream.MAY_REPEAT)
+MAY_REPEAT = re.compile(r"\.additional\.(tensor_info|context_id_info|graph_id_map|fusion_op_info)\.")
+
+
 def flip(d: Damage) -> str:
     """Bits flipped where a reader can tell: in the magic numbers of records (host, STARS, HWTS,
     AclModule). A bit flipped in a counter, a time or an id gives data that is valid as far as any
@@ -255,6 +259,8 @@ def duplicate(d: Damage) -> str:
     if len(data) < 2:
         raise NotApplicable(f"{rel} holds {len(data)} bytes")
     layout = next(((size, at) for pattern, size, at in MAGIC_STREAMS if pattern.search(rel)), None)
+    if MAY_REPEAT.search(rel):  # an op's tensor records may rightly repeat byte for byte
+        layout = None
     if layout is not None and len(data) >= 2 * layout[0] and d.rng.random() < 0.5:
         size = layout[0]
         start = d.rng.randrange(len(data) // size) * size

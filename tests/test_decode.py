@@ -211,8 +211,9 @@ def test_tensor_ops_by_windows_of_timestamps_match_the_whole_stream(window, tmp_
                       tensor_num=1, t0_type=ts % 2, t0_format=2, t0_dtype=1,
                       t0_shape=list(shape) + [0] * (8 - len(shape)))
         return R.pack(R.TENSOR_INFO, **fields)
-    # stream order is not time order; ops of two and three records, interleaved with others
-    order = [5, 3, 9, 1, 9, 0, 7, 3, 2, 9, 8, 4, 6]
+    # stream order is not time order; ops of two and three records, interleaved with others (no
+    # time 0: such a record is dropped as invalid)
+    order = [5, 3, 9, 1, 9, 10, 7, 3, 2, 9, 8, 4, 6]
     raw = b"".join(rec(ts, 1 + ts % 2, (ts % 3 + 1, ts)) for ts in order)
     paths = {}
     for group in ("unaging", "aging"):
