@@ -490,17 +490,21 @@ class _Session:
         transport = self.client.get_transport()
         if transport is None or not transport.is_active():
             raise BoardConnectionError(f"the SSH connection to {self.label} was lost")
-        try:
-            chan = transport.open_session(timeout=SHORT_TIMEOUT)
-            chan.exec_command(command)
-            chan.shutdown_write()
-        except self.errors as exc:
-            raise BoardConnectionError(f"cannot run a command on {self.label}: "
-                                       f"{self._clean(str(exc) or type(exc).__name__)}") from None
         out, err = bytearray(), bytearray()
         pid: Optional[int] = None
         deadline = time.monotonic() + timeout
         try:
+            chan = transport.open_session(timeout=SHORT_TIMEOUT)
+        except self.errors as exc:
+            raise BoardConnectionError(f"cannot run a command on {self.label}: "
+                                       f"{self._clean(str(exc) or type(exc).__name__)}") from None
+        try:  # from the command's start on, whatever stops us (Ctrl-C, SIGTERM) stops it on the board first
+            try:
+                chan.exec_command(command)
+                chan.shutdown_write()
+            except self.errors as exc:
+                raise BoardConnectionError(f"cannot run a command on {self.label}: "
+                                           f"{self._clean(str(exc) or type(exc).__name__)}") from None
             while True:
                 got = self._pump(chan, out, err)
                 if pid is None:

@@ -132,8 +132,8 @@ def run_program(program: str, argv: List[str], timeout: Optional[float]) -> Tupl
     tail: Deque[str] = collections.deque(maxlen=STDERR_TAIL)
     assert proc.stderr is not None
     reader = threading.Thread(target=_tee, args=(proc.stderr, tail), daemon=True)
-    reader.start()
-    try:
+    try:  # from here on, whatever stops us (Ctrl-C, SIGTERM) stops the program first
+        reader.start()
         status = proc.wait(timeout if timeout and timeout > 0 else None)
     except subprocess.TimeoutExpired:
         _stop_group(proc)
@@ -273,8 +273,8 @@ def _collect_local(application: str, profiler: Mapping[str, object], output: Opt
     roots = [out_dir] if out_dir == exe_dir else [out_dir, exe_dir]
     before = {root: listing(root) for root in roots}
     swap = _AclJsonSwap(acl_json_path or "acl.json", diag)
-    swap.write(section)
     try:
+        swap.write(section)
         status, tail = run_program(program, argv, timeout)
     except ApplicationTimeout as exc:
         _restore_quietly(swap, diag)

@@ -225,27 +225,33 @@ def _group_paths(files: Dict[Tuple[str, str], List[str]], kind: str) -> Iterator
             yield group, paths
 
 
-class HashTable(Dict[str, str]):
-    """hash_dic: the text of each hash id (decimal), and the ids looked up in vain (`misses`),
-    for one warning at the end of the host's import."""
+class _Lookups(Dict[str, str]):
+    """A dictionary file's table, and the keys looked up in vain (`misses`), for one warning at the
+    end of the host's import naming how many there were and what `LOST` says of them."""
+
+    LOST = ""
 
     def __init__(self) -> None:
         super().__init__()
-        self.misses: Set[int] = set()
+        self.misses: Set[Any] = set()
 
     def warn_misses(self, where: str, diag: Diagnostics) -> None:
-        if self.misses:
-            diag.warn(f"{where}: {len(self.misses)} hash ids resolve to no entry (e.g. {min(self.misses)}); the op "
-                      f"names, op types, kernel names or model names they stand for are left blank")
+        if self.misses and (self or isinstance(self, HashTable)):
+            diag.warn(f"{where}: {len(self.misses)} {self.LOST.format(min(self.misses))}")
 
 
-class TypeTable(Dict[str, str]):
-    """type_info_dic: the name of each '<level>_<type>', and the keys looked up in vain (`misses`),
-    for one warning at the end of the host's import."""
+class HashTable(_Lookups):
+    """hash_dic: the text of each hash id (decimal); misses are ids."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.misses: Set[str] = set()
+    LOST = ("hash ids resolve to no entry (e.g. {}); the op names, op types, kernel names or model names they "
+            "stand for are left blank")
+
+
+class TypeTable(_Lookups):
+    """type_info_dic: the name of each '<level>_<type>'; misses are those keys (an empty table
+    has its own warning, so it adds none)."""
+
+    LOST = "API or task types have no entry (e.g. {}); they are shown as numbers instead of names"
 
     def name(self, key: str, default: str) -> str:
         got = self.get(key)
@@ -253,11 +259,6 @@ class TypeTable(Dict[str, str]):
             self.misses.add(key)
             return default
         return got
-
-    def warn_misses(self, where: str, diag: Diagnostics) -> None:
-        if self.misses and self:
-            diag.warn(f"{where}: {len(self.misses)} API or task types have no entry (e.g. {min(self.misses)}); "
-                      "they are shown as numbers instead of names")
 
 
 def _type_name(types: Dict[str, str], key: str, default: str) -> str:

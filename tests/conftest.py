@@ -5,6 +5,7 @@ import hashlib
 import os
 import shutil
 import stat
+import subprocess
 from typing import Dict, List, Tuple
 
 import pytest
@@ -72,3 +73,22 @@ def run_once_with_c(implementation: str, why: str) -> None:
         pytest.skip("the C extension msprof_kit._native is not built")
     if implementation != "c":
         pytest.skip(f"{why}; runs once")
+
+
+def stop_with_signal(proc: "subprocess.Popen[bytes]", signame: str) -> str:
+    """Send `signame` to a CLI process (started with start_new_session) and wait for it: it must
+    end as the collectors promise, status 128 + N and a last line `Terminated (NAME)`, no
+    traceback. Returns its stderr. The process group is killed if it outlives the wait."""
+    import signal
+    sig = getattr(signal, signame)
+    try:
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = err.decode()
+    assert proc.returncode == 128 + sig, text
+    assert text.strip().splitlines()[-1] == f"Terminated ({signame})" and "Traceback" not in text
+    return text

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import COMPARE, GOLDEN, copy_input, needs_shared
+from conftest import COMPARE, GOLDEN, copy_input, needs_shared, stop_with_signal
 from test_acljson import CANN_BAD, CANN_GOOD, SOC_BAD, SOC_GOOD
 
 from msprof_kit.collectors import acljson
@@ -437,8 +437,6 @@ def test_the_cli_refuses_a_bad_key_value_before_running_anything(app, tmp_path, 
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
 def test_sigterm_kills_the_program_and_restores_acl_json(app, tmp_path, signame):
-    import signal
-
     original = b'{"dump": {"dump_path": "/keep/me"}}\n'
     with open("acl.json", "wb") as f:
         f.write(original)
@@ -455,16 +453,11 @@ def test_sigterm_kills_the_program_and_restores_acl_json(app, tmp_path, signame)
         (partial,) = children(out)
         pid = int(partial.split("_")[3][:8])
         assert os.path.exists(f"/proc/{pid}")
-        sig = getattr(signal, signame)
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-    text = err.decode()
-    assert proc.returncode == 128 + sig, text
-    assert text.strip().splitlines()[-1] == f"Terminated ({signame})" and "Traceback" not in text
+    except BaseException:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+        raise
+    stop_with_signal(proc, signame)
     with open("acl.json", "rb") as f:
         assert f.read() == original  # byte for byte, with its mode
     assert stat.S_IMODE(os.stat("acl.json").st_mode) == 0o604
