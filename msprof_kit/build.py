@@ -30,6 +30,7 @@ from .arrays import Numbering, first_seen, isin, last_seen, numbered_by_first_ro
 from .forked import Forked, can_fork
 from .errors import BadControlFile, Diagnostics, MissingControlFile, NoData
 from .layout import FREQ_TEXT, NPU_NAMES, Chip, Collection, ResultDir, data_files
+from .progress import label
 from .timebase import Clock, device_clock, host_clock, wall_offset_ns
 
 INVALID_CTX = 4294967295
@@ -419,13 +420,20 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
     pid = int(pid_text) if pid_text.isdigit() else 0
 
     paths = files.get(("api_event", "unaging"), []) + files.get(("api_event", "aging"), [])
-    apis = ApiWindows(paths, scratch, diag, rd.data_dir)
+    name = label(coll.path)
+    reading = diag.progress.phase(f"{name}: reading host records")
+    try:
+        apis = ApiWindows(paths, scratch, diag, rd.data_dir)
+    except BaseException:
+        reading.close()
+        raise
     records = _HostRecords(scratch)
     host_tasks = None
     try:
-        _spill_records(files, types, records, diag)
-        records.runs["tensor"], tensor_table = tensor_texts()
-        models = _model_names(rd, files, hashes, diag)
+        with reading:
+            _spill_records(files, types, records, diag)
+            records.runs["tensor"], tensor_table = tensor_texts()
+            models = _model_names(rd, files, hashes, diag)
         if records.runs["track"].rows:
             host_tasks = HostTasks(scratch, types, hashes)
         assoc = _Association(clock, types, hashes, host_tasks.add) if host_tasks is not None else None
@@ -435,12 +443,14 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files,
         edges = apis.edges()
         records.cut(edges)
         latest = LatestEnds()
-        for w, window in enumerate(apis.windows(edges)):
-            tree = _api_window(window, clock, types, hashes, pid, strings, put, latest) \
-                if len(window["begin"]) else None
-            del window
-            if assoc is not None:
-                assoc.step(tree, records.window(w), int(edges[w]) if w < len(edges) else None)
+        with diag.progress.phase(f"{name}: host APIs", total=int(apis.count), unit="APIs") as phase:
+            for w, window in enumerate(apis.windows(edges)):
+                n = len(window["begin"])
+                tree = _api_window(window, clock, types, hashes, pid, strings, put, latest) if n else None
+                del window
+                if assoc is not None:
+                    assoc.step(tree, records.window(w), int(edges[w]) if w < len(edges) else None)
+                phase.advance(n)
         put("CANN_API", None, last=True)
         put("KIT_API", None, last=True)
         if assoc is not None:
@@ -1848,23 +1858,28 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1, scratch
         diag.warn(f"{coll.path}: no host/ directory; device tasks are kept without op names")
     devices: List[Tuple[ResultDir, DeviceData]] = []
     loaded = None
-    if loaders:
-        try:
-            results = [loader.result() for loader in loaders]
-        finally:
-            for loader in loaders:
-                loader.cancel()
-        loaded = results[0] if pooled else results
-    for i, rd in enumerate(coll.devices):
-        if loaded is not None:
-            dev, warnings = loaded[i]
-            loaded[i] = None
-            diag.extend(warnings)
-        else:
-            dev = load_device(rd, coll, chip, diag, scratch)
-        memory.give_back()
-        if dev is not None:
-            devices.append((rd, dev))
+    with diag.progress.phase(f"{label(coll.path)}: device data", total=len(coll.devices), unit="devices") as phase:
+        if loaders:
+            try:
+                results = []
+                for loader in loaders:  # (a pool of workers reports all its devices at once)
+                    results.append(loader.result())
+                    phase.advance(len(coll.devices) if pooled else 1)
+            finally:
+                for loader in loaders:
+                    loader.cancel()
+            loaded = results[0] if pooled else results
+        for i, rd in enumerate(coll.devices):
+            if loaded is not None:
+                dev, warnings = loaded[i]
+                loaded[i] = None
+                diag.extend(warnings)
+            else:
+                dev = load_device(rd, coll, chip, diag, scratch)
+                phase.advance()
+            memory.give_back()
+            if dev is not None:
+                devices.append((rd, dev))
     if not coll.devices:
         diag.warn(f"{coll.path}: no device_N/ directory; only host APIs and op descriptions are kept")
     if host is None and not devices:
@@ -1896,7 +1911,9 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
     largest["task_id"] = max(largest["task_id"], 0xFFFF)
     largest["ctx"] = max(largest["ctx"], 0x10000)
     gids = GlobalIds(largest)
-    compute_ok = _write_compute_info(host, gids, strings, put) if host is not None else np.zeros(0, dtype=bool)
+    who = label(coll.path)
+    with diag.progress.phase(f"{who}: op descriptions"):
+        compute_ok = _write_compute_info(host, gids, strings, put) if host is not None else np.zeros(0, dtype=bool)
     memory.give_back()
     # host task types (codes into the host's texts) and device task types (past them) as one code
     texts = host_tasks.text_table() if host_tasks is not None else _texts(1, "")
@@ -1917,6 +1934,8 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                       f"total_cycles) are dropped although its PMU records are there")
     overlaps: List[_Overlap] = []
     row = 0
+    matching = diag.progress.phase(f"{who}: matching device tasks", total=sum(int(dev.tasks.rows) for _, dev in devices),
+                                   unit="tasks")
     try:
         for rd, dev in sorted(devices, key=lambda d: d[1].device_id):
             runs = dev.tasks
@@ -1974,6 +1993,7 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                 is_compute[known] = compute_ok[gid[known]]
                 overlap.step(t["start_ns"].to_numpy(), t["end_ns"].to_numpy(), is_compute, ~is_compute_type[host_type])
                 del t, e, key, matched, host_type, gid
+                matching.advance(n)
             if pmu is not None:
                 pmu.finish(diag)
             dev.close()
@@ -1986,11 +2006,15 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                 for name in columns:
                     strings.id(name)
             info.append((-1, "pmu_prefixed", "1" if stars else "0"))
-        next_id = 0
-        for overlap in overlaps:
-            next_id = overlap.write(next_id, put)
-        put("OVERLAP_ANALYSIS", None, last=True)
+        matching.close()
+        with diag.progress.phase(f"{who}: overlap analysis", total=len(overlaps), unit="devices") as phase:
+            next_id = 0
+            for overlap in overlaps:
+                next_id = overlap.write(next_id, put)
+                phase.advance()
+            put("OVERLAP_ANALYSIS", None, last=True)
     finally:
+        matching.close()
         for overlap in overlaps:
             overlap.close()
     _small_tables(coll, chip, devices, put, info, diag)

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sqlite3
 import sys
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
-from . import __version__, importer, memory, show, store
+from . import __version__, importer, memory, progress, show, store
 from .errors import BadOption, Diagnostics, MsprofKitError, StoreError
 from .forked import default_jobs
 from .interrupt import Terminated
@@ -21,6 +22,19 @@ def _dir_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("-dir", "--collection-dir", dest="dir", required=True, metavar="DIR",
                    help="a PROF_xxx collection, or a folder holding several")
     _jobs_arg(p)
+    _talk_args(p)
+
+
+def _talk_args(p: argparse.ArgumentParser, top: bool = False) -> None:
+    """--quiet, --progress and --store, given before the command or after it."""
+    default = {} if top else {"default": argparse.SUPPRESS}  # a command's own default would hide the top's
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors on stderr: no progress, "
+                   "notes or warnings (and no 'Imported'/'Wrote' lines)", **default)
+    p.add_argument("--progress", action="store_true", help="report progress on stderr even when it is not a "
+                   "terminal (a line per phase, and one every few seconds); a terminal gets a live bar anyway",
+                   **default)
+    p.add_argument("--store", metavar="DIR", help="keep the stores in DIR (one folder per collection) instead of "
+                   f"PROF_xxx/sqlite/ (also: the environment variable {store.STORE_ENV})", **default)
 
 
 def _jobs(text: str) -> int:
@@ -52,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
                                   description="Parse and export Ascend msprof profiling collections, no CANN needed.")
     top.add_argument("--version", action="version", version=f"msprof-kit {__version__}")
     top.add_argument("--traceback", action="store_true", help="show the Python stack on errors")
+    _talk_args(top, top=True)
     sub = top.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("import", help="parse raw data into the store (PROF_xxx/sqlite/msprof_kit.db)",
@@ -101,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"rows per table (default {show.DEFAULT_TOP}; 0 for all)")
     p.add_argument("--sort", metavar="COLUMN", help="order by this column (any case, or the start of its name)")
     p.add_argument("--format", choices=show.FORMATS, default="table", help="table (default), csv or json")
+    _talk_args(p)
     p.set_defaults(run=cmd_show)
     p = sub.add_parser("plot", help="draw PNG charts: top operators, time by type, a per-stream Gantt, PMU "
                                     "ratios, AI Core frequency",
@@ -114,6 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="where the PNG files go (default ./msprof_kit_plots)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="bars in the operator charts (default 10)")
     p.add_argument("--iteration", type=int, metavar="I", help="the Gantt's iteration (default: the median one)")
+    _talk_args(p)
     p.set_defaults(run=cmd_plot)
 
     p = sub.add_parser("compare", help="compare the operators of two collections",
@@ -126,6 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows shown (default 20; 0 for all)")
     p.add_argument("--plot", action="store_true", help="also draw the delta chart")
     p.add_argument("--out", metavar="DIR", help="where the chart goes (default ./msprof_kit_plots)")
+    _talk_args(p)
     p.set_defaults(run=cmd_compare)
 
     _collect_parser(sub)
@@ -178,23 +196,28 @@ def _collect_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     p.set_defaults(run=cmd_collect)
 
 
-def _report(diag: Diagnostics) -> None:
+def _report(diag: Diagnostics, quiet: bool = False) -> None:
+    """The notes and warnings of a command on stderr (nothing with --quiet)."""
+    if quiet:
+        return
+    for n in diag.notes:
+        print(f"Note: {n}", file=sys.stderr)
     for w in diag.warnings:
         print(f"Warning: {w}", file=sys.stderr)
 
 
 def cmd_import(args: argparse.Namespace, diag: Diagnostics) -> int:
     done = importer.import_path(args.dir, diag, args.jobs)
-    _report(diag)
-    for item in done:
+    _report(diag, args.quiet)
+    for item in done if not args.quiet else ():
         print(f"Imported {item.collection.path} -> {item.store}")
     return 0
 
 
 def cmd_export_db(args: argparse.Namespace, diag: Diagnostics) -> int:
     written = importer.export_db(args.dir, diag, args.jobs)
-    _report(diag)
-    for path in written:
+    _report(diag, args.quiet)
+    for path in written if not args.quiet else ():
         print(f"Wrote {path}")
     return 0
 
@@ -203,31 +226,32 @@ def cmd_export(args: argparse.Namespace, diag: Diagnostics) -> int:
     written = run_export(args.dir, args.what, diag, model_id=args.model_id, iteration_id=args.iteration_id,
                          iteration_count=args.iteration_count, fmt=getattr(args, "format", "csv"), clear=args.clear,
                          reports=getattr(args, "reports", None), jobs=args.jobs)
-    _report(diag)
-    for path in written:
+    _report(diag, args.quiet)
+    for path in written if not args.quiet else ():
         print(f"Wrote {path}")
     return 0
 
 
 def cmd_query(args: argparse.Namespace, diag: Diagnostics) -> int:
     rows = importer.query_rows(args.dir, diag, args.jobs)
-    _report(diag)
+    _report(diag, args.quiet)
     sys.stdout.write(importer.format_query(rows))
     return 0
 
 
-def _given_or_newest(path: Optional[str], doing: str) -> str:
+def _given_or_newest(path: Optional[str], doing: str, quiet: bool = False) -> str:
     """-dir, or the newest collection under the current directory (said on stderr)."""
     if path is None:
         path = show.newest_collection(os.getcwd())
-        print(f"{doing} {path} (the newest collection under {os.getcwd()})", file=sys.stderr)
+        if not quiet:
+            print(f"{doing} {path} (the newest collection under {os.getcwd()})", file=sys.stderr)
     return path
 
 
 def cmd_show(args: argparse.Namespace, diag: Diagnostics) -> int:
-    path = _given_or_newest(args.dir, "Showing")
+    path = _given_or_newest(args.dir, "Showing", args.quiet)
     text = show.render(path, diag, reports=args.report, top=args.top, sort=args.sort, fmt=args.format)
-    _report(diag)
+    _report(diag, args.quiet)
     for start in range(0, len(text), WRITE_CHUNK):  # written piecewise: a closed pipe is noticed early
         sys.stdout.write(text[start:start + WRITE_CHUNK])
     return 0
@@ -256,7 +280,7 @@ def cmd_collect(args: argparse.Namespace, diag: Diagnostics) -> int:
             profiler = acljson.cann_profiler_config(switch=args.switch, output=output, **cann)
         written = collect_local(args.application, profiler, output=output, acl_json_path=args.acl_json_path,
                                 timeout=args.timeout, run_all=args.run_all, diag=diag)
-    _report(diag)
+    _report(diag, args.quiet)
     for path in written:
         print(f"Collected {path}" if os.path.isdir(path) else f"Wrote {path}")
     return 0
@@ -264,9 +288,9 @@ def cmd_collect(args: argparse.Namespace, diag: Diagnostics) -> int:
 
 def cmd_plot(args: argparse.Namespace, diag: Diagnostics) -> int:
     from . import plot
-    path = _given_or_newest(args.dir, "Plotting")
+    path = _given_or_newest(args.dir, "Plotting", args.quiet)
     lines = plot.plot(path, args.out, top=args.top, iteration=args.iteration, diag=diag)
-    _report(diag)
+    _report(diag, args.quiet)
     print("\n".join(lines))
     return 0
 
@@ -277,7 +301,7 @@ def cmd_compare(args: argparse.Namespace, diag: Diagnostics) -> int:
         raise BadOption("compare needs -dir twice: -dir A -dir B")
     a, b = (os.path.expanduser(d.lstrip("=")) for d in args.dirs)
     text = compare.compare(a, b, by=args.by, top=args.top, plot=args.plot, out=args.out, diag=diag)
-    _report(diag)
+    _report(diag, args.quiet)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
@@ -290,7 +314,7 @@ def cmd_infer(args: argparse.Namespace, diag: Diagnostics) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmulatedAclWarning)  # the same line comes through diag
         result = infer.infer(diag=diag, **infer.infer_kwargs(args))
-    _report(diag)
+    _report(diag, args.quiet)
     sys.stdout.write(infer.render_summary(result))
     return 0
 
@@ -305,6 +329,23 @@ def _tolerate_odd_names() -> None:
             reconfigure(errors=errors)
 
 
+@contextlib.contextmanager
+def _stores_in(folder: Optional[str]) -> Iterator[None]:
+    """--store DIR: MSPROF_KIT_STORE is DIR while the command runs (its forked workers inherit it)."""
+    if folder is None:
+        yield
+        return
+    before = os.environ.get(store.STORE_ENV)
+    os.environ[store.STORE_ENV] = os.path.abspath(os.path.expanduser(folder))
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[store.STORE_ENV]
+        else:
+            os.environ[store.STORE_ENV] = before
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -315,21 +356,22 @@ def main(argv: Optional[List[str]] = None) -> int:
         args.dir = os.path.expanduser(args.dir.lstrip("="))
     memory.tune_allocator()
     _tolerate_odd_names()
-    diag = Diagnostics()
+    diag = Diagnostics(progress=progress.reporter(sys.stderr, args.progress, args.quiet))
     try:
-        code = int(args.run(args, diag))
+        with _stores_in(args.store):
+            code = int(args.run(args, diag))
         sys.stdout.flush()  # a closed pipe (show | head) shows up here, inside the boundary
         return code
     except MsprofKitError as exc:
         if args.traceback:
             raise
-        _report(diag)
+        _report(diag, args.quiet)
         print(f"Error: {exc}", file=sys.stderr)
         return exc.exit_code
     except sqlite3.DatabaseError as exc:  # a store damaged past what its header check sees
         if args.traceback:
             raise
-        _report(diag)
+        _report(diag, args.quiet)
         where = getattr(args, "dir", None) or "."
         print(f"Error: {store.store_path(where)}: the store is damaged ({exc}); import the collection again "
               f"(msprof-kit import -dir {where})", file=sys.stderr)

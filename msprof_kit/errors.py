@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, List, Optional, Tuple
 
+from .progress import Progress
+
 
 class MsprofKitError(Exception):
     """Base of every error msprof-kit raises on purpose. `exit_code` is what the CLI returns."""
@@ -89,9 +91,17 @@ class InvalidIteration(BadOption):
 
 @dataclass
 class Diagnostics:
-    """Warnings gathered during one command: each names the file, offset and what was dropped."""
+    """What one command tells its user besides its result: warnings (each names the file, offset and
+    what was dropped), notes (where things went when not where they usually go), and its progress
+    (silent unless the CLI gives a reporter; msprof_kit.progress)."""
 
     warnings: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+    progress: Progress = field(default_factory=Progress, repr=False, compare=False)
+
+    def note(self, message: str) -> None:
+        if message not in self.notes:
+            self.notes.append(message)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:

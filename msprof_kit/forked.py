@@ -132,16 +132,23 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def each(fns: Sequence[Callable[[], Any]], jobs: int, name: str, daemon: bool = True) -> List[Any]:
+def each(fns: Sequence[Callable[[], Any]], jobs: int, name: str, daemon: bool = True,
+         finished: Optional[Callable[[int], None]] = None) -> List[Any]:
     """`fn()` of each, in forked children, at most `jobs` at a time; the results in order. With one
-    job, one function or no fork, they run here, one after another.
+    job, one function or no fork, they run here, one after another. `finished(i)` is called here
+    when the i-th has given its result (to report progress from the parent).
 
     When some fail, no more are started, the ones after the first failure (in order) are stopped,
     the ones before it are waited for, and the first failure in order is raised: the same error
     as a run one after another would give. Children that fork workers of their own need
     daemon=False."""
     if jobs <= 1 or len(fns) <= 1 or not can_fork():
-        return [fn() for fn in fns]
+        results_here = []
+        for i, fn in enumerate(fns):
+            results_here.append(fn())
+            if finished is not None:
+                finished(i)
+        return results_here
     results: List[Any] = [None] * len(fns)
     failed: Dict[int, BaseException] = {}
     running: Dict[int, Forked] = {}
@@ -166,6 +173,9 @@ def each(fns: Sequence[Callable[[], Any]], jobs: int, name: str, daemon: bool = 
                     results[i] = job.result()
                 except BaseException as exc:  # raised below, once the earlier jobs are in
                     failed[i] = exc
+                    continue
+                if finished is not None:
+                    finished(i)
     finally:
         for job in running.values():
             job.cancel()

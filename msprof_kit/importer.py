@@ -9,6 +9,7 @@ from typing import List, Tuple
 from . import forked, store
 from .errors import Diagnostics, OutputError, UnreadableFile
 from .layout import Collection, find_collections
+from .progress import Progress
 
 
 @dataclass
@@ -22,7 +23,7 @@ def _write(coll: Collection, diag: Diagnostics, jobs: int = 1) -> str:
     try:
         return store.write_store(coll.path, coll, diag, jobs)
     except OSError as exc:
-        where = store.store_path(coll.path)
+        where = store.store_path(coll.path, writing=True)
         failure = store.write_failure(exc, where)  # the store's folder is full: not a read error
         if failure is not None:
             raise OutputError(f"cannot write the store ({failure.cause}); nothing of the import is kept",
@@ -30,19 +31,39 @@ def _write(coll: Collection, diag: Diagnostics, jobs: int = 1) -> str:
         raise UnreadableFile(f"cannot read: {exc.strerror or exc}", path=exc.filename or coll.path) from exc
 
 
-def _import_one(coll: Collection, jobs: int) -> Imported:
-    local = Diagnostics()
+def _import_one(coll: Collection, jobs: int, progress: Progress) -> Imported:
+    local = Diagnostics(progress=progress)
     return Imported(coll, _write(coll, local, jobs), local.warnings)
 
 
 def _import_all(colls: List[Collection], diag: Diagnostics, jobs: int) -> List[Imported]:
-    """Import collections, up to `jobs` at once (each then decodes its devices in jobs / that many)."""
+    """Import collections, up to `jobs` at once (each then decodes its devices in jobs / that many).
+    One at a time, each reports its phases; several at once (forked), the parent reports how many
+    collections are done."""
     at_once = max(1, min(jobs, len(colls)))
     inner = max(1, jobs // at_once)
-    done = forked.each([functools.partial(_import_one, c, inner) for c in colls], at_once, "import", daemon=False)
+    for coll in colls:
+        note_elsewhere(coll.path, diag)
+    if at_once == 1 or not forked.can_fork():
+        done = [_import_one(c, inner, diag.progress) for c in colls]
+    else:
+        with diag.progress.phase("importing collections", total=len(colls), unit="collections") as phase:
+            done = forked.each([functools.partial(_import_one, c, inner, Progress()) for c in colls], at_once,
+                               "import", daemon=False, finished=lambda _: phase.advance())
     for item in done:
         diag.extend(item.warnings)
     return done
+
+
+def note_elsewhere(collection_path: str, diag: Diagnostics, exports: bool = False) -> None:
+    """A note when the store (and with `exports` the exports) of a collection go outside it
+    because it cannot be written (docs/store.md, "Where the store goes")."""
+    note = store.elsewhere_note(collection_path, exports)
+    if note is None:
+        return
+    if exports:  # one line a collection: this one says where its store is too
+        diag.notes = [n for n in diag.notes if n != store.elsewhere_note(collection_path)]
+    diag.note(note)
 
 
 def import_path(path: str, diag: Diagnostics, jobs: int = 1) -> List[Imported]:
@@ -58,6 +79,7 @@ def ensure_imported(path: str, diag: Diagnostics, jobs: int = 1) -> List[Collect
     found = find_collections(path, diag)
     again: List[Collection] = []
     for coll in found:
+        note_elsewhere(coll.path, diag)
         problem = store.store_problem(coll.path)
         if problem is None:
             continue
@@ -84,7 +106,11 @@ def repeat_warnings(collection_path: str, diag: Diagnostics) -> None:
 
 def export_db(path: str, diag: Diagnostics, jobs: int = 1) -> List[str]:
     colls = ensure_imported(path, diag, jobs)
-    return forked.each([functools.partial(store.export_db, c.path) for c in colls], jobs, "unified DB")
+    for coll in colls:
+        note_elsewhere(coll.path, diag, exports=True)
+    with diag.progress.phase("writing the unified DB", total=len(colls), unit="DBs") as phase:
+        return forked.each([functools.partial(store.export_db, c.path) for c in colls], jobs, "unified DB",
+                           finished=lambda _: phase.advance())
 
 
 QUERY_HEADER = ["Job Info", "Device ID", "Dir Name", "Collection Time", "Model ID", "Iteration Number",

@@ -1,7 +1,8 @@
 """Writing and opening the store: one sqlite database per collection.
 
-The store lives at `PROF_xxx/sqlite/msprof_kit.db` (a folder the reference analysis skips), is
-written in one transaction with indexes created after loading, and replaces the old store
+The store lives at `PROF_xxx/sqlite/msprof_kit.db` (a folder the reference analysis skips), or,
+when the collection cannot be written or MSPROF_KIT_STORE (`--store`) names a folder, in a folder
+standing for the collection elsewhere (`stand_in`); it is written in one transaction with indexes created after loading, and replaces the old store
 atomically (temp file, synced, then rename). `export_db` copies its unified tables to
 `msprof_{ts}.db`. A store carries its format version; one that is damaged, foreign or of another
 version is not read (`store_problem`).
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import queue
@@ -31,10 +33,13 @@ from .build import CodedTexts, build, text_codes
 from .job import build_job
 from .errors import Diagnostics, OutputError, StoreError
 from .layout import Collection
+from .progress import label
 from .spill import scratch_error
 
 STORE_DIR = "sqlite"
 STORE_NAME = "msprof_kit.db"
+STORE_ENV = "MSPROF_KIT_STORE"  # a folder for the stores (one sub-folder per collection); --store sets it
+CACHE_NAME = "msprof-kit"  # the per-user cache folder's name, in $XDG_CACHE_HOME or ~/.cache
 STORE_VERSION = 1  # PRAGMA user_version of the stores this msprof-kit writes and reads
 APPLICATION_ID = 0x4D534B54  # PRAGMA application_id of a store ("MSKT")
 NO_STORE = "there is no store"
@@ -68,18 +73,92 @@ def _text(value: object) -> object:
     return value
 
 
-def store_path(collection_path: str) -> str:
+def can_write(folder: str) -> bool:
+    """Whether this process may create files in `folder`, or, when it does not exist yet, in the
+    nearest folder above it that does (permissions, read-only mounts)."""
+    folder = os.path.abspath(folder)
+    while not os.path.isdir(folder):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return False
+        folder = parent
+    if os.access in os.supports_effective_ids:
+        return os.access(folder, os.W_OK | os.X_OK, effective_ids=True)
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
+def cache_root() -> str:
+    """The per-user cache folder of msprof-kit: $XDG_CACHE_HOME/msprof-kit, else ~/.cache/msprof-kit."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # unset, empty or relative: the XDG default
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, CACHE_NAME)
+
+
+def stand_in(collection_path: str) -> str:
+    """The folder standing for a collection outside it: `<root>/<name>-<hash>`, where root is
+    MSPROF_KIT_STORE (--store) or the per-user cache folder, name the collection folder's name
+    (characters other than letters, digits, '.', '_' and '-' as '_') and hash the first 12 hex
+    digits of the SHA-256 of its real path (two collections of one name stay apart). It is laid
+    out as the collection: `sqlite/msprof_kit.db`, `mindstudio_profiler_output/`, `msprof_{ts}.db`."""
+    real = os.path.realpath(collection_path)
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:12]
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(real))[:80] or "root"
+    root = os.environ.get(STORE_ENV) or cache_root()
+    return os.path.join(os.path.abspath(os.path.expanduser(root)), f"{name}-{digest}")
+
+
+def own_store_path(collection_path: str) -> str:
+    """Where the store goes inside the collection: PROF_xxx/sqlite/msprof_kit.db."""
     return os.path.join(collection_path, STORE_DIR, STORE_NAME)
+
+
+def store_path(collection_path: str, writing: bool = False) -> str:
+    """Where the store of a collection is, or goes when `writing`: with MSPROF_KIT_STORE (--store)
+    in its stand-in folder; else in the collection (sqlite/msprof_kit.db) when that can be written;
+    else in its stand-in folder in the cache, except that a reader is given a usable store the
+    collection already holds (imported by someone who could write it) when the cache has none."""
+    kept = os.path.join(stand_in(collection_path), STORE_DIR, STORE_NAME)
+    if os.environ.get(STORE_ENV):
+        return kept
+    own = own_store_path(collection_path)
+    if can_write(os.path.dirname(own)):
+        return own
+    if not writing and _problem_at(kept) is not None and _problem_at(own) is None:
+        return own
+    return kept
+
+
+def output_root(collection_path: str) -> str:
+    """Where the exports of a collection go: the collection itself, or, when it cannot be written,
+    its stand-in folder (mindstudio_profiler_output/ and msprof_{ts}.db there)."""
+    return collection_path if can_write(collection_path) else stand_in(collection_path)
+
+
+def elsewhere_note(collection_path: str, exports: bool = False) -> Optional[str]:
+    """The one-line note for a collection that cannot be written: where its store is kept (unless
+    --store chose it) and, with `exports`, where its exports go; None when it can be written."""
+    if can_write(collection_path) and can_write(os.path.dirname(own_store_path(collection_path))):
+        return None
+    said = []
+    where = store_path(collection_path)
+    if not os.environ.get(STORE_ENV) and where != own_store_path(collection_path):
+        said.append(f"its store is kept in {os.path.dirname(where)}")
+    if exports and not can_write(collection_path):
+        said.append(f"its exports go to {output_root(collection_path)}")
+    return f"{collection_path} cannot be written; {' and '.join(said)}" if said else None
 
 
 def write_failure(exc: BaseException, path: str) -> Optional[OutputError]:
     """The output error `exc` stands for when it says that `path` (or a file beside it) cannot be
-    written: a full disk, a read-only file system, an I/O error; None for any other error."""
+    written: a full disk, a read-only file system, an I/O error, a folder on its way that cannot be
+    made or written (no permission); None for any other error."""
     if isinstance(exc, OutputError):
         return exc
     if isinstance(exc, OSError):
         where = os.path.abspath(exc.filename) if isinstance(exc.filename, str) else ""
-        ours = bool(where) and where.startswith(os.path.dirname(os.path.abspath(path)) + os.sep)
+        folder = os.path.dirname(os.path.abspath(path)) + os.sep
+        ours = bool(where) and (where.startswith(folder) or folder.startswith(where.rstrip(os.sep) + os.sep))
         if exc.errno not in WRITE_ERRNOS and not ours:
             return None
         cause = exc.strerror or str(exc)
@@ -95,7 +174,10 @@ def store_problem(collection_path: str) -> Optional[str]:
     can: not a file, empty, not an sqlite database, truncated, not msprof-kit's, another format
     version, or a table missing from its table list (KIT_TABLES). Reads the 100-byte header and
     the table names, nothing more."""
-    path = store_path(collection_path)
+    return _problem_at(store_path(collection_path))
+
+
+def _problem_at(path: str) -> Optional[str]:
     if not os.path.lexists(path):
         return NO_STORE
     if not os.path.isfile(path):
@@ -157,7 +239,9 @@ def remove_leftovers(collection_path: str) -> List[str]:
     DBs (`.msprof_kit.db.tmp-PID`, `.msprof_{ts}.db.tmp-PID`, with their `.parts` folders) and
     scratch folders (`.scratch-PID-*`). Leftovers of running processes are kept. Returns what went."""
     gone = []
-    for folder in (os.path.join(collection_path, STORE_DIR), collection_path):
+    for folder in (os.path.dirname(store_path(collection_path, writing=True)), output_root(collection_path)):
+        if not can_write(folder):  # nothing of ours can be there (someone else's collection)
+            continue
         try:
             names = os.listdir(folder)
         except (FileNotFoundError, NotADirectoryError):
@@ -823,23 +907,35 @@ def write_tables(path: str, tables: Dict[str, pd.DataFrame]) -> None:
 def write_store(collection_path: str, coll: Collection, diag: Diagnostics, jobs: int = 1) -> str:
     """Build a collection and write its store table by table; returns the store's path. `jobs`:
     processes decoding its devices at once. What killed imports left is removed first."""
-    path = store_path(collection_path)
+    path = store_path(collection_path, writing=True)
     remove_leftovers(collection_path)
-    with TableWriter(path, background=True) as out:
-        if coll.kind == "job":
-            info = build_job(coll, diag, out.put)
-        else:
-            with tempfile.TemporaryDirectory(prefix=f".scratch-{os.getpid()}-", dir=os.path.dirname(path)) as scratch:
-                info = build(coll, diag, out.put, jobs, scratch)
-        for name, cols, rows in (
-                ("KIT_INFO", schema.EXTENSIONS["KIT_INFO"], [tuple(_text(v) for v in row) for row in info]),
-                ("KIT_WARNINGS", schema.EXTENSIONS["KIT_WARNINGS"], [(_text(w),) for w in diag.warnings]),
-                ("META_DATA", schema.UNIFIED["META_DATA"], list(schema.META_ROWS))):
-            if rows:
-                out.put_rows(name, cols, rows)
-        for name, rows in schema.ENUM_ROWS.items():
-            out.put_rows(name, schema.UNIFIED[name], list(rows))
+    finishing = None
+    try:
+        with TableWriter(path, background=True) as out:
+            if coll.kind == "job":
+                with diag.progress.phase(f"{label(coll.path)}: reading the JOB data"):
+                    info = build_job(coll, diag, out.put)
+            else:
+                with tempfile.TemporaryDirectory(prefix=f".scratch-{os.getpid()}-", dir=os.path.dirname(path)) as scratch:
+                    info = build(coll, diag, out.put, jobs, scratch)
+            _put_info(out, info, diag)
+            finishing = diag.progress.phase(f"{label(coll.path)}: indexing and writing the store")
+    finally:
+        if finishing is not None:
+            finishing.close()
     return path
+
+
+def _put_info(out: "TableWriter", info: List[Tuple[int, str, str]], diag: Diagnostics) -> None:
+    """The store's small tables: KIT_INFO, KIT_WARNINGS, META_DATA and the ENUM_ tables."""
+    for name, cols, rows in (
+            ("KIT_INFO", schema.EXTENSIONS["KIT_INFO"], [tuple(_text(v) for v in row) for row in info]),
+            ("KIT_WARNINGS", schema.EXTENSIONS["KIT_WARNINGS"], [(_text(w),) for w in diag.warnings]),
+            ("META_DATA", schema.UNIFIED["META_DATA"], list(schema.META_ROWS))):
+        if rows:
+            out.put_rows(name, cols, rows)
+    for name, rows in schema.ENUM_ROWS.items():
+        out.put_rows(name, schema.UNIFIED[name], list(rows))
 
 
 def open_store(collection_path: str) -> sqlite3.Connection:
@@ -878,7 +974,7 @@ def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
         present = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         info = dict(src.execute("SELECT name, value FROM KIT_INFO WHERE deviceId = -1").fetchall()) \
             if "KIT_INFO" in present else {}
-        out = db_path(collection_path, stamp or time.strftime("%Y%m%d%H%M%S"))
+        out = db_path(output_root(collection_path), stamp or time.strftime("%Y%m%d%H%M%S"))
         with TableWriter(out) as dest:
             dest.attach(store_path(collection_path))
             paged = dest.paged and "KIT_COLUMNS" in present

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .. import store
+from ..progress import Progress
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 ALL_MODELS = None
@@ -71,6 +72,8 @@ class ExportContext:
     written: List[str] = field(default_factory=list)
     layers: Optional[Set[str]] = None     # timeline layers chosen with -reports (None: all)
     jobs: int = 1                         # processes this export may use (1: no workers)
+    output_root: str = ""                 # where the exports go: the collection, or its stand-in folder
+    progress: Progress = field(default_factory=Progress, repr=False)  # phases and blocks done, on stderr
 
     def layer_on(self, key: str) -> bool:
         """Whether the timeline shows a layer (a -reports `json_process` key such as `cann`)."""
@@ -78,7 +81,7 @@ class ExportContext:
 
     @property
     def out_dir(self) -> str:
-        path = os.path.join(self.collection_path, OUTPUT_DIR)
+        path = os.path.join(self.output_root or self.collection_path, OUTPUT_DIR)
         os.makedirs(path, exist_ok=True)
         return path
 
@@ -200,7 +203,7 @@ def open_context(collection_path: str, scope: Optional[Scope] = None, stamp: Opt
             else:
                 per_device.setdefault(int(dev), {})[name] = value
     ctx = ExportContext(collection_path=collection_path, conn=conn, info=info, device_info=per_device,
-                        scope=scope or Scope(), tables=tables)
+                        scope=scope or Scope(), tables=tables, output_root=store.output_root(collection_path))
     if stamp:
         ctx.stamp = stamp
     return ctx

@@ -12,8 +12,9 @@ from typing import List, Optional, Set, Tuple
 from .. import forked, store
 from ..errors import Diagnostics, OutputError, PathNotFound
 from ..forked import Forked
-from ..importer import ensure_imported
+from ..importer import ensure_imported, note_elsewhere
 from ..layout import Collection
+from ..progress import Phase, Progress, label
 from .context import OUTPUT_DIR, open_context
 from . import soc
 from .readme import readme_path, write_readme
@@ -36,15 +37,22 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
     layers = read_reports(reports, diag) if reports else None
     written: List[str] = []
     collections = ensure_imported(path, diag, jobs)
+    for coll in collections:
+        note_elsewhere(coll.path, diag, exports=True)
     try:
         at_once = max(1, min(jobs, len(collections)))
+        # one collection at a time reports its files and blocks; several at once (forked), the
+        # parent reports how many collections are done
+        alone = at_once == 1 or not forked.can_fork()
         one = functools.partial(_export_one, what=what, model_id=model_id, iteration_id=iteration_id,
                                 iteration_count=iteration_count, fmt=fmt, stamp=stamp, layers=layers,
-                                jobs=max(1, jobs // at_once))
-        for files, warnings in forked.each([functools.partial(one, c) for c in collections], at_once, "export",
-                                           daemon=False):
-            diag.extend(warnings)
-            written += files
+                                jobs=max(1, jobs // at_once), progress=diag.progress if alone else Progress())
+        with (Phase() if alone else diag.progress.phase(f"exporting the {what}", total=len(collections),
+                                                         unit="collections")) as phase:
+            for files, warnings in forked.each([functools.partial(one, c) for c in collections], at_once, "export",
+                                               daemon=False, finished=lambda _: phase.advance()):
+                diag.extend(warnings)
+                written += files
     finally:
         if clear:
             for coll in collections:
@@ -54,12 +62,16 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
 
 def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_id: Optional[int],
                 iteration_count: int, fmt: str, stamp: Optional[str],
-                layers: Optional[Set[str]], jobs: int = 1) -> Tuple[List[str], List[str]]:
+                layers: Optional[Set[str]], jobs: int = 1,
+                progress: Optional[Progress] = None) -> Tuple[List[str], List[str]]:
     """One collection's exports: (files written, warnings); with jobs > 1 forked workers help.
-    Whatever fails or stops it (a full disk, Ctrl-C), the files it began are removed."""
+    Whatever fails or stops it (a full disk, Ctrl-C), the files it began are removed. They go to
+    the collection, or to its stand-in folder when it cannot be written (store.output_root)."""
     diag = Diagnostics()
     written: List[str] = []
     ctx = open_context(coll.path, stamp=stamp)
+    ctx.progress = progress or Progress()
+    root = ctx.output_root
     db: Optional[Forked] = None
     began: List[str] = []  # besides ctx.written: the unified DB, its temporary file, README.txt
     try:
@@ -68,10 +80,10 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
         ctx.jobs = jobs
         if ctx.flavour == "cpp" and ctx.scope.all_export and not soc.is_job(ctx) \
                 and any(ctx.has(t) for t in DB_TABLES) \
-                and unified_db_wanted(coll.path, diag):
+                and unified_db_wanted(root, diag):
             # the C++ exporters write the unified DB alongside: a second process, forked
             # before this one starts any thread, writes it while this one writes the exports
-            target = store.db_path(coll.path, ctx.stamp)
+            target = store.db_path(root, ctx.stamp)
             began += [target, store.partial_path(target, os.getpid())]
             db = Forked(functools.partial(store.export_db, coll.path, ctx.stamp), "unified DB", inline=jobs < 2)
             if db.pid is not None:
@@ -88,13 +100,14 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
             write_summary(ctx, fmt)
             write_step_trace_csv(ctx)
         if db is not None:  # its failure is this export's failure, before anything is kept
-            written.append(db.result())
+            with ctx.progress.phase(f"{label(coll.path)}: the unified DB"):
+                written.append(db.result())
         written += ctx.written
         if not ctx.written:
             diag.warn(f"{coll.path}: there is no {what} data to export")
         elif not soc.is_job(ctx):
-            began.append(readme_path(coll.path))
-            written.append(write_readme(coll.path))
+            began.append(readme_path(root))
+            written.append(write_readme(root))
     except BaseException as exc:
         if db is not None:  # stop the DB writer (when it still runs)
             db.cancel()
@@ -103,7 +116,7 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
                 shutil.rmtree(leftover + ".parts")
             if os.path.lexists(leftover):
                 os.remove(leftover)
-        out_dir = os.path.join(coll.path, OUTPUT_DIR)
+        out_dir = os.path.join(root, OUTPUT_DIR)
         if isinstance(exc, OutputError):  # the unified DB's writer: named by it
             raise OutputError(f"cannot write the {what} export ({exc.cause}); nothing of it is kept",
                               path=exc.path, cause=exc.cause) from exc
@@ -174,11 +187,13 @@ def unified_db_wanted(collection_path: str, diag: Diagnostics) -> bool:
 
 
 def clear_store(collection_path: str) -> None:
-    """Remove the store msprof-kit wrote (PROF_xxx/sqlite/msprof_kit.db), and its folder if that is
-    then empty; nothing else is touched."""
-    path = store.store_path(collection_path)
+    """Remove the store msprof-kit wrote (PROF_xxx/sqlite/msprof_kit.db, or the one kept elsewhere),
+    and its folder if that is then empty (and the stand-in folder holding it, if then empty);
+    nothing else is touched."""
+    path = store.store_path(collection_path, writing=True)
     if os.path.exists(path):
         os.remove(path)
     folder = os.path.dirname(path)
-    if os.path.isdir(folder) and not os.listdir(folder):
-        os.rmdir(folder)
+    for empty in (folder, os.path.dirname(folder)) if path != store.own_store_path(collection_path) else (folder,):
+        if os.path.isdir(empty) and not os.listdir(empty):
+            os.rmdir(empty)

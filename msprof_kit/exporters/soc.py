@@ -187,7 +187,7 @@ def _field(text: str) -> str:
 
 
 def _folder(ctx: ExportContext, name: str) -> str:
-    path = os.path.join(ctx.collection_path, name)
+    path = os.path.join(ctx.output_root or ctx.collection_path, name)
     os.makedirs(path, exist_ok=True)
     return path
 

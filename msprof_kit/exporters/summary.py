@@ -36,6 +36,7 @@ from numpy.dtypes import StringDType
 
 from .. import native_impl
 from ..forked import Forked, can_fork
+from ..progress import label
 from ..native_impl import Slot, fixed_slot, format_rows, int_slot, overlay, text_slot, text_table, trim_slot
 from ..arrays import SortedKeys, ascending, group_ids, in_marked_groups
 from .context import ExportContext, RowReader
@@ -1318,17 +1319,22 @@ def write_summary(ctx: ExportContext, fmt: str = "csv") -> None:
     `fmt` 'json' writes JSON summaries where the Python path would; the C++ path writes these kinds
     as CSV whatever the format (outputs.md §2.3)."""
     flavour = summary_flavour(ctx)
-    strings = load_strings(ctx)
-    tasks = load_tasks(ctx, strings)
+    who = label(ctx.collection_path)
+    with ctx.progress.phase(f"{who}: reading tasks"):
+        strings = load_strings(ctx)
+        tasks = load_tasks(ctx, strings)
     helper = Forked(functools.partial(_op_summary_job, ctx, tasks, flavour, fmt), "op_summary") \
         if ctx.jobs > 1 and can_fork() and tasks is not None else None
     try:
         before = len(ctx.written)
-        for kind, table in summary_tables(ctx, flavour, skip=("op_summary",) if helper else (),
-                                          loaded=(strings, tasks)):
-            _write_one(ctx, kind, table, flavour, fmt)
-        if helper is not None:  # op_summary's files first, as one process lists them
-            ctx.written[before:before] = helper.result()
+        with ctx.progress.phase(f"{who}: summary files", unit="files") as phase:
+            for kind, table in summary_tables(ctx, flavour, skip=("op_summary",) if helper else (),
+                                              loaded=(strings, tasks)):
+                _write_one(ctx, kind, table, flavour, fmt)
+                phase.advance()
+            if helper is not None:  # op_summary's files first, as one process lists them
+                ctx.written[before:before] = helper.result()
+                phase.advance()
     except BaseException:
         if helper is not None:  # stopped, failed or interrupted: the files it began go too
             helper.cancel()

@@ -47,6 +47,7 @@ from .. import memory, store
 from ..arrays import SortedKeys, ascending, distinct, first_seen, in_marked_groups, in_sorted, isin
 from ..build import interval_gaps, union_intervals
 from ..forked import Forked
+from ..progress import Phase, label
 from ..native_impl import Slot, fixed_slot, float_slot, format_rows, int_slot, text_slot, text_table
 from .context import ExportContext, RowReader, Scope
 from .scope import step_iterations
@@ -649,10 +650,18 @@ class ApiBlocks:
             api = ctx.ints("CANN_API", API_COLUMNS)
             order = np.argsort(api["connectionId"], kind="stable")
             self.whole = {c: v[order] for c, v in api.items()}
+        self.rows = len(self.whole["connectionId"]) if self.whole is not None else len(mirror)  # store rows
 
     def __iter__(self) -> Iterator[Tuple[int, int, np.ndarray]]:
         for lo, hi, cols in self.each(API_COLUMNS):
             yield lo, hi, np.column_stack([cols[c] for c in API_COLUMNS])
+
+    def counted(self, phase: Phase) -> Iterator[Tuple[int, int, np.ndarray]]:
+        """The blocks, each counted in `phase` (its store rows) once it is handed over."""
+        with phase:
+            for lo, hi, block in self:
+                yield lo, hi, block
+                phase.advance(hi - lo)
 
     def each(self, names: Sequence[str]) -> Iterator[Tuple[int, int, Dict[str, np.ndarray]]]:
         """(first store row, last + 1, these columns of the rows of that range in scope), block by block."""
@@ -769,7 +778,8 @@ def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks
     # in the Python rules)
     flow = tasks.flows
     flow_conn = flow >> 32
-    for lo, hi, block in blocks:
+    for lo, hi, block in blocks.counted(ctx.progress.phase(f"{label(ctx.collection_path)}: timeline CANN APIs",
+                                                           total=blocks.rows, unit="APIs")):
         if not len(block):
             continue
         slots = _api_texts(block, facts, texts, *texts.lookup(block[:, 4], lo, hi))
@@ -1103,14 +1113,17 @@ def write_timeline(ctx: ExportContext) -> None:
     path = ctx.path_for("msprof", "json")
     part_path = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.devices")
     memory.give_back(FORK_KEEP_FREE)
-    device_part = Forked(lambda: _write_device_layers(ctx, part_path, facts, tasks, started, steps, arrows=cann),
-                         "timeline", inline=ctx.jobs < 2)
+    who = label(ctx.collection_path)
+    with ctx.progress.phase(f"{who}: timeline device layers") if ctx.jobs < 2 else Phase():
+        device_part = Forked(lambda: _write_device_layers(ctx, part_path, facts, tasks, started, steps, arrows=cann),
+                             "timeline", inline=ctx.jobs < 2)
     try:
         with TraceWriter(path) as out:
             if cann:
                 _write_cann(ctx, out, facts, tasks, blocks, arrows)
-            step_texts = device_part.result()
-            out.append_part(part_path)
+            with ctx.progress.phase(f"{who}: timeline device layers") if ctx.jobs >= 2 else Phase():
+                step_texts = device_part.result()
+                out.append_part(part_path)
     finally:
         device_part.cancel()
         if os.path.exists(part_path):
