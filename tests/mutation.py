@@ -21,7 +21,6 @@ import os
 import random
 import re
 import resource
-import shutil
 import signal
 import stat
 import subprocess

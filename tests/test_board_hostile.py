@@ -15,7 +15,7 @@ import stat
 import subprocess
 import tempfile
 import threading
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Tuple, Union
 
 import paramiko
 import pytest

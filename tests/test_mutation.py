@@ -34,7 +34,7 @@ import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional
 
 import pytest
 

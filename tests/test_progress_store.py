@@ -18,7 +18,6 @@ import pwd
 import secrets
 import select
 import shutil
-import stat
 import struct
 import subprocess
 import sys
