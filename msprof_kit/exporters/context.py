@@ -71,6 +71,7 @@ class ExportContext:
     written: List[str] = field(default_factory=list)
     layers: Optional[Set[str]] = None     # timeline layers chosen with -reports (None: all)
     jobs: int = 1                         # processes this export may use (1: no workers)
+    ts_origin: str = "epoch"              # timeline times: µs since the epoch, or since the start ("start")
 
     def layer_on(self, key: str) -> bool:
         """Whether the timeline shows a layer (a -reports `json_process` key such as `cann`)."""

@@ -28,10 +28,11 @@ DB_TABLES = ("TASK", "CANN_API", "COMPUTE_TASK_INFO")
 def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = None,
            iteration_id: Optional[int] = None, iteration_count: int = 1, fmt: str = "csv",
            stamp: Optional[str] = None, clear: bool = False, reports: Optional[str] = None,
-           jobs: int = 1) -> List[str]:
+           jobs: int = 1, ts_origin: str = "epoch") -> List[str]:
     """Write the `what` ('timeline' or 'summary') exports of each collection at `path`, importing
     first where needed; up to `jobs` collections at once. With `clear`, the store msprof-kit made
-    is removed afterwards (and nothing else). Returns the files written."""
+    is removed afterwards (and nothing else). `ts_origin` "start" writes the timeline's times as µs
+    since the collection's start instead of the epoch (docs/exports.md). Returns the files written."""
     check_options(model_id, iteration_id)
     layers = read_reports(reports, diag) if reports else None
     written: List[str] = []
@@ -40,7 +41,7 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
         at_once = max(1, min(jobs, len(collections)))
         one = functools.partial(_export_one, what=what, model_id=model_id, iteration_id=iteration_id,
                                 iteration_count=iteration_count, fmt=fmt, stamp=stamp, layers=layers,
-                                jobs=max(1, jobs // at_once))
+                                jobs=max(1, jobs // at_once), ts_origin=ts_origin)
         for files, warnings in forked.each([functools.partial(one, c) for c in collections], at_once, "export",
                                            daemon=False):
             diag.extend(warnings)
@@ -54,7 +55,7 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
 
 def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_id: Optional[int],
                 iteration_count: int, fmt: str, stamp: Optional[str],
-                layers: Optional[Set[str]], jobs: int = 1) -> Tuple[List[str], List[str]]:
+                layers: Optional[Set[str]], jobs: int = 1, ts_origin: str = "epoch") -> Tuple[List[str], List[str]]:
     """One collection's exports: (files written, warnings); with jobs > 1 forked workers help.
     Whatever fails or stops it (a full disk, Ctrl-C), the files it began are removed."""
     diag = Diagnostics()
@@ -66,6 +67,7 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
         ctx.scope = resolve(ctx, model_id, iteration_id, iteration_count)
         ctx.layers = layers
         ctx.jobs = jobs
+        ctx.ts_origin = ts_origin
         if ctx.flavour == "cpp" and ctx.scope.all_export and not soc.is_job(ctx) \
                 and any(ctx.has(t) for t in DB_TABLES) \
                 and unified_db_wanted(coll.path, diag):
@@ -77,6 +79,9 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
             if db.pid is not None:
                 began.append(store.partial_path(target, db.pid))
         if soc.is_job(ctx) and what == "timeline":  # legacy JOB collections: the SoC tool's files
+            if ts_origin != "epoch":
+                diag.warn(f"{coll.path}: --ts-origin applies to msprof_{{ts}}.json; the SoC flavour's "
+                          "timeline keeps its times")
             soc.write_timeline(ctx)
         elif soc.is_job(ctx):
             soc.write_summary(ctx, fmt)
