@@ -89,6 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("-reports", "--reports", metavar="FILE",
                    help='JSON choosing the layers: {"json_process": {"cann": true, "ascend": true, '
                         '"step_trace": true, "freq": false, "overlap_analyse": true}}')
+    e.add_argument("--ts-origin", choices=("epoch", "start"), default="epoch",
+                   help="times as µs since the Unix epoch, as msprof writes them (default), or since the "
+                        "collection's start, which Perfetto keeps exact to the ns (docs/exports.md)")
     e.set_defaults(run=cmd_export, what="timeline")
     e = esub.add_parser("summary", help="op_summary, op_statistic, api_statistic, task_time ... CSVs",
                         description="Write the summary files msprof writes into mindstudio_profiler_output/.")
@@ -225,7 +228,8 @@ def cmd_export_db(args: argparse.Namespace, diag: Diagnostics) -> int:
 def cmd_export(args: argparse.Namespace, diag: Diagnostics) -> int:
     written = run_export(args.dir, args.what, diag, model_id=args.model_id, iteration_id=args.iteration_id,
                          iteration_count=args.iteration_count, fmt=getattr(args, "format", "csv"), clear=args.clear,
-                         reports=getattr(args, "reports", None), jobs=args.jobs)
+                         reports=getattr(args, "reports", None), jobs=args.jobs,
+                         ts_origin=getattr(args, "ts_origin", "epoch"))
     _report(diag, args.quiet)
     for path in written if not args.quiet else ():
         print(f"Wrote {path}")

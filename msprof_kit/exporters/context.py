@@ -74,6 +74,7 @@ class ExportContext:
     jobs: int = 1                         # processes this export may use (1: no workers)
     output_root: str = ""                 # where the exports go: the collection, or its stand-in folder
     progress: Progress = field(default_factory=Progress, repr=False)  # phases and blocks done, on stderr
+    ts_origin: str = "epoch"              # timeline times: µs since the epoch, or since the start ("start")
 
     def layer_on(self, key: str) -> bool:
         """Whether the timeline shows a layer (a -reports `json_process` key such as `cann`)."""

@@ -29,10 +29,11 @@ DB_TABLES = ("TASK", "CANN_API", "COMPUTE_TASK_INFO")
 def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = None,
            iteration_id: Optional[int] = None, iteration_count: int = 1, fmt: str = "csv",
            stamp: Optional[str] = None, clear: bool = False, reports: Optional[str] = None,
-           jobs: int = 1) -> List[str]:
+           jobs: int = 1, ts_origin: str = "epoch") -> List[str]:
     """Write the `what` ('timeline' or 'summary') exports of each collection at `path`, importing
     first where needed; up to `jobs` collections at once. With `clear`, the store msprof-kit made
-    is removed afterwards (and nothing else). Returns the files written."""
+    is removed afterwards (and nothing else). `ts_origin` "start" writes the timeline's times as µs
+    since the collection's start instead of the epoch (docs/exports.md). Returns the files written."""
     check_options(model_id, iteration_id)
     layers = read_reports(reports, diag) if reports else None
     written: List[str] = []
@@ -46,7 +47,8 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
         alone = at_once == 1 or not forked.can_fork()
         one = functools.partial(_export_one, what=what, model_id=model_id, iteration_id=iteration_id,
                                 iteration_count=iteration_count, fmt=fmt, stamp=stamp, layers=layers,
-                                jobs=max(1, jobs // at_once), progress=diag.progress if alone else Progress())
+                                jobs=max(1, jobs // at_once), progress=diag.progress if alone else Progress(),
+                                ts_origin=ts_origin)
         with (Phase() if alone else diag.progress.phase(f"exporting the {what}", total=len(collections),
                                                          unit="collections")) as phase:
             for files, warnings in forked.each([functools.partial(one, c) for c in collections], at_once, "export",
@@ -63,7 +65,7 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
 def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_id: Optional[int],
                 iteration_count: int, fmt: str, stamp: Optional[str],
                 layers: Optional[Set[str]], jobs: int = 1,
-                progress: Optional[Progress] = None) -> Tuple[List[str], List[str]]:
+                progress: Optional[Progress] = None, ts_origin: str = "epoch") -> Tuple[List[str], List[str]]:
     """One collection's exports: (files written, warnings); with jobs > 1 forked workers help.
     Whatever fails or stops it (a full disk, Ctrl-C), the files it began are removed. They go to
     the collection, or to its stand-in folder when it cannot be written (store.output_root)."""
@@ -78,6 +80,7 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
         ctx.scope = resolve(ctx, model_id, iteration_id, iteration_count)
         ctx.layers = layers
         ctx.jobs = jobs
+        ctx.ts_origin = ts_origin
         if ctx.flavour == "cpp" and ctx.scope.all_export and not soc.is_job(ctx) \
                 and any(ctx.has(t) for t in DB_TABLES) \
                 and unified_db_wanted(root, diag):
@@ -89,6 +92,9 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
             if db.pid is not None:
                 began.append(store.partial_path(target, db.pid))
         if soc.is_job(ctx) and what == "timeline":  # legacy JOB collections: the SoC tool's files
+            if ts_origin != "epoch":
+                diag.warn(f"{coll.path}: --ts-origin applies to msprof_{{ts}}.json; the SoC flavour's "
+                          "timeline keeps its times")
             soc.write_timeline(ctx)
         elif soc.is_job(ctx):
             soc.write_summary(ctx, fmt)

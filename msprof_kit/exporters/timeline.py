@@ -19,7 +19,11 @@ from column arrays a chunk at a time by `native_impl.format_rows` (one C call pe
 extension is built, its Python twin otherwise); each chunk is written as soon as it is made, so
 memory is bounded by a chunk. Texts (names, modes, task types) are JSON-encoded once per distinct
 value and referenced by code. Times are printed from integer ns as "<µs>.<3 decimals>" (exact);
-durations are the float µs the reference prints (Python's repr of ns / 1000).
+durations are the float µs the reference prints (Python's repr of ns / 1000). Times are µs since the
+Unix epoch, as the reference writes them, or with `ts_origin="start"` µs since the collection's start
+(`ts_origin_ns`): Perfetto turns a time into ns through a double, which keeps 3 decimals of µs
+exact below about 10^12 µs but not at epoch values (~1.7 * 10^15), where back-to-back slices then
+overlap by a few ns and are dropped.
 
 The rules follow the flavour a CANN install uses for the chip (`ctx.flavour`): the C++ exporters
 on the 910B family, the Python exporters on other chips and for every iteration (graph) export.
@@ -289,12 +293,11 @@ def _thread_meta(pid: int, tid: int, name: str, sort_index: int) -> List[str]:
             _meta("thread_sort_index", pid, tid, {"sort_index": sort_index})]
 
 
-def _flow_events(out: TraceWriter, ph: str, pid: np.ndarray, tid: np.ndarray, ns: np.ndarray,
+def _flow_events(out: TraceWriter, facts: Facts, ph: str, pid: np.ndarray, tid: np.ndarray, ns: np.ndarray,
                  ids: np.ndarray) -> None:
     """HostToDevice flow starts (`s`) or ends (`f`, bound to the slice that encloses them)."""
     n = len(ns)
-    out.add_block(FLOW_EVENTS[ph].rows(n, id=int_slot(ids), pid=int_slot(pid), tid=int_slot(tid),
-                                       ts=fixed_slot(ns, 3)), n)
+    out.add_block(FLOW_EVENTS[ph].rows(n, id=int_slot(ids), pid=int_slot(pid), tid=int_slot(tid), ts=facts.ts(ns)), n)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -310,6 +313,14 @@ class Facts:
     host_pid: int
     device_pids: Dict[int, int] = field(default_factory=dict)
     scope: Scope = field(default_factory=Scope)
+    origin: int = 0             # ns subtracted from every time written (0: µs since the epoch)
+
+    def ts(self, ns: np.ndarray) -> Slot:
+        """A time slot: ns as µs since the origin, 3 decimals."""
+        return fixed_slot(np.asarray(ns, dtype=np.int64) - self.origin, 3)
+
+    def us_text(self, ns: int) -> str:
+        return _us_text(int(ns) - self.origin)
 
     def pid(self, sort_index: int, device: int = HOST_DEVICE) -> int:
         real = self.host_pid if device == HOST_DEVICE else self.device_pids.get(device, self.host_pid)
@@ -787,12 +798,13 @@ def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks
         for first in range(0, len(block), CHUNK):
             rows = block[first:first + CHUNK]
             part = slice(first, first + len(rows))
-            out.add_block(_api_events(rows, pid, {key: slot.take(part) for key, slot in slots.items()}), len(rows))
+            out.add_block(_api_events(rows, pid, {key: slot.take(part) for key, slot in slots.items()}, facts),
+                          len(rows))
             here = np.flatnonzero(starts[part])
             if len(here):
                 row, ids = _flows_of(rows[here, 4], flow, flow_conn)
                 row = here[row]
-                _flow_events(out, "s", np.full(len(row), pid), rows[row, 3] & 0xFFFFFFFF, rows[row, 0], ids)
+                _flow_events(out, facts, "s", np.full(len(row), pid), rows[row, 3] & 0xFFFFFFFF, rows[row, 0], ids)
 
 
 def _flows_of(conn: np.ndarray, flow: np.ndarray, flow_conn: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -844,11 +856,11 @@ def _api_texts(api: np.ndarray, facts: Facts, texts: ApiTexts, mode: np.ndarray,
     return out
 
 
-def _api_events(rows: np.ndarray, pid: int, texts: Dict[str, Slot]) -> bytes:
+def _api_events(rows: np.ndarray, pid: int, texts: Dict[str, Slot], facts: Facts) -> bytes:
     """X events of CANN_API rows, with their `_api_texts` slots."""
     n = len(rows)
     return API_EVENT.rows(n, name=texts["name"], pid=_constant(pid, n), tid=int_slot(rows[:, 3] & 0xFFFFFFFF),
-                          ts=fixed_slot(rows[:, 0], 3), dur=float_slot(_dur_us(rows[:, 0], rows[:, 1])),
+                          ts=facts.ts(rows[:, 0]), dur=float_slot(_dur_us(rows[:, 0], rows[:, 1])),
                           mode=texts["mode"], level=texts["level"], id=texts["id"], item=texts["item"],
                           conn=int_slot(rows[:, 4]))
 
@@ -883,7 +895,7 @@ def _write_hardware(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.nd
         for model in sorted({it[0] for it in steps[dev]}):
             threads += _thread_meta(pid, STEP_TID_BASE + model, f"Step Trace(Model ID:{model})",
                                     STEP_TID_BASE + model)
-        events = _iteration_events(pid, steps[dev])
+        events = _iteration_events(facts, pid, steps[dev])
         out.add(threads + events)  # the process metadata is already out
         step_texts += _process_meta(pid, "Ascend Hardware", f"NPU {dev}", SORT_HARDWARE) + threads + events
     return step_texts
@@ -907,18 +919,20 @@ def _write_tasks(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.ndarr
             start = c["start"][s]
             out.add_block(TASK_EVENT.rows(
                 n, name=block.name.take(s), pid=int_slot(pid[s]), stream=int_slot(c["stream"][s]),
-                ts=fixed_slot(start, 3), dur=float_slot(_dur_us(start, c["end"][s])), model=int_slot(c["model"][s]),
+                ts=facts.ts(start), dur=float_slot(_dur_us(start, c["end"][s])), model=int_slot(c["model"][s]),
                 task_type=block.task_type.take(s), task=int_slot(c["task"][s]), batch=int_slot(c["batch"][s]),
                 ctx=int_slot(c["ctx"][s]), conn=int_slot(c["conn"][s])), n)
             e = np.flatnonzero(ends[s])
             if len(e):
-                _flow_events(out, "f", pid[s][e], c["stream"][s][e], start[e], ids[s][e])
+                _flow_events(out, facts, "f", pid[s][e], c["stream"][s][e], start[e], ids[s][e])
             t = np.flatnonzero(host_starts[s])
             if len(t):
-                _flow_events(out, "s", np.full(len(t), cann_pid), c["thread"][s][t], c["track_ns"][s][t], ids[s][t])
+                _flow_events(out, facts, "s", np.full(len(t), cann_pid), c["thread"][s][t], c["track_ns"][s][t],
+                             ids[s][t])
 
 
-def _iteration_events(pid: int, its: Sequence[Iteration], tid_of: Optional[Dict[int, int]] = None) -> List[str]:
+def _iteration_events(facts: Facts, pid: int, its: Sequence[Iteration],
+                      tid_of: Optional[Dict[int, int]] = None) -> List[str]:
     """`Iteration <n>` X events (category `Iteration Time`) from model start (or the previous
     iteration end) to iteration end, on thread 70000 + model id (or `tid_of[model]`). FP/BP tags
     are not in inference collections: `N/A`."""
@@ -927,8 +941,8 @@ def _iteration_events(pid: int, its: Sequence[Iteration], tid_of: Optional[Dict[
         dur = max(end - start, 0) / 1000.0
         tid = tid_of[model] if tid_of else STEP_TID_BASE + model
         events.append(f'{{"name":"Iteration {index}","pid":{pid},"tid":{tid},'
-                      f'"ts":"{_us_text(start)}","dur":{dur!r},"ph":"X","cat":"Iteration Time","args":{{'
-                      f'"Iteration ID":{index},"FP Start":"N/A","BP End":"N/A","Iteration End":"{_us_text(end)}",'
+                      f'"ts":"{facts.us_text(start)}","dur":{dur!r},"ph":"X","cat":"Iteration Time","args":{{'
+                      f'"Iteration ID":{index},"FP Start":"N/A","BP End":"N/A","Iteration End":"{facts.us_text(end)}",'
                       f'"Iteration Time(us)":{dur!r}}}}}')
     return events
 
@@ -958,7 +972,7 @@ def _graph_step_texts(ctx: ExportContext, facts: Facts) -> List[str]:
         texts.append(_meta("process_name", real, 0, {"name": "Step Trace"}))
         for model, tid in tid_of.items():
             texts += _thread_meta(real, tid, f"Model ID:{model}", STEP_TID_BASE + model)
-        texts += _iteration_events(real, its, tid_of)
+        texts += _iteration_events(facts, real, its, tid_of)
     return texts
 
 
@@ -1008,7 +1022,7 @@ def _write_freq(ctx: ExportContext, out: TraceWriter, facts: Facts) -> None:
                     continue
                 track = _clip_freq(track, window)
             name = "AI Core Freq" if die == -1 else f"AI Core Freq Die {die}"
-            events += [f'{{"name":"{name}","pid":{pid},"tid":0,"ts":"{_us_text(ts)}","ph":"C",'
+            events += [f'{{"name":"{name}","pid":{pid},"tid":0,"ts":"{facts.us_text(ts)}","ph":"C",'
                        f'"args":{{"MHz":{mhz}}}}}' for ts, mhz in zip(track[:, 1].tolist(), track[:, 2].tolist())]
         out.add(events)
 
@@ -1083,7 +1097,7 @@ def _write_overlap(ctx: ExportContext, out: TraceWriter, facts: Facts, graph_row
         kind = rows[:, 3]
         out.add_block(OVERLAP_EVENT.rows(
             n, name=text_slot(kind, names), pid=int_slot(pids[np.searchsorted(ids, rows[:, 0])]), tid=int_slot(kind),
-            ts=fixed_slot(rows[:, 1], 3), dur=float_slot(_dur_us(rows[:, 1], rows[:, 2]))), n)
+            ts=facts.ts(rows[:, 1]), dur=float_slot(_dur_us(rows[:, 1], rows[:, 2]))), n)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1102,6 +1116,8 @@ def write_timeline(ctx: ExportContext) -> None:
     if not len(tasks) and not steps and not any(ctx.has(t) for t in ("CANN_API", "OVERLAP_ANALYSIS",
                                                                        "AICORE_FREQ")):
         return
+    if ctx.ts_origin == "start":
+        facts.origin = ts_origin_ns(ctx, steps)
     # -reports layers: cann, ascend (tasks), step_trace, freq, overlap_analyse; arrows need both ends
     cann, ascend = ctx.layer_on("cann"), ctx.layer_on("ascend")
     blocks = None
@@ -1133,6 +1149,32 @@ def write_timeline(ctx: ExportContext) -> None:
     if step_texts:
         with TraceWriter(ctx.path_for("step_trace", "json")) as st:
             st.add(step_texts)
+
+
+def ts_origin_ns(ctx: ExportContext, steps: Optional[Dict[int, List[Iteration]]] = None) -> int:
+    """The origin of `ts_origin="start"` times, ns since the epoch: the collection's start
+    (SESSION_TIME_INFO, from start_info), or its earliest time where something was recorded
+    before it (Perfetto drops events of negative time)."""
+    found = []
+    if ctx.has("SESSION_TIME_INFO"):
+        row = ctx.conn.execute("SELECT MIN(startTimeNs) FROM SESSION_TIME_INFO").fetchone()
+        if row and row[0] is not None:
+            found.append(int(row[0]))
+    for table, column in (("TASK", "startNs"), ("CANN_API", "startNs"), ("OVERLAP_ANALYSIS", "startNs")):
+        if ctx.has(table):
+            found += [int(c[column].min()) for _, _, c in ctx.blocks(table, (column,), API_BLOCK) if len(c[column])]
+    if ctx.has("AICORE_FREQ"):
+        row = ctx.conn.execute("SELECT MIN(timestampNs) FROM AICORE_FREQ").fetchone()
+        if row and row[0] is not None:
+            found.append(int(row[0]))
+    kit = ctx.stored("KIT_TASK") if ctx.has("KIT_COLUMNS") else None
+    if kit is not None and "trackNs" in kit and len(kit):  # host task records (Python-flavour arrow starts)
+        track = kit.read("trackNs")
+        track = track[track >= 0]
+        if len(track):
+            found.append(int(track.min()))
+    found += [start for its in (steps or {}).values() for _, _, start, _ in its]
+    return min(found) if found else 0
 
 
 def _write_device_layers(ctx: ExportContext, path: str, facts: Facts, tasks: Tasks, started: np.ndarray,
