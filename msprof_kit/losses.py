@@ -46,12 +46,18 @@ def _size(path: str) -> int:
 
 
 def check_slices(files: Dict[Tuple[str, str], List[str]], diag: Diagnostics) -> None:
-    """Warn of each stream whose slices are all empty, and of each gap in a stream's slice numbers
-    (slices count from 0; the first missing one is named)."""
+    """Warn of each stream whose slices are all empty, of each empty slice in a stream that has
+    others with data, and of each gap in a stream's slice numbers (slices count from 0; the first
+    missing one is named)."""
     for (kind, _), paths in sorted(files.items()):
-        if kind not in DICTIONARIES and all(_size(p) == 0 for p in paths):
+        empty = [p for p in paths if _size(p) == 0]
+        if kind not in DICTIONARIES and empty and len(empty) == len(paths):
             many = f" (as are all {len(paths)} slices of this stream)" if len(paths) > 1 else ""
             diag.warn(f"{paths[0]}: empty{many}; {_carries(kind)} are lost")
+        elif kind not in DICTIONARIES and empty:
+            more = f" (and {len(empty) - 1} more of its slices)" if len(empty) > 1 else ""
+            diag.warn(f"{empty[0]}: empty{more} while other slices of the stream hold data; its share of "
+                      f"{_carries(kind)} is lost")
         parsed = [_SLICE.match(os.path.basename(p)) for p in paths]
         numbers = np.array([int(m["n"]) for m in parsed if m], dtype=np.int64)
         if not len(numbers) or len(numbers) == numbers.max() + 1:

@@ -31,13 +31,15 @@ ADDITIONAL_KINDS: Dict[str, R.Record] = {
 
 
 def _host_valid(arr: np.ndarray) -> np.ndarray:
-    ok = (arr["magic"] == R.HOST_MAGIC) & np.isin(arr["level"], KNOWN_LEVELS)
-    if "timestamp" in (arr.dtype.names or ()):  # compact and additional records: a time of 0 is no time
+    # thread 0 is the kernel's idle task, never a thread that reports; a time of 0 is no time
+    ok = (arr["magic"] == R.HOST_MAGIC) & np.isin(arr["level"], KNOWN_LEVELS) & (arr["thread_id"] != 0)
+    if "timestamp" in (arr.dtype.names or ()):  # compact and additional records
         ok &= arr["timestamp"] != 0
     return ok
 
 
-_EXPECT = f"without magic 0x{R.HOST_MAGIC:04X}, a known level and (compact and additional records) a time"
+_EXPECT = (f"without magic 0x{R.HOST_MAGIC:04X}, a known level, a thread id and (compact and additional records) "
+           "a time")
 
 
 def columns(arr: np.ndarray, names: Optional[Sequence[str]] = None) -> Columns:

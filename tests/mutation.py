@@ -304,13 +304,15 @@ def bad_json(d: Damage) -> str:
     return f"bad JSON ({variant}) in {rel}"
 
 
+#: numbers no control field can hold: beyond 64 bits, beyond a double's range, or too small to divide by
+#: (-1 and 0 are left out: a cntvct_diff of -1 or an offset of 0 is valid data)
 HUGE = ["18446744073709551616", "9223372036854775808", "-9223372036854775809", "1e308", "1e-300",
-        "100000000000000000000000000000000000000", "-1", "0"]
+        "100000000000000000000000000000000000000"]
 
 
 def huge_numbers(d: Damage) -> str:
-    """A number of a control file or a dictionary id set to an extreme (2^64, 2^63, 1e308, 1e-300,
-    -1, 0). Values inside binary records are left to `flip` and `zero`: a counter of 2^64-1 is
+    """A number of a control file or a dictionary id set to an extreme (2^64, 2^63, -2^63-1, 1e308,
+    1e-300, 1e38). Values inside binary records are left to `flip` and `zero`: a counter of 2^64-1 is
     still a counter as far as a reader can know."""
     rel = d.pick(d.files.control, d.files.logs, d.files.dicts)
     data = d.read(rel)

@@ -381,3 +381,33 @@ def test_a_compact_record_with_no_time_is_dropped_with_a_warning(tmp_path, capsy
     prof, code, err = _import("910b_steps", tmp_path, capsys, damage)
     assert code == 0, err
     assert any("tensor_info.slice_0: offset 0: tensor_info record without magic" in w for w in _warnings(err)), err
+
+
+def test_an_api_record_with_thread_0_is_dropped_with_a_warning(tmp_path, capsys):
+    """Thread 0 is the kernel's idle task, never a reporting thread: a zeroed thread id is damage."""
+    rec = R.API_EVENT.size
+
+    def damage(prof: str) -> None:
+        path = _one(prof, "host/data/unaging.api_event.data.slice_0")
+        with open(path, "r+b") as f:
+            f.seek(50 * rec + 8)  # thread_id of record 50
+            f.write(bytes(4))
+
+    prof, code, err = _import("310p_hwts", tmp_path, capsys, damage)
+    assert code == 0, err
+    assert any(f"api_event.data.slice_0: offset {50 * rec}: api_event record without magic" in w
+               and "a thread id" in w for w in _warnings(err)), err
+
+
+def test_one_empty_slice_among_others_is_named(tmp_path, capsys):
+    names = []
+
+    def damage(prof: str) -> None:
+        path = _one(prof, "device_0/data/ffts_profile.data.0.slice_1")
+        open(path, "wb").close()
+        names.append(path)
+
+    prof, code, err = _import("910b_mixed", tmp_path, capsys, damage)
+    assert code == 0, err
+    assert any(w.startswith(f"Warning: {names[0]}: empty while other slices of the stream hold data")
+               for w in _warnings(err)), err
