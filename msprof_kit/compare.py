@@ -22,7 +22,7 @@ import pandas as pd
 
 from . import plot as P
 from . import tables as T
-from .errors import BadOption, Diagnostics, NoData, NotACollection
+from .errors import BadOption, Diagnostics, NoCollection, NoData
 
 BY = ("type", "name")
 DEFAULT_TOP = 20
@@ -76,7 +76,7 @@ def load_side(path: str, diag: Diagnostics) -> Side:
     """One collection (an error when `path` holds none or several), with its iterations."""
     found = T.discover(path)
     if not found:
-        raise NotACollection(f"no profiling data here or below; looked for {T.LOOKED_FOR}", path=path)
+        raise NoCollection(f"no profiling data here or below; looked for {T.LOOKED_FOR}", path=path)
     if len(found) > 1:
         listed = ", ".join(os.path.relpath(f.path, path) for f in found[:6]) + (" ..." if len(found) > 6 else "")
         raise BadOption(f"{path} holds {len(found)} collections ({listed}); give -dir one collection")

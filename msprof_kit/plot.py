@@ -31,7 +31,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from . import tables as T
-from .errors import BadOption, Diagnostics, InvalidIteration, MsprofKitError, NoData
+from .errors import BadOption, Diagnostics, InvalidIteration, MsprofKitError, NoCollection, NoData, OutputError
 
 if TYPE_CHECKING:  # matplotlib is imported when something is drawn
     from matplotlib.axes import Axes
@@ -95,11 +95,21 @@ def _fonts() -> List[str]:
 def save(fig: "Figure", path: str) -> str:
     """Write the figure as PNG at exactly its pixel size (no tight bounding box)."""
     import matplotlib
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with matplotlib.rc_context({"font.family": _fonts()}), warnings.catch_warnings():
-        # a glyph the fonts lack (CJK without a CJK font) is drawn as a box; say nothing about it
-        warnings.filterwarnings("ignore", message=r"Glyph .* missing from")
-        fig.savefig(path, dpi=DPI, format="png")
+    began = False
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with matplotlib.rc_context({"font.family": _fonts()}), warnings.catch_warnings():
+            # a glyph the fonts lack (CJK without a CJK font) is drawn as a box; say nothing about it
+            warnings.filterwarnings("ignore", message=r"Glyph .* missing from")
+            began = True
+            fig.savefig(path, dpi=DPI, format="png")
+    except OSError as exc:   # an --out that cannot be written: one line, exit 10 as for exports
+        if began and os.path.isfile(path):
+            os.remove(path)   # no half-written PNG is left behind
+        cause = "a file is in the way of the folder" if isinstance(exc, FileExistsError) else exc.strerror or str(exc)
+        where = exc.filename if isinstance(exc.filename, str) else path
+        raise OutputError(f"cannot write the chart {os.path.basename(path)} ({cause})", path=where,
+                          cause=cause) from exc
     return path
 
 
@@ -675,7 +685,7 @@ def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optio
     diag = diag if diag is not None else Diagnostics()
     found = T.discover(path)
     if not found:
-        raise NoData(f"no profiling data here or below; looked for {T.LOOKED_FOR}", path=path)
+        raise NoCollection(f"no profiling data here or below; looked for {T.LOOKED_FOR}", path=path)
     out = out if out is not None else os.path.join(os.getcwd(), DEFAULT_OUT)
     dirs = _out_dirs([f.path for f in found], path, out)
     lines: List[str] = []
