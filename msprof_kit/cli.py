@@ -115,6 +115,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="where the PNG files go (default ./msprof_kit_plots)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="bars in the operator charts (default 10)")
     p.add_argument("--iteration", type=int, metavar="I", help="the Gantt's iteration (default: the median one)")
+    p.add_argument("--start", type=float, metavar="US", help="the Gantt's window instead: from US µs after the run's "
+                                                           "start (its first device task)")
+    p.add_argument("--end", type=float, metavar="US", help="... to US µs after the run's start (default: its end)")
     p.set_defaults(run=cmd_plot)
 
     p = sub.add_parser("compare", help="compare the operators of two collections",
@@ -273,7 +276,8 @@ def cmd_collect(args: argparse.Namespace, diag: Diagnostics) -> int:
 def cmd_plot(args: argparse.Namespace, diag: Diagnostics) -> int:
     from . import plot
     path = _given_or_newest(args.dir, "Plotting")
-    lines = plot.plot(path, args.out, top=args.top, iteration=args.iteration, diag=diag)
+    lines = plot.plot(path, args.out, top=args.top, iteration=args.iteration, diag=diag, start=args.start,
+                      end=args.end)
     _report(diag)
     print("\n".join(lines))
     return 0
