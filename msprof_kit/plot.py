@@ -385,11 +385,11 @@ def choose_window(trace: T.Trace, iteration: Optional[int], where: str, start: O
     if start is not None or end is not None:
         first, last = run_span(trace)
         lo = first + (start if start is not None else 0.0)
-        hi = first + end if end is not None else last
-        if not hi > lo:
+        hi = first + end if end is not None else max(last, lo)
+        if not hi > lo and end is not None:
             raise BadOption(f"--start {start if start is not None else 0:g} --end {end if end is not None else last - first:g}: "
                             "expected a window whose end is after its start (µs after the run's start)")
-        if hi < first or lo > last:
+        if hi < first or lo >= last:
             raise BadOption(f"--start/--end: {where} has no task or API call between {fmt_us(lo - first)} and "
                             f"{fmt_us(hi - first)} after the run's start; the run lasts {fmt_us(last - first)}")
         return lo, hi, f"the window {fmt_us(lo - first)} to {fmt_us(hi - first)}"
