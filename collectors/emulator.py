@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from msprof_kit.errors import AclJsonError, BadOption
+from msprof_kit.layout import EMULATED_MARKER
 
 from . import acljson
 from .acl_runtime import (ACL_AICORE_NONE, ACL_ERROR_INVALID_FILE, ACL_ERROR_INVALID_MODEL_ID,
@@ -76,7 +77,7 @@ from .acl_runtime import (ACL_AICORE_NONE, ACL_ERROR_INVALID_FILE, ACL_ERROR_INV
 
 ANNOUNCEMENT = ("EMULATED pyACL: CANN's `acl` module is not installed, so msprof-kit's emulator stands in "
                 "for it; nothing is profiled, and the PROF_xxx directories it writes are synthetic")
-MARKER = "EMULATED_BY_MSPROF_KIT.txt"
+MARKER = EMULATED_MARKER  # one name, which import recognises (msprof_kit/layout.py)
 EVENTS = "emulated_events.jsonl"
 STRICT = "strict"
 CURRENT = "current"

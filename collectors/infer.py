@@ -321,7 +321,12 @@ def render_summary(result: InferResult) -> str:
         lines.append(f"[INFO] results: {result.run_dir}")
     for path in result.summary_files:
         lines.append(f"[INFO] summary: {path}")
-    if result.mode == PROFILER and result.profiler_via == "acl.json":
+    if result.mode == PROFILER and result.profiler_via == "acl.json" and result.emulated:
+        # the emulator's PROF_xxx holds control files and empty data/ folders, no records: nothing
+        # for `import` to parse, so no command is suggested (docs/collectors.md)
+        lines.append(f"[INFO] profiling through {result.acl_json} ({result.why_not_msprof}); the emulator's "
+                     "PROF_xxx is synthetic and holds no profiling records, so there is nothing to import")
+    elif result.mode == PROFILER and result.profiler_via == "acl.json":
         lines.append(f"[INFO] profiling through {result.acl_json} ({result.why_not_msprof}); the raw data is "
                      "not parsed: `msprof-kit import -dir <PROF dir>` parses it")
     for path in result.prof_dirs:

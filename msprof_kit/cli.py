@@ -76,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write exports of a collection",
                        description="Write exports of a collection (imports it first when needed).")
+    p.set_defaults(help_of=p)  # `export` alone prints export's help, not the top level's
     esub = p.add_subparsers(dest="what", metavar="WHAT")
     e = esub.add_parser("db", help="the unified msprof_{ts}.db at the collection root",
                         description="Write PROF_xxx/msprof_{ts}.db, the unified database msprof writes.")
@@ -133,6 +134,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="where the PNG files go (default ./msprof_kit_plots)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="bars in the operator charts (default 10)")
     p.add_argument("--iteration", type=int, metavar="I", help="the Gantt's iteration (default: the median one)")
+    p.add_argument("--start", type=float, metavar="US", help="the Gantt's window instead: from US µs after the run's "
+                                                           "start (its first device task)")
+    p.add_argument("--end", type=float, metavar="US", help="... to US µs after the run's start (default: its end)")
     _talk_args(p)
     p.set_defaults(run=cmd_plot)
 
@@ -184,19 +188,26 @@ def _collect_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     soc = p.add_argument_group("SoC keys (-m, or --flavour soc)")
     for key in acljson.SOC_KEYS:
         if key.name not in ("switch", "output"):
-            soc.add_argument(f"--{key.name}", dest=f"soc_{key.name}", metavar="V",
-                             help=f"{key.meaning} (default {key.default})")
+            _key_option(soc, key.name, f"soc_{key.name}", f"{key.meaning} (default {key.default})")
     cann = p.add_argument_group("CANN keys (--application)")
     for key in acljson.CANN_KEYS:
         if key.name not in ("switch", "output"):
-            cann.add_argument(f"--{key.name}", dest=f"cann_{key.name}", metavar="V",
-                              help=f"{key.meaning} (default {key.default})")
+            _key_option(cann, key.name, f"cann_{key.name}", f"{key.meaning} (default {key.default})")
     board = p.add_argument_group("board (-m)")
     board.add_argument("--nfs", metavar="SERVER:/abs/path", help="mount the board's profiling folder there "
                                                                 "instead of copying over SFTP")
     board.add_argument("--accept-new-host-key", action="store_true", help="trust and record an unknown host key")
     board.add_argument("--known-hosts", metavar="FILE", help="trusted host keys (default ~/.ssh/known_hosts)")
     p.set_defaults(run=cmd_collect)
+
+
+def _key_option(group: "argparse._ArgumentGroup", name: str, dest: str, text: str) -> None:
+    """An acl.json key as an option spelt as msprof spells it, with dashes (`--task-time`), and
+    also as the key itself (`--task_time`); the help shows the dashed spelling only."""
+    dashed = "--" + name.replace("_", "-")
+    group.add_argument(dashed, dest=dest, metavar="V", help=text)
+    if "_" in name:
+        group.add_argument(f"--{name}", dest=dest, metavar="V", help=argparse.SUPPRESS)
 
 
 def _report(diag: Diagnostics, quiet: bool = False) -> None:
@@ -218,10 +229,10 @@ def cmd_import(args: argparse.Namespace, diag: Diagnostics) -> int:
 
 
 def cmd_export_db(args: argparse.Namespace, diag: Diagnostics) -> int:
-    written = importer.export_db(args.dir, diag, args.jobs)
+    done = importer.export_db(args.dir, diag, args.jobs)
     _report(diag, args.quiet)
-    for path in written if not args.quiet else ():
-        print(f"Wrote {path}")
+    for path, written in done if not args.quiet else ():
+        print(f"Wrote {path}" if written else f"{path} is current: made from this store, not written again")
     return 0
 
 
@@ -293,7 +304,8 @@ def cmd_collect(args: argparse.Namespace, diag: Diagnostics) -> int:
 def cmd_plot(args: argparse.Namespace, diag: Diagnostics) -> int:
     from . import plot
     path = _given_or_newest(args.dir, "Plotting", args.quiet)
-    lines = plot.plot(path, args.out, top=args.top, iteration=args.iteration, diag=diag)
+    lines = plot.plot(path, args.out, top=args.top, iteration=args.iteration, diag=diag, start=args.start,
+                      end=args.end)
     _report(diag, args.quiet)
     print("\n".join(lines))
     return 0
@@ -354,7 +366,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
-        parser.print_help()
+        getattr(args, "help_of", parser).print_help()
         return 1
     if getattr(args, "dir", None) is not None:
         args.dir = os.path.expanduser(args.dir.lstrip("="))

@@ -22,7 +22,7 @@ import pandas as pd
 
 from . import plot as P
 from . import tables as T
-from .errors import BadOption, Diagnostics, NoData, NotACollection
+from .errors import BadOption, Diagnostics, NoCollection, NoData
 
 BY = ("type", "name")
 DEFAULT_TOP = 20
@@ -33,7 +33,7 @@ AVG_A, AVG_B = "Avg A(us)", "Avg B(us)"
 DELTA, RATIO, MATCH = "Delta(us)", "Ratio B/A", "Match"
 ONLY_A, ONLY_B = "only in A", "only in B"
 # how a row was matched (docs/plot_compare.md)
-SAME_TYPE, SAME_NAME, TYPE_CHANGED, RENUMBERED = "same type", "same name", "type changed", "renumbered"
+SAME_TYPE, SAME_NAME, RENUMBERED = "same type", "same name", "renumbered"
 INTEGER_COLUMNS = (COUNT_A, COUNT_B)
 METRIC = "Metric"
 
@@ -76,7 +76,7 @@ def load_side(path: str, diag: Diagnostics) -> Side:
     """One collection (an error when `path` holds none or several), with its iterations."""
     found = T.discover(path)
     if not found:
-        raise NotACollection(f"no profiling data here or below; looked for {T.LOOKED_FOR}", path=path)
+        raise NoCollection(f"no profiling data here or below; looked for {T.LOOKED_FOR}", path=path)
     if len(found) > 1:
         listed = ", ".join(os.path.relpath(f.path, path) for f in found[:6]) + (" ..." if len(found) > 6 else "")
         raise BadOption(f"{path} holds {len(found)} collections ({listed}); give -dir one collection")
@@ -121,18 +121,6 @@ def _per_key(side: Side, by: str) -> pd.DataFrame:
 # Matching
 
 
-def _type_token_key(names: pd.Series, types: pd.Series) -> pd.Series:
-    """The name with the last occurrence of its own OP Type replaced by `*` (None when the type is
-    unknown or not in the name): `layer1/Mish-op4` (Mish) and `layer1/LeakyRelu-op4` (LeakyRelu)
-    both give `layer1/*-op4`. One string operation per distinct operator, not per task."""
-    out = []
-    for name, kind in zip(names.astype(str), types.astype(str)):
-        first = kind.split("/")[0]
-        at = name.rfind(first) if first not in T.NA_TEXTS else -1
-        out.append(name[:at] + "*" + name[at + len(first):] if at >= 0 else None)
-    return pd.Series(out, index=names.index, dtype=object)
-
-
 def _pair_in_order(a: pd.DataFrame, b: pd.DataFrame, key_a: pd.Series, key_b: pd.Series) -> pd.DataFrame:
     """Pairs (index in a, index in b) of rows with equal keys, the k-th of a key in A (by first
     start, then name) with the k-th in B."""
@@ -150,30 +138,21 @@ def match(a: pd.DataFrame, b: pd.DataFrame, by: str) -> pd.DataFrame:
     """Pairs of rows of A and B (`ia`, `ib`; -1 on the side that has none) and how they matched.
 
     by type: equal OP Type. by name: (1) equal Op Name; then, among the rest, (2) names equal once
-    each one's own OP Type is replaced by `*` (an op whose type was swapped: Mish → LeakyRelu);
-    then (3) names equal once every run of digits is ignored, with equal OP Type and Task Type
-    (an op renumbered by the graph compiler: Conv2D_12 → Conv2D_13). In (2) and (3) several
-    candidates are paired in order of first start."""
+    every run of digits is ignored, with equal OP Type and Task Type (an op renumbered by the graph
+    compiler: Conv2D_12 → Conv2D_13), several candidates paired in order of first start. Ops of
+    different types are never paired (`.../Mul_131` and `.../FlashAttentionScore_131` are two
+    different operators): an op whose type changed is one removed and one added."""
     same = a.reset_index().merge(b.reset_index(), on="key", suffixes=("_a", "_b"))
     pairs = [pd.DataFrame({"ia": same["index_a"], "ib": same["index_b"],
                            "how": SAME_TYPE if by == "type" else SAME_NAME})]
     if by == "name":
-        for how in (TYPE_CHANGED, RENUMBERED):
-            used_a = pd.concat([p["ia"] for p in pairs])
-            used_b = pd.concat([p["ib"] for p in pairs])
-            rest_a, rest_b = a.drop(index=used_a), b.drop(index=used_b)
-            if rest_a.empty or rest_b.empty:
-                break
-            if how == TYPE_CHANGED:
-                key_a = _type_token_key(rest_a["key"], rest_a[T.OP_TYPE])
-                key_b = _type_token_key(rest_b["key"], rest_b[T.OP_TYPE])
-            else:
-                def digitless(f: pd.DataFrame) -> pd.Series:
-                    return f["key"].str.replace(r"\d+", "#", regex=True) + "\x00" + f[T.OP_TYPE].astype(str) + \
-                        "\x00" + f[T.TASK_TYPE].astype(str)
-                key_a, key_b = digitless(rest_a), digitless(rest_b)
-            found = _pair_in_order(rest_a, rest_b, key_a, key_b)
-            pairs.append(pd.DataFrame({"ia": found["i_a"], "ib": found["i_b"], "how": how}))
+        rest_a, rest_b = a.drop(index=same["index_a"]), b.drop(index=same["index_b"])
+        if not (rest_a.empty or rest_b.empty):
+            def digitless(f: pd.DataFrame) -> pd.Series:   # the OP Type and Task Type are part of the key
+                return f["key"].str.replace(r"\d+", "#", regex=True) + "\x00" + f[T.OP_TYPE].astype(str) + \
+                    "\x00" + f[T.TASK_TYPE].astype(str)
+            found = _pair_in_order(rest_a, rest_b, digitless(rest_a), digitless(rest_b))
+            pairs.append(pd.DataFrame({"ia": found["i_a"], "ib": found["i_b"], "how": RENUMBERED}))
     matched = pd.concat(pairs, ignore_index=True)
     only_a = a.index.difference(pd.Index(matched["ia"]))
     only_b = b.index.difference(pd.Index(matched["ib"]))
@@ -339,7 +318,7 @@ def render(result: Comparison, top: int) -> str:
     n_b = int((rows["key B"].notna()).sum())
     both = n_a - int(counts.get(ONLY_A, 0))
     how = "" if result.by == "type" else " (" + ", ".join(
-        f"{int(counts.get(h, 0))} {h}" for h in (SAME_NAME, TYPE_CHANGED, RENUMBERED) if counts.get(h, 0)) + ")"
+        f"{int(counts.get(h, 0))} {h}" for h in (SAME_NAME, RENUMBERED) if counts.get(h, 0)) + ")"
     lines = [f"Comparing operators by {'OP Type' if result.by == 'type' else 'Op Name'}",
              f"  A: {result.a.path}  [{_source(result.a)}]",
              f"  B: {result.b.path}  [{_source(result.b)}]"]

@@ -56,6 +56,12 @@ class NoData(MsprofKitError):
     exit_code = 4
 
 
+class NoCollection(NoData, NotACollection):
+    """A folder that exists but holds no collection or no usable data: "no data" (exit 4) under
+    every command, as an empty folder is (README, exit codes). A path that does not exist or is not
+    a folder is a path error (2)."""
+
+
 class BadRecords(NoData):
     """A raw stream of a JOB collection that cannot be used (truncated though marked complete,
     or contradicting itself)."""

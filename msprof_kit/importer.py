@@ -103,13 +103,19 @@ def repeat_warnings(collection_path: str, diag: Diagnostics) -> None:
                   f"(msprof-kit import -dir {collection_path} shows them all)")
 
 
-def export_db(path: str, diag: Diagnostics, jobs: int = 1) -> List[str]:
+def export_db(path: str, diag: Diagnostics, jobs: int = 1) -> List[Tuple[str, bool]]:
+    """`msprof_{ts}.db` of each collection at `path`: (its path, True) when written now, (its path,
+    False) when the newest one there was made from the store as it is (store.current_db: an
+    `export summary` or `export timeline` on the 910B family writes it too) and is kept."""
     colls = ensure_imported(path, diag, jobs)
     for coll in colls:
         note_elsewhere(coll.path, diag, exports=True)
-    with diag.progress.phase("writing the unified DB", total=len(colls), unit="DBs") as phase:
-        return forked.each([functools.partial(store.export_db, c.path) for c in colls], jobs, "unified DB",
-                           finished=lambda _: phase.advance())
+    current = [store.current_db(c.path) for c in colls]
+    todo = [c for c, db in zip(colls, current) if db is None]
+    with diag.progress.phase("writing the unified DB", total=len(todo), unit="DBs") as phase:
+        made = iter(forked.each([functools.partial(store.export_db, c.path) for c in todo], jobs, "unified DB",
+                                finished=lambda _: phase.advance()))
+        return [(db, False) if db is not None else (next(made), True) for db in current]
 
 
 QUERY_HEADER = ["Job Info", "Device ID", "Dir Name", "Collection Time", "Model ID", "Iteration Number",

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import AbstractSet, Dict, Iterable, List, Optional, Tuple
 
-from .errors import BadControlFile, Diagnostics, MissingControlFile, NotACollection, PathNotFound, \
+from .errors import BadControlFile, Diagnostics, MissingControlFile, NoCollection, NotACollection, PathNotFound, \
     UnknownChip, UnreadableFile
 from .parsers.stream import NotRegularFile, file_kind, open_regular
 
 HOST_ID = 64
+EMULATED_MARKER = "EMULATED_BY_MSPROF_KIT.txt"  # collectors/emulator.py MARKER: a synthetic PROF
 SKIPPED_SUFFIXES = (".done", ".complete", ".zip")
 NOT_RESULT_DIRS = {".profiler", "HCCL_PROF", "timeline", "query", "sqlite", "log", "analyze",
                    "mindstudio_profiler_log", "mindstudio_profiler_output"}
@@ -178,6 +179,10 @@ class Collection:
                 raise UnknownChip(f"platform_version {platform} ({UNSUPPORTED_CHIPS[platform]}) is not supported "
                                   f"yet; supported: {sorted(CHIPS)}", path=where)
             raise UnknownChip(f"unknown platform_version {platform}; expected one of {sorted(CHIPS)}", path=where)
+        if os.path.isfile(os.path.join(self.path, EMULATED_MARKER)):
+            raise MissingControlFile(f"no info.json names a platform_version: written by msprof-kit's pyACL "
+                                     f"emulator ({EMULATED_MARKER}), it is synthetic and holds no profiling "
+                                     "records to import", path=self.path)
         raise MissingControlFile("no info.json names a platform_version", path=self.path)
 
 
@@ -367,7 +372,7 @@ def find_collections(path: str, diag: Diagnostics) -> List[Collection]:
             found.append(coll)
     if not found:
         # (the text is pinned by tests/test_bad_input.py; JOB layouts are in docs/store.md)
-        raise NotACollection("not a profiling collection: expected host/ or device_N/ directories holding "
+        raise NoCollection("not a profiling collection: expected host/ or device_N/ directories holding "
                              "info.json and data/, or folders (PROF_xxx) that hold them", path=path)
     return found
 

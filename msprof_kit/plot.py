@@ -23,6 +23,7 @@ import importlib.util
 import os
 import re
 import warnings
+import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
@@ -31,7 +32,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from . import tables as T
-from .errors import BadOption, Diagnostics, InvalidIteration, MsprofKitError, NoData
+from .errors import BadOption, Diagnostics, InvalidIteration, MsprofKitError, NoCollection, NoData, OutputError
 
 if TYPE_CHECKING:  # matplotlib is imported when something is drawn
     from matplotlib.axes import Axes
@@ -51,8 +52,22 @@ MAX_DEVICE_LANES = 28
 MIN_ALPHA = 0.2                    # opacity of a merged Gantt bar whose span is hardly busy
 WINDOW_PAD = 0.03                  # the Gantt of an iteration shows this share of its length either side
 LABEL_CHARS = 60                   # longer operator names are shortened in the middle
-TYPE_COLORS = 9                    # distinct colours for task types; the rest share grey
+TYPE_COLORS = 9                    # task types named in a legend; the rest are counted
 OTHER_COLOR = "#b0b0b0"
+# One colour per task / core type, the same in every chart of every run (compare's too). Types
+# not listed get a colour of EXTRA_COLORS chosen by a CRC-32 of their name: stable, never by rank.
+TASK_TYPE_COLORS = {
+    "AI_CORE": "#d62728", "KERNEL_AICORE": "#d62728", "AIC": "#d62728",
+    "AI_VECTOR_CORE": "#1f77b4", "KERNEL_AIVEC": "#1f77b4", "AIV": "#1f77b4",
+    "MIX_AIC": "#9467bd", "KERNEL_MIX_AIC": "#9467bd", "MIX_AIV": "#17becf", "KERNEL_MIX_AIV": "#17becf",
+    "FFTS_PLUS": "#e377c2",
+    "AI_CPU": "#2ca02c", "KERNEL_AICPU": "#2ca02c", "AICPU": "#2ca02c",
+    "HCCL": "#ff7f0e", "COMMUNICATION": "#ff7f0e", "COMMUNICATION_OP": "#ff7f0e",
+    "DSA": "#8c564b", "MEMCPY_ASYNC": "#bcbd22", "WRITE_BACK": "#7f7f7f",
+    "EVENT_RECORD": "#c5b0d5", "EVENT_WAIT": "#c49c94", "NOTIFY_RECORD": "#f7b6d2", "NOTIFY_WAIT": "#dbdb8d",
+}
+EXTRA_COLORS = ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#9edae5", "#637939", "#8c6d31", "#843c39",
+                "#7b4173", "#3182bd", "#e6550d", "#31a354")
 PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974",
            "#64b5cd")
 LEVEL_COLORS = {"acl": "#9ecae1", "model": "#fdae6b", "node": "#a1d99b", "communication": "#fc9272",
@@ -95,11 +110,21 @@ def _fonts() -> List[str]:
 def save(fig: "Figure", path: str) -> str:
     """Write the figure as PNG at exactly its pixel size (no tight bounding box)."""
     import matplotlib
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with matplotlib.rc_context({"font.family": _fonts()}), warnings.catch_warnings():
-        # a glyph the fonts lack (CJK without a CJK font) is drawn as a box; say nothing about it
-        warnings.filterwarnings("ignore", message=r"Glyph .* missing from")
-        fig.savefig(path, dpi=DPI, format="png")
+    began = False
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with matplotlib.rc_context({"font.family": _fonts()}), warnings.catch_warnings():
+            # a glyph the fonts lack (CJK without a CJK font) is drawn as a box; say nothing about it
+            warnings.filterwarnings("ignore", message=r"Glyph .* missing from")
+            began = True
+            fig.savefig(path, dpi=DPI, format="png")
+    except OSError as exc:   # an --out that cannot be written: one line, exit 10 as for exports
+        if began and os.path.isfile(path):
+            os.remove(path)   # no half-written PNG is left behind
+        cause = "a file is in the way of the folder" if isinstance(exc, FileExistsError) else exc.strerror or str(exc)
+        where = exc.filename if isinstance(exc.filename, str) else path
+        raise OutputError(f"cannot write the chart {os.path.basename(path)} ({cause})", path=where,
+                          cause=cause) from exc
     return path
 
 
@@ -151,22 +176,30 @@ def title(fig: "Figure", text: str, sub: str = "") -> None:
         fig.text(0.5, 0.935, label(sub, 220), ha="center", va="center", fontsize=9, color="#555555")
 
 
-def color_map(keys: "npt.ArrayLike", weights: "npt.ArrayLike") -> Dict[str, str]:
-    """A colour per key: the TYPE_COLORS heaviest keys get their own, the others grey."""
-    weight = pd.Series(np.asarray(weights, dtype=np.float64), index=np.asarray(keys, dtype=object))
-    order = weight.groupby(level=0).sum().sort_values(ascending=False, kind="stable")
-    out = {k: OTHER_COLOR for k in order.index}
-    for i, k in enumerate(order.index[:TYPE_COLORS]):
-        out[k] = PALETTE[i % len(PALETTE)]
-    return out
+def type_color(kind: object) -> str:
+    """The colour of a task or core type: TASK_TYPE_COLORS, else one of EXTRA_COLORS by a CRC-32
+    of the name (upper-cased), so a type has one colour in every chart and every run."""
+    name = str(kind).strip().upper()
+    if name in TASK_TYPE_COLORS:
+        return TASK_TYPE_COLORS[name]
+    if name in ("", "N/A", "NAN", "NONE", "OTHER", "OTHERS"):
+        return OTHER_COLOR
+    return EXTRA_COLORS[zlib.crc32(name.encode()) % len(EXTRA_COLORS)]
+
+
+def color_map(keys: "npt.ArrayLike") -> Dict[str, str]:
+    """The colour of each distinct key (a task or core type), from `type_color`."""
+    return {k: type_color(k) for k in pd.unique(pd.Series(np.asarray(keys, dtype=object)))}
 
 
 def legend_handles(colors: Dict[str, str], order: Sequence[str], limit: int = TYPE_COLORS) -> list:
+    """Patches of the first `limit` keys of `order`, and a line counting the keys left out."""
     from matplotlib.patches import Patch
     shown = [k for k in order if k in colors][:limit]
     handles = [Patch(facecolor=colors[k], label=label(k, 30)) for k in shown]
-    if any(k not in shown for k in colors):
-        handles.append(Patch(facecolor=OTHER_COLOR, label="other"))
+    rest = sum(1 for k in colors if k not in shown)
+    if rest:
+        handles.append(Patch(facecolor="none", edgecolor="none", label=f"+{plural(rest, 'more type')}"))
     return handles
 
 
@@ -236,11 +269,11 @@ def plot_top_ops(data: Data, path: str, top: int) -> str:
     rows, total_ops = _op_rows(ops, top)
     grand = float(ops[T.DURATION].sum())
     fig = new_figure("top_ops")
-    ax = fig.add_axes((0.33, 0.08, 0.55, 0.82))
+    ax = fig.add_axes((0.30, 0.08, 0.53, 0.82))   # the legend goes right of the axes, over no bar
     div, unit = time_unit(float(rows["Total Time(us)"].max()))
     values = rows["Total Time(us)"].to_numpy(np.float64) / div
     first_type = rows[T.TASK_TYPE].astype(str).str.split("/").str[0]
-    colors = color_map(first_type, rows["Total Time(us)"])
+    colors = color_map(first_type)
     y = np.arange(len(rows))
     ax.barh(y, values, color=[colors[t] for t in first_type], height=0.7)
     ax.set_yticks(y, [label(n) for n in rows[T.OP_NAME]], fontsize=8)
@@ -252,8 +285,8 @@ def plot_top_ops(data: Data, path: str, top: int) -> str:
                             zip(rows["Total Time(us)"], share, rows["Count"])], span)
     ax.set_xlabel(f"Total device time ({unit})")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(handles=legend_handles(colors, list(dict.fromkeys(first_type))), title="Task Type", loc="lower right",
-              fontsize=8)
+    fig.legend(handles=legend_handles(colors, list(dict.fromkeys(first_type))), title="Task Type", loc="upper left",
+               bbox_to_anchor=(0.84, 0.90), fontsize=8, frameon=False)
     what = f"Top {len(rows)} of {total_ops} operators" if len(rows) < total_ops else f"All {total_ops} operators"
     title(fig, f"{what} by total device time — {data.name}",
           f"labels: total time · share of all operator time ({fmt_us(grand)}) · tasks     "
@@ -281,10 +314,10 @@ def plot_op_types(data: Data, path: str, top: int) -> str:
     frame, source = _type_frame(data)
     assert frame is not None
     fig = new_figure("op_types")
-    left = fig.add_axes((0.14, 0.09, 0.48, 0.80))
-    right = fig.add_axes((0.74, 0.09, 0.22, 0.80))
+    left = fig.add_axes((0.14, 0.09, 0.48, 0.74))   # the legend sits above both panels, over no bar
+    right = fig.add_axes((0.74, 0.09, 0.22, 0.74))
     cores = frame.groupby(T.CORE_TYPE, sort=False)["Total Time(us)"].sum().sort_values(ascending=False)
-    colors = color_map(list(cores.index), cores.to_numpy())
+    colors = color_map(list(cores.index))
     grand = float(cores.sum())
     typed = frame[~frame[T.OP_TYPE].isin(T.NA_TEXTS)]
     per_type = typed.groupby(T.OP_TYPE, sort=False)["Total Time(us)"].sum().sort_values(ascending=False)
@@ -307,8 +340,9 @@ def plot_op_types(data: Data, path: str, top: int) -> str:
         bar_labels(left, base, [f"{fmt_us(t)} · {t / grand * 100:.1f}% · {int(c)}×" for t, c in
                                 zip(shown.to_numpy(), counts.to_numpy())], span)
         left.set_xlabel(f"Total time ({unit})")
-        left.legend(handles=legend_handles(colors, list(cores.index)), title="Core Type", loc="lower right",
-                    fontsize=8)
+        handles = legend_handles(colors, list(cores.index))
+        fig.legend(handles=handles, title="Core Type", loc="upper center", bbox_to_anchor=(0.5, 0.915),
+                   ncol=min(len(handles), 6), fontsize=8, frameon=False)
         left.grid(axis="x", alpha=0.3)
         what = f"top {len(shown)} of {len(per_type)}" if len(shown) < len(per_type) else f"all {len(per_type)}"
         left.set_title(f"By operator type ({what})", fontsize=11)
@@ -332,10 +366,33 @@ def plot_op_types(data: Data, path: str, top: int) -> str:
     return f"{plural(len(shown), 'operator type')}, {plural(len(cores), 'core type')}"
 
 
-def choose_window(trace: T.Trace, iteration: Optional[int], where: str) -> Tuple[float, float, str]:
-    """The Gantt's time window (µs) and its description: iteration `iteration` (over all the devices
-    and models that have it); without one, the iteration of median length when there are
-    iterations, else the span of the device tasks (or of the APIs when there are no tasks)."""
+def run_span(trace: T.Trace) -> Tuple[float, float]:
+    """(first start, last end) in µs of the device tasks, or of the API calls when there are no
+    tasks: the whole run, whose start is the origin of --start / --end."""
+    frame = trace.table("tasks")
+    frame = frame if frame is not None else trace.table("apis")
+    assert frame is not None
+    valid = frame[frame[T.START].notna() & frame[T.DURATION].notna()]
+    return float(valid[T.START].min()), float((valid[T.START] + valid[T.DURATION]).max())
+
+
+def choose_window(trace: T.Trace, iteration: Optional[int], where: str, start: Optional[float] = None,
+                  end: Optional[float] = None) -> Tuple[float, float, str]:
+    """The Gantt's time window (µs) and its description: `start`..`end` µs after the run's start
+    (`run_span`; either may be left out); iteration `iteration` (over all the devices and models
+    that have it); without either, the iteration of median length when there are iterations, else
+    the whole run."""
+    if start is not None or end is not None:
+        first, last = run_span(trace)
+        lo = first + (start if start is not None else 0.0)
+        hi = first + end if end is not None else max(last, lo)
+        if not hi > lo and end is not None:
+            raise BadOption(f"--start {start if start is not None else 0:g} --end {end if end is not None else last - first:g}: "
+                            "expected a window whose end is after its start (µs after the run's start)")
+        if hi < first or lo >= last:
+            raise BadOption(f"--start/--end: {where} has no task or API call between {fmt_us(lo - first)} and "
+                            f"{fmt_us(hi - first)} after the run's start; the run lasts {fmt_us(last - first)}")
+        return lo, hi, f"the window {fmt_us(lo - first)} to {fmt_us(hi - first)}"
     its = trace.table("iterations")
     if iteration is not None:
         if its is None:
@@ -356,11 +413,8 @@ def choose_window(trace: T.Trace, iteration: Optional[int], where: str) -> Tuple
         if len(its[T.ITERATION].dropna().unique()) > 1:
             what += f" (median length of {len(its[T.ITERATION].dropna().unique())})"
         return float(chosen[T.ITER_START].min()), float(chosen[T.ITER_END].max()), what
-    frame = trace.table("tasks")
-    frame = frame if frame is not None else trace.table("apis")
-    assert frame is not None
-    valid = frame[frame[T.START].notna() & frame[T.DURATION].notna()]
-    return float(valid[T.START].min()), float((valid[T.START] + valid[T.DURATION]).max()), "the whole run"
+    first, last = run_span(trace)
+    return first, last, "the whole run"
 
 
 @dataclass
@@ -372,6 +426,7 @@ class Lanes:
     key: np.ndarray
     names: List[str]
     fill: Optional[np.ndarray] = None   # busy share of each merged bar (None: not merged)
+    text: Optional[np.ndarray] = None   # the name of each bar (op or API), when not merged
     merged_from: int = 0     # tasks before merging (0: not merged)
     dropped_lanes: int = 0   # lanes left out (the least busy)
 
@@ -390,7 +445,7 @@ def _in_window(frame: Optional[pd.DataFrame], lo: float, hi: float, origin: floa
 
 
 def _lanes(frame: pd.DataFrame, lane_keys: List[str], order: pd.Series, color_key: pd.Series, limit: int,
-           px: float) -> Lanes:
+           px: float, text: Optional[pd.Series] = None) -> Lanes:
     """Bars of one side (host or device): lanes named by `lane_keys` values, ordered by `order`,
     the `limit` busiest kept; in lanes with more tasks than pixels, bars closer than `px` merged."""
     lane_name = frame[lane_keys[0]].astype(str)
@@ -411,10 +466,12 @@ def _lanes(frame: pd.DataFrame, lane_keys: List[str], order: pd.Series, color_ke
     counts = np.bincount(lane, minlength=len(names)) if len(lane) else np.zeros(0, np.int64)
     merged_from = 0
     fill = None
+    names_of = text.astype(str).to_numpy(dtype=object)[sel] if text is not None else None
     if len(counts) and counts.max() > _pixel_budget():
         merged_from = len(lane)
         lane, start, end, key, fill = merge_bars(lane, start, end, key, px)
-    return Lanes(lane, start, end, key, names, fill, merged_from, dropped)
+        names_of = None
+    return Lanes(lane, start, end, key, names, fill, names_of, merged_from, dropped)
 
 
 def _pixel_budget() -> int:
@@ -466,18 +523,38 @@ def rgba(keys: np.ndarray, colors: Dict[str, str]) -> np.ndarray:
     return palette[codes] if len(codes) else np.zeros((0, 4))
 
 
+LABEL_PX_PER_CHAR = 6.0   # width of a character of a Gantt bar label (7 pt DejaVu Sans at 100 dpi), px
+MAX_GANTT_LABELS = 400    # the widest bars are labelled first
+
+
+def bar_texts(names: np.ndarray, width_px: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(indices, texts) of the bars whose name fits inside them: the name's last `/` part, cut to
+    the bar's width; at most MAX_GANTT_LABELS, the widest bars first."""
+    fits = np.floor((width_px - 4) / LABEL_PX_PER_CHAR).astype(np.int64)
+    candidates = np.flatnonzero(fits >= 4)
+    candidates = candidates[np.argsort(-width_px[candidates], kind="stable")][:MAX_GANTT_LABELS]
+    texts = []
+    for i in candidates:
+        name = str(names[i]).rsplit("/", 1)[-1]
+        n = int(fits[i])
+        texts.append(name if len(name) <= n else name[:n - 1] + "…")
+    return candidates, np.array(texts, dtype=object)
+
+
 def _level_rank(level: pd.Series) -> pd.Series:
     rank = {name: i for i, name in enumerate(LEVEL_ORDER)}
     return level.astype(str).str.lower().map(rank).fillna(len(LEVEL_ORDER))
 
 
-def plot_gantt(data: Data, path: str, iteration: Optional[int]) -> str:
+def plot_gantt(data: Data, path: str, iteration: Optional[int], start: Optional[float] = None,
+               end: Optional[float] = None) -> str:
     from matplotlib.collections import PolyCollection
     trace = data.trace
-    lo, hi, what = choose_window(trace, iteration, data.tables.path)
+    lo, hi, what = choose_window(trace, iteration, data.tables.path, start, end)
     if not hi > lo:
         hi = lo + 1.0
     one = what.startswith("iteration")
+    window = what.startswith("the window")
     pad = WINDOW_PAD * (hi - lo) if one else 0.0   # a little context around an iteration
     div, unit = time_unit(hi - lo)
     fig = new_figure("gantt")
@@ -490,7 +567,8 @@ def plot_gantt(data: Data, path: str, iteration: Optional[int]) -> str:
     if host is not None:
         host = host.assign(thread=_numbered("T", host[T.THREAD], "T?"), lvl=host[T.LEVEL].astype(str))
         order = host[T.THREAD].fillna(-1) * 100 + _level_rank(host[T.LEVEL])
-        lanes = _lanes(host, ["thread", "lvl"], order, host[T.LEVEL].astype(str).str.lower(), MAX_HOST_LANES, px)
+        lanes = _lanes(host, ["thread", "lvl"], order, host[T.LEVEL].astype(str).str.lower(), MAX_HOST_LANES, px,
+                       host[T.API_NAME] if T.API_NAME in host.columns else None)
         colors = {k: LEVEL_COLORS.get(k, OTHER_COLOR) for k in np.unique(lanes.key)}
         sides.append(("host", lanes, colors))
     if device is not None:
@@ -500,10 +578,12 @@ def plot_gantt(data: Data, path: str, iteration: Optional[int]) -> str:
                                stream=_numbered("stream ", device[T.STREAM], "tasks"))
         order = pd.to_numeric(device[T.DEVICE], errors="coerce").fillna(-1) * 1e6 + device[T.STREAM].fillna(-1)
         ttype = device[T.TASK_TYPE].astype(str)
-        lanes = _lanes(device, ["dev", "stream"] if several else ["stream"], order, ttype, MAX_DEVICE_LANES, px)
-        colors = color_map(list(lanes.key), lanes.end - lanes.start)
+        lanes = _lanes(device, ["dev", "stream"] if several else ["stream"], order, ttype, MAX_DEVICE_LANES, px,
+                       device[T.OP_NAME] if T.OP_NAME in device.columns else None)
+        colors = color_map(lanes.key)
         sides.append(("device", lanes, colors))
     offset = 0
+    labelled = 0
     ticks: List[Tuple[float, str]] = []
     notes: List[str] = []
     handles = []
@@ -523,6 +603,12 @@ def plot_gantt(data: Data, path: str, iteration: Optional[int]) -> str:
             # an (n, 4, 2) array, not a list: PolyCollection's vectorized path (the stubs want a sequence)
             ax.add_collection(PolyCollection(verts, facecolors=faces, edgecolors="none",  # type: ignore[arg-type]
                                              linewidths=0))
+            if lanes.text is not None:   # op (API) names inside the bars wide enough to hold them
+                at, texts = bar_texts(lanes.text, (lanes.end - lanes.start) / px)
+                for i, text in zip(at.tolist(), texts.tolist()):
+                    ax.text((lanes.start[i] + lanes.end[i]) / 2 / div, y[i], label(text), ha="center",
+                            va="center", fontsize=7, color="#111111", clip_on=True)
+                labelled += len(at)
         ticks += [(offset + i, ("host " if side == "host" else "") + name) for i, name in enumerate(lanes.names)]
         if lanes.merged_from:
             notes.append(f"{lanes.merged_from} {'API calls' if side == 'host' else 'tasks'} → {len(lanes.lane)} bars")
@@ -544,7 +630,9 @@ def plot_gantt(data: Data, path: str, iteration: Optional[int]) -> str:
             ax.axvline(x, color="#222222", linestyle="--", linewidth=1.0)
     ax.set_yticks([t for t, _ in ticks], [label(n, 28) for _, n in ticks], fontsize=8)
     ax.set_xlabel(f"Time since the {what.split(' (')[0]} start ({unit})" if one else
-                  f"Time since the first {'task' if trace.tasks is not None else 'API call'} ({unit})")
+                  f"Time since the window's start ({unit})" if window else
+                  f"Time since the first {'task' if trace.tasks is not None else 'API call'} ({unit}): the "
+                  f"run's start, the origin of --start / --end")
     ax.grid(axis="x", alpha=0.3)
     if handles:
         fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.855, 0.90), fontsize=8, title="Colour",
@@ -553,7 +641,8 @@ def plot_gantt(data: Data, path: str, iteration: Optional[int]) -> str:
     merged = any(lanes.merged_from for _, lanes, _ in sides)
     sub = (f"{what.split(' (')[0]}: {fmt_us(hi - lo)} between the dashed lines" if one else
            f"span {fmt_us(hi - lo)}") + (" · " + " · ".join(notes) if notes else "") + \
-        (" (bars < 1 px apart merged; paler = less busy)" if merged else "") + f"     [{sources}]"
+        (" (bars < 1 px apart merged; paler = less busy; --start/--end µs zoom in)" if merged else "") + \
+        (f" · {plural(labelled, 'bar')} labelled" if labelled else "") + f"     [{sources}]"
     title(fig, f"Host APIs and device streams, {what} — {data.name}", sub)
     save(fig, path)
     return f"{what}, {plural(len(ticks), 'lane')}" + (f"; {'; '.join(notes)}" if notes else "")
@@ -566,7 +655,29 @@ def _pipe(column: str) -> Tuple[str, bool]:
     return re.sub(r"_ratio$", "", name), vector
 
 
+PIPE_ORDER = ("mac", "cube", "vec", "scalar", "mte1", "mte2", "mte3", "fixpipe", "icache")
+MAX_CELL_TEXTS = 900   # cells written with their value; larger heatmaps show colours only
+
+
+def _ratio_order(column: str) -> Tuple[int, int, str]:
+    """AI Core ratios first, then AI Vector Core ones; pipes in PIPE_ORDER, the rest by name."""
+    pipe, vector = _pipe(column)
+    head = pipe.split("_")[0]
+    return (int(vector), PIPE_ORDER.index(head) if head in PIPE_ORDER else len(PIPE_ORDER), column)
+
+
+def limiting(values: np.ndarray) -> np.ndarray:
+    """The column of each row's largest ratio (its limiting pipe), -1 for a row with none."""
+    filled = np.where(np.isnan(values), -np.inf, values)
+    best = np.argmax(filled, axis=1) if values.shape[1] else np.zeros(len(values), dtype=np.int64)
+    return np.where(np.isfinite(filled.max(axis=1)) if values.shape[1] else False, best, -1)
+
+
 def plot_pmu(data: Data, path: str, top: int) -> str:
+    """A heatmap: one row per top operator, one column per PMU ratio, the cell's colour and text its
+    value; the row's largest ratio (the pipe that limits the operator) is framed and named at the
+    right. Pipes run in parallel, so ratios are not added up."""
+    from matplotlib.patches import Rectangle
     ops = data.tables.op_rows
     assert ops is not None
     ratios = T.pmu_ratio_columns(ops)
@@ -574,29 +685,47 @@ def plot_pmu(data: Data, path: str, top: int) -> str:
     has = totals[ratios].fillna(0.0).sum(axis=1) > 0
     n = top if top else MAX_BARS
     rows = totals[has].head(n).reset_index(drop=True)
+    used = sorted((c for c in ratios if rows[c].fillna(0.0).gt(0).any()), key=_ratio_order)
+    values = rows[used].to_numpy(np.float64) if used else np.zeros((len(rows), 0))
     fig = new_figure("pmu")
-    ax = fig.add_axes((0.33, 0.08, 0.49, 0.82))
-    used = [c for c in ratios if rows[c].fillna(0.0).gt(0).any()]
-    y = np.arange(len(rows))
-    base = np.zeros(len(rows))
-    spare = iter(c for c in PALETTE if c not in PIPE_COLORS.values())
-    for c in used:   # one call per metric column (a dozen at most)
-        pipe, vector = _pipe(c)
-        color = PIPE_COLORS.get(pipe.split("_")[0]) or next(spare, OTHER_COLOR)
-        values = rows[c].fillna(0.0).to_numpy(np.float64)
-        ax.barh(y, values, left=base, color=color, height=0.7, hatch="//" if vector else None,
-                edgecolor="white", linewidth=0.5, label=c)
-        base += values
-    names = [f"{label(n, 48)}  [{t.split('/')[0]}]" for n, t in zip(rows[T.OP_NAME], rows[T.TASK_TYPE])]
-    ax.set_yticks(y, names, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlim(0, max(1.0, float(base.max()) * 1.15 if len(base) else 1.0))
-    ax.set_xlabel("Ratio of the core's busy time (pipes run in parallel, so a bar may exceed 1)")
-    ax.grid(axis="x", alpha=0.3)
-    fig.legend(loc="upper left", bbox_to_anchor=(0.83, 0.90), fontsize=8, title="PMU ratio", frameon=False)
+    ax = fig.add_axes((0.30, 0.06, 0.50, 0.76))
+    top_value = max(1.0, float(np.nanmax(values)) if values.size and not np.isnan(values).all() else 1.0)
+    import matplotlib
+    cmap = matplotlib.colormaps["YlOrRd"].with_extremes(bad="#eeeeee")   # grey: no value
+    image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0.0, vmax=top_value, aspect="auto",
+                      interpolation="nearest")
+    limit = limiting(values)
+    small = len(rows) * len(used) <= MAX_CELL_TEXTS
+    size = 8 if len(rows) <= 25 else 6
+    for r in range(len(rows)):
+        c = int(limit[r])
+        if c >= 0:   # the limiting pipe: framed
+            ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="#000000", linewidth=2.2))
+        if small:
+            for col in range(len(used)):
+                v = values[r, col]
+                if v == v:
+                    ax.text(col, r, f"{v:.2f}", ha="center", va="center", fontsize=size,
+                            fontweight="bold" if col == c else "normal",
+                            color="white" if v > 0.6 * top_value else "#222222")
+    ax.set_xticks(np.arange(len(used)), [c.replace("_ratio", "") for c in used], rotation=40, ha="left",
+                  fontsize=8)
+    ax.xaxis.tick_top()
+    names = [f"{label(n, 44)}  [{t.split('/')[0]}]" for n, t in zip(rows[T.OP_NAME], rows[T.TASK_TYPE])]
+    ax.set_yticks(np.arange(len(rows)), names, fontsize=size)
+    for r in range(len(rows)):   # the limiting pipe named right of the row
+        c = int(limit[r])
+        if c >= 0:
+            ax.text(len(used) - 0.5 + 0.15, r, f"{used[c].replace('_ratio', '')} {values[r, c]:.2f}",
+                    ha="left", va="center", fontsize=size, color="#000000", clip_on=False)
+    ax.text(len(used) - 0.5 + 0.15, -0.9, "limiting pipe", ha="left", va="bottom", fontsize=8,
+            fontweight="bold", clip_on=False)
+    bar = fig.add_axes((0.93, 0.06, 0.015, 0.76))
+    fig.colorbar(image, cax=bar).set_label("ratio of the core's busy time", fontsize=8)
     title(fig, f"AI Core PMU ratios of the top {len(rows)} operators by total time — {data.name}",
-          f"mean over each operator's tasks; hatched: AI Vector Core ratios; {int((~has).sum())} operators "
-          f"without PMU data left out     [{data.source('op_summary')}]")
+          f"mean over each operator's tasks; framed: the highest ratio of the row, the pipe that limits it; "
+          f"aiv_: AI Vector Core; {int((~has).sum())} operators without PMU data left out     "
+          f"[{data.source('op_summary')}]")
     save(fig, path)
     return f"{plural(len(rows), 'operator')}, {plural(len(used), 'ratio')}"
 
@@ -660,22 +789,29 @@ def collection_data(found: T.Found, diag: Diagnostics) -> Data:
 
 
 def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optional[int] = None,
-         diag: Optional[Diagnostics] = None) -> List[str]:
+         diag: Optional[Diagnostics] = None, start: Optional[float] = None, end: Optional[float] = None) -> List[str]:
     """Draw every plot kind for each collection at or below `path`; returns one line per file
     written (`Wrote <file>: <what>`) and per kind skipped (`Skipped <kind>: <why>`).
 
     out: the output folder (default DEFAULT_OUT below the current directory); with several
     collections each gets a sub-folder. top: bars in the operator charts (0: all, up to MAX_BARS).
-    iteration: the iteration the Gantt shows (default: the median-length one, or the whole run)."""
+    iteration: the iteration the Gantt shows (default: the median-length one, or the whole run).
+    start, end: instead, the Gantt's window in µs after the run's start (its first device task, or
+    first API call without tasks); either may be left out."""
     if top < 0:
         raise BadOption(f"--top {top}: expected 0 (all, up to {MAX_BARS}) or a positive number of bars")
     if iteration is not None and iteration < 0:
         raise BadOption(f"--iteration {iteration}: expected an iteration number")
+    if iteration is not None and (start is not None or end is not None):
+        raise BadOption("--iteration and --start/--end both choose the Gantt's window: give one of them")
+    for name, value in (("--start", start), ("--end", end)):
+        if value is not None and not (value >= 0 and np.isfinite(value)):
+            raise BadOption(f"{name} {value:g}: expected µs after the run's start, 0 or more")
     require_matplotlib()
     diag = diag if diag is not None else Diagnostics()
     found = T.discover(path)
     if not found:
-        raise NoData(f"no profiling data here or below; looked for {T.LOOKED_FOR}", path=path)
+        raise NoCollection(f"no profiling data here or below; looked for {T.LOOKED_FOR}", path=path)
     out = out if out is not None else os.path.join(os.getcwd(), DEFAULT_OUT)
     dirs = _out_dirs([f.path for f in found], path, out)
     lines: List[str] = []
@@ -695,7 +831,7 @@ def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optio
             elif kind == "op_types":
                 what = plot_op_types(data, target, top)
             elif kind == "gantt":
-                what = plot_gantt(data, target, iteration)
+                what = plot_gantt(data, target, iteration, start, end)
             elif kind == "pmu":
                 what = plot_pmu(data, target, top)
             else:

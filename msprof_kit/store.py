@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import hashlib
 import json
 import os
@@ -22,6 +23,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import zlib
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
@@ -43,6 +45,12 @@ CACHE_NAME = "msprof-kit"  # the per-user cache folder's name, in $XDG_CACHE_HOM
 STORE_VERSION = 1  # PRAGMA user_version of the stores this msprof-kit writes and reads
 APPLICATION_ID = 0x4D534B54  # PRAGMA application_id of a store ("MSKT")
 NO_STORE = "there is no store"
+# A unified DB msprof-kit exported says which store it was made from, in its header (no table or
+# row of the reference's schema changes): application_id DB_APPLICATION_ID, and user_version the
+# store's identity (`store_identity`). `current_db` reads them back, so that a second `export db`
+# does not write an identical second file (docs/store.md, "Exporting the unified DB once").
+DB_APPLICATION_ID = 0x4D534B44  # "MSKD"
+UNIFIED_DB_GLOB = "msprof_" + "[0-9]" * 14 + ".db"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 # errors that say a file cannot be written, whatever file it is (others, such as EIO, count when the
 # file is the output's or beside it)
@@ -963,6 +971,34 @@ def import_warnings(collection_path: str) -> Tuple[int, List[str]]:
         conn.close()
 
 
+def store_identity(collection_path: str) -> int:
+    """A number that changes whenever the store is written again: a CRC-32 (31 bits, to fit
+    sqlite's signed user_version) of the store file's device, inode, size and modification time
+    in ns. An import replaces the store by a rename, so every import gives a new identity."""
+    st = os.stat(store_path(collection_path))
+    return zlib.crc32(f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}".encode()) & 0x7FFFFFFF
+
+
+def current_db(collection_path: str) -> Optional[str]:
+    """The newest `msprof_{ts}.db` at the collection root when msprof-kit made it from the store as
+    it is now (its header names the store's identity) and it is newer than the store; else None."""
+    found = sorted(glob.glob(os.path.join(glob.escape(output_root(collection_path)), UNIFIED_DB_GLOB)))
+    if not found or not os.path.isfile(store_path(collection_path)):
+        return None
+    newest = found[-1]
+    try:
+        conn = sqlite3.connect(_uri(newest) + "?mode=ro", uri=True)
+        try:
+            app = conn.execute("PRAGMA application_id").fetchone()[0]
+            made_from = conn.execute("PRAGMA user_version").fetchone()[0]
+        finally:
+            conn.close()
+        newer = os.stat(newest).st_mtime_ns >= os.stat(store_path(collection_path)).st_mtime_ns
+    except (sqlite3.Error, OSError):  # unreadable or not a database: not current, written anew
+        return None
+    return newest if app == DB_APPLICATION_ID and made_from == store_identity(collection_path) and newer else None
+
+
 def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
     """Write `msprof_{ts}.db` at the collection root from the store's unified tables.
 
@@ -974,6 +1010,7 @@ def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
         present = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         info = dict(src.execute("SELECT name, value FROM KIT_INFO WHERE deviceId = -1").fetchall()) \
             if "KIT_INFO" in present else {}
+        made_from = store_identity(collection_path)
         out = db_path(output_root(collection_path), stamp or time.strftime("%Y%m%d%H%M%S"))
         with TableWriter(out) as dest:
             dest.attach(store_path(collection_path))
@@ -985,6 +1022,8 @@ def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
                     dest.copy(name, cols)
             if info.get("pmu_prefixed") == "1" and "KIT_COLUMNS" in present and "STRING_IDS" in present:
                 _put_long_pmu(dest, src)
+            dest.conn.execute(f"PRAGMA application_id = {DB_APPLICATION_ID}")   # made from this store
+            dest.conn.execute(f"PRAGMA user_version = {made_from}")
     finally:
         src.close()
     return out

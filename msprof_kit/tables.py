@@ -33,7 +33,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from . import importer, store
-from .errors import Diagnostics, MsprofKitError, NoData, NotACollection, PathNotFound, UnreadableFile
+from .errors import Diagnostics, MsprofKitError, NoCollection, NoData, NotACollection, PathNotFound, UnreadableFile
 from .exporters.summary import pmu_header
 from .layout import find_collections
 
@@ -340,7 +340,7 @@ def newest(path: str) -> Found:
     """The most recently modified collection at or below `path`."""
     found = discover(path)
     if not found:
-        raise NotACollection(f"no profiling collection here or below; looked for {LOOKED_FOR}", path=path)
+        raise NoCollection(f"no profiling collection here or below; looked for {LOOKED_FOR}", path=path)
     return max(found, key=lambda f: (f.mtime, f.path))
 
 
@@ -799,7 +799,7 @@ def read_tables(path: str, diag: Diagnostics, reports: Sequence[str] = REPORTS) 
     names the directory and what was looked for when nothing there is usable."""
     found = discover(path)
     if not found:
-        raise NotACollection(f"no profiling data here or below; looked for {LOOKED_FOR}", path=path)
+        raise NoCollection(f"no profiling data here or below; looked for {LOOKED_FOR}", path=path)
     out = [load(f, diag, reports) for f in found]
     if not any(t.table(r) is not None for t in out for r in reports):
         what = " / ".join(reports)

@@ -123,7 +123,7 @@ def test_unknown_platform_version(prof, capsys):
 def test_not_a_collection(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("hello")
     code, _, err = run(["import", "-dir", str(tmp_path)], capsys)
-    assert code == 2
+    assert code == 4  # a folder without data is "no data" under every command (README)
     assert err == f"Error: {tmp_path}: not a profiling collection: expected host/ or device_N/ directories " \
                   f"holding info.json and data/, or folders (PROF_xxx) that hold them\n"
 

@@ -189,14 +189,33 @@ def test_the_soc_guide_case(tmp_path, monkeypatch):
     result = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(b, Diagnostics()), "type")
     e2e = result.e2e.set_index(C.METRIC)
     assert e2e.loc["aclmdlExecute (acl): total", C.DELTA] == pytest.approx(-2000.0)
-    # by name, each Mish op is matched with the LeakyRelu op that replaced it
+    # by name, an op whose type changed is one removed and one added (issue 22 item 6: ops of
+    # different types are never paired, whatever their names share)
     by_name = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(b, Diagnostics()), "name")
-    swapped = by_name.rows[by_name.rows[C.MATCH] == C.TYPE_CHANGED]
-    assert len(swapped) == 3   # ops 4, 11, 18
-    assert set(swapped["OP Type"]) == {"Mish → LeakyRelu"}
-    assert (swapped[C.RATIO] == 0.5).all()
-    assert "Default/network-Net/layer1/Mish-op4 → Default/network-Net/layer1/LeakyRelu-op4" in set(swapped["Op Name"])
-    assert not by_name.rows[C.MATCH].isin([C.ONLY_A, C.ONLY_B]).any()
+    rows = by_name.rows.set_index("Op Name")
+    mish = [n for n in rows.index if "/Mish-" in n]
+    leaky = [n for n in rows.index if "/LeakyRelu-" in n]
+    assert len(mish) == 3 and len(leaky) == 3   # ops 4, 11, 18
+    assert set(rows.loc[mish, C.MATCH]) == {C.ONLY_A} and set(rows.loc[leaky, C.MATCH]) == {C.ONLY_B}
+    assert not any("→" in str(t) for t in by_name.rows["OP Type"])
+
+
+def test_ops_of_different_types_are_never_paired():
+    """Issue 22 item 6: `.../Mul_131` and `.../FlashAttentionScore_131` were paired as "type
+    changed" (119 of 147 matches on a synthetic pair); now they are one removed and one added."""
+    import pandas as pd
+    a_types = ["Mul", "Add", "MatMul"] * 49
+    b_types = ["FlashAttentionScore", "Add", "MatMul"] * 49
+    a = pd.DataFrame({"key": [f"model/layer{i // 3}/{t}_{i}" for i, t in enumerate(a_types)], "OP Type": a_types,
+                      "Task Type": "AI_CORE", "First Start(us)": np.arange(147.0)})
+    b = pd.DataFrame({"key": [f"model/layer{i // 3}/{t}_{i}" for i, t in enumerate(b_types)], "OP Type": b_types,
+                      "Task Type": "AI_CORE", "First Start(us)": np.arange(147.0) + 0.5})
+    pairs = C.match(a, b, "name")
+    both = pairs[(pairs["ia"] >= 0) & (pairs["ib"] >= 0)]
+    assert len(both) == 98 and set(both["how"]) == {C.SAME_NAME}
+    assert (a["OP Type"].to_numpy()[both["ia"]] == b["OP Type"].to_numpy()[both["ib"]]).all()
+    assert (pairs["how"] == C.ONLY_A).sum() == 49 and (pairs["how"] == C.ONLY_B).sum() == 49
+    assert set(a["OP Type"].to_numpy()[pairs.loc[pairs["how"] == C.ONLY_A, "ia"]]) == {"Mul"}
 
 
 def test_renumbered_ops_are_matched_in_order():

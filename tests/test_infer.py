@@ -498,6 +498,22 @@ def test_absent_msprof_switches_to_acl_json_mode(emu, no_msprof, work):
     assert emu.call_names().count("acl.mdl.execute") == 2             # no input: the warm-up stays
 
 
+def test_the_emulators_collection_is_not_offered_to_import(emu, no_msprof, work, capsys):
+    """Issue 22 item 5f: the emulator's PROF_xxx holds no records; the summary does not suggest
+    importing it, and import, asked all the same, says why it refuses in one line."""
+    result = inf.infer("model.om", output="out", profiler=True)
+    text = inf.render_summary(result)
+    assert "msprof-kit import" not in text
+    assert "the emulator's PROF_xxx is synthetic and holds no profiling records, so there is nothing to import" \
+        in text
+    prof = result.prof_dirs[0]
+    capsys.readouterr()
+    assert cli.main(["import", "-dir", prof]) == 3
+    err = capsys.readouterr().err
+    assert err == f"Error: {prof}: no info.json names a platform_version: written by msprof-kit's pyACL emulator " \
+                  f"({MARKER}), it is synthetic and holds no profiling records to import\n"
+
+
 def test_an_acl_json_with_other_settings_is_not_overwritten(emu, no_msprof, work):
     (work / "out").mkdir()
     (work / "out" / "acl.json").write_text('{"err_msg_mode": "1"}')

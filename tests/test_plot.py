@@ -15,7 +15,8 @@ from msprof_kit import tables as T
 from msprof_kit.errors import BadOption, Diagnostics, InvalidIteration
 
 from realdata import REAL, copy_real
-from conftest import GOLDEN, copy_input, needs_shared, tree_hashes
+from conftest import GOLDEN, copy_input, needs_shared, run, tree_hashes
+import synth
 
 # matplotlib is an install requirement (setup.cfg install_requires); skip only where it is not there yet
 pytest.importorskip("matplotlib", reason="matplotlib is not installed (setup.cfg install_requires lists it)")
@@ -312,3 +313,125 @@ def test_the_cli_reports_a_bad_iteration_in_one_line(tmp_path, capsys):
     code = cli.main(["plot", "-dir", prof, "--out", str(tmp_path / "png"), "--iteration", "99"])
     err = capsys.readouterr().err
     assert code != 0 and err.startswith("Error: ") and err.count("\n") == 1
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 22 item 6: charts that answer profiling questions
+
+
+@pytest.fixture()
+def figures(monkeypatch):
+    """The figures `save` is given, by file name, instead of writing them."""
+    drawn = {}
+
+    def keep(fig, path):
+        drawn[os.path.basename(path)] = fig
+        return path
+    monkeypatch.setattr(P, "save", keep)
+    return drawn
+
+
+def _legend_colours(fig):
+    """label -> RGBA of every legend patch of a figure (figure and axes legends)."""
+    from matplotlib.colors import to_rgba
+    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    out = {}
+    for legend in legends:
+        for patch, text in zip(legend.get_patches(), legend.get_texts()):
+            out[text.get_text()] = to_rgba(patch.get_facecolor())
+    return out
+
+
+@needs_shared
+def test_a_task_type_has_one_colour_in_every_chart_and_run(tmp_path, figures):
+    from matplotlib.colors import to_rgba
+    seen = {}
+    for case in ("910b_mixed", "910b_steps"):
+        prof = copy_input(case, str(tmp_path / case))
+        figures.clear()
+        P.plot(prof, str(tmp_path / "out"), top=10, diag=Diagnostics())
+        for name in ("top_operators.png", "time_by_type.png", "gantt.png"):
+            for kind, colour in _legend_colours(figures[name]).items():
+                seen.setdefault(kind, set()).add(colour)
+    assert {"AI_CORE", "AI_VECTOR_CORE"} <= set(seen)
+    assert all(len(colours) == 1 for colours in seen.values()), seen
+    assert seen["AI_VECTOR_CORE"] == {to_rgba(P.TASK_TYPE_COLORS["AI_VECTOR_CORE"])}
+    assert P.type_color("SOME_NEW_TYPE") == P.type_color("SOME_NEW_TYPE") in P.EXTRA_COLORS
+
+
+def _overlaps(a, b):
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+@needs_shared
+def test_legends_cover_no_bar_label(tmp_path, figures):
+    figs = []
+    for case, top in (("910b_mixed", 20), ("910b_mixed", 3), ("910b_steps", 0), ("synth", 10)):
+        prof = synth.write_collection(str(tmp_path / "synth"), n_tasks=12, seed=4) if case == "synth" else \
+            copy_input(case, str(tmp_path / f"{case}{top}"))
+        P.plot(prof, str(tmp_path / "out"), top=top, diag=Diagnostics())
+        figs += [(f"{case} --top {top}: {name}", figures[name]) for name in ("top_operators.png", "time_by_type.png")]
+    for name, fig in figs:
+        renderer = fig.canvas.get_renderer()
+        fig.draw(renderer)
+        legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+        assert legends
+        labels = [t for ax in fig.axes for t in ax.texts]
+        bars = [p for ax in fig.axes for p in ax.patches]
+        assert labels and bars
+        for legend in legends:
+            box = legend.get_window_extent(renderer)
+            assert not any(_overlaps(box, t.get_window_extent(renderer)) for t in labels), name
+            assert not any(_overlaps(box, p.get_window_extent(renderer)) for p in bars), name
+
+
+@needs_shared
+def test_pmu_heatmap_frames_each_operators_limiting_pipe(tmp_path, figures):
+    from matplotlib.image import AxesImage
+    from matplotlib.patches import Rectangle
+    prof = copy_input("910b_mixed", str(tmp_path / "in"))
+    P.plot(prof, str(tmp_path / "out"), top=12, diag=Diagnostics())
+    fig = figures["pmu_ratios.png"]
+    ax = fig.axes[0]
+    image = [a for a in ax.get_children() if isinstance(a, AxesImage)][0]
+    values = np.ma.filled(image.get_array(), np.nan)
+    assert values.shape == (12, 9) and np.nanmax(values) <= 1.0   # ratios side by side, never summed
+    frames = sorted((int(round(p.get_y() + 0.5)), int(round(p.get_x() + 0.5))) for p in ax.patches
+                    if isinstance(p, Rectangle) and not p.get_fill())
+    assert frames == [(r, int(np.nanargmax(values[r]))) for r in range(12)]
+    named = [t.get_text() for t in ax.texts if t.get_position()[0] > values.shape[1] - 0.5]
+    columns = [t.get_text() for t in ax.get_xticklabels()]
+    assert "limiting pipe" in named
+    for r in range(12):
+        c = int(np.nanargmax(values[r]))
+        assert f"{columns[c]} {values[r, c]:.2f}" in named
+    assert P.limiting(np.array([[0.1, 0.5, np.nan], [np.nan, np.nan, np.nan]])).tolist() == [1, -1]
+
+
+def test_gantt_window_labels_ops_in_a_run_without_iterations(tmp_path, figures):
+    prof = synth.write_collection(str(tmp_path / "in"), chip="910B", n_tasks=3000, seed=2)
+    whole = P.plot(prof, str(tmp_path / "out"), top=5, diag=Diagnostics())
+    gantt = [line for line in whole if "gantt.png" in line][0]
+    assert ": the whole run, " in gantt and "tasks →" in gantt   # merged: no room for labels
+    ops = set(T.read_trace(T.discover(prof)[0], Diagnostics(), ("tasks",)).tasks[T.OP_NAME].astype(str))
+    labels = [t.get_text() for t in figures["gantt.png"].axes[0].texts]
+    assert not any(text in ops or (text.endswith("…") and any(o.startswith(text[:-1]) for o in ops))
+                   for text in labels)
+    lines = P.plot(prof, str(tmp_path / "out"), top=5, diag=Diagnostics(), start=100.0, end=400.0)
+    gantt = [line for line in lines if "gantt.png" in line][0]
+    assert ": the window 100 µs to 400 µs, " in gantt and "→" not in gantt
+    labels = [t.get_text() for t in figures["gantt.png"].axes[0].texts]
+    whole_names = [text for text in labels if text in ops]
+    cut_names = [text for text in labels if text.endswith("…") and any(o.startswith(text[:-1]) for o in ops)]
+    assert len(whole_names) + len(cut_names) >= 2, labels   # op names, cut to their bar when longer
+
+
+def test_gantt_window_options_are_checked(tmp_path, capsys):
+    prof = synth.write_collection(str(tmp_path / "in"), chip="910B", n_tasks=40, seed=2)
+    out = str(tmp_path / "out")
+    for argv, text in ((["--start", "5", "--end", "5"], "expected a window whose end is after its start"),
+                       (["--start", "1e12"], "has no task or API call between"),
+                       (["--start", "-1"], "--start -1: expected µs after the run's start"),
+                       (["--iteration", "1", "--start", "0"], "--iteration and --start/--end both choose")):
+        code, _, err = run(["plot", "-dir", prof, "--out", out, *argv], capsys)
+        assert code == 1 and text in err and err.count("\n") == 1, err

@@ -102,9 +102,12 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
             from .timeline import write_timeline
             write_timeline(ctx)
         else:
-            from .summary import write_summary
+            from .summary import summary_flavour, write_summary
             write_summary(ctx, fmt)
             write_step_trace_csv(ctx)
+            if fmt == "json" and summary_flavour(ctx) == "cpp" and any(p.endswith(".csv") for p in ctx.written):
+                diag.warn(f"{coll.path}: --format json: on the 910B family msprof's C++ exporters write the "
+                          "summaries as CSV whatever the format, and so does msprof-kit (docs/exports.md)")
         if db is not None:  # its failure is this export's failure, before anything is kept
             with ctx.progress.phase(f"{label(coll.path)}: the unified DB"):
                 written.append(db.result())
