@@ -15,7 +15,6 @@ files of a collection fall in these groups (`Files`):
 """
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import os
 import random
@@ -28,6 +27,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from users import RunAs
 
 #: what the tool writes into a collection; the raw-tree check leaves these out (top level only)
 OUTPUT_DIRS = ("sqlite", "mindstudio_profiler_output", "mindstudio_profiler_log", "summary", "timeline")
@@ -433,37 +434,12 @@ class Command:
     seconds: float
 
 
-@dataclass
-class RunAs:
-    """Who runs the CLI: another user (uid, gid), or root without the capabilities that let it read
-    any file (`drop_dac`: CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH out of the bounding set before the
-    exec, so the interpreter starts without them)."""
-
-    uid: Optional[int] = None
-    gid: Optional[int] = None
-    drop_dac: bool = False
-
-
-PR_CAPBSET_DROP = 24
-CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
 def _preexec(who: Optional[RunAs]) -> Callable[[], None]:
     def preexec() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if who is None:
-            return
-        if who.drop_dac:
-            for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
-                if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-                    raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-        if who.gid is not None:
-            os.setgroups([])
-            os.setgid(who.gid)
-        if who.uid is not None:
-            os.setuid(who.uid)
+        if who is not None:
+            who.apply()
     return preexec
 
 

@@ -25,22 +25,20 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import random
 import re
-import secrets
 import shutil
 import stat
-import subprocess
 import tempfile
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 import mutation as M
 from conftest import GOLDEN, needs_shared
 from synth_job import write_job
+from users import RunAs, bound_by_permissions
 
 SEED = int(os.environ.get("MSPROF_KIT_MUTATION_SEED", "21"))
 RUNS = int(os.environ.get("MSPROF_KIT_MUTATION_RUNS", "1"))
@@ -156,39 +154,14 @@ class _Printer:
 # --- 'unreadable' as another user ----------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def run_as(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Optional[M.RunAs]]:
-    """Who runs the CLI for `unreadable`. Not root: the suite's own user (None). Root: a throwaway
-    user (useradd, userdel afterwards) when that user can start this interpreter; else (an
-    interpreter under /root, say) root without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH, which reads
-    a mode-000 file exactly as a non-root owner does (EACCES)."""
-    if os.geteuid() != 0:
-        yield None
-        return
-    name = "mskm" + secrets.token_hex(4)
-    made = None
-    if shutil.which("useradd") and shutil.which("userdel"):
-        made = subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                              capture_output=True)
-    try:
-        if made is not None and made.returncode == 0:
-            entry = pwd.getpwnam(name)
-            who = M.RunAs(entry.pw_uid, entry.pw_gid)
-            try:
-                usable = M.run_cli(["--help"], TIMEOUT, who, cwd="/").code == 0
-            except OSError:  # cannot execute the interpreter (e.g. under /root)
-                usable = False
-            if usable:
-                yield who
-                return
-        who = M.RunAs(drop_dac=True)
+def run_as() -> Iterator[Optional[RunAs]]:
+    """Who runs the CLI for `unreadable`: one whom a mode-000 file stops (tests/users.py)."""
+    def runs(who: RunAs) -> Tuple[bool, str]:
         probe = M.run_cli(["--help"], TIMEOUT, who, cwd="/")
-        if probe.code != 0:
-            pytest.skip("running as root, and neither a throwaway user nor root without CAP_DAC_OVERRIDE "
-                        f"can run the CLI: {probe.stderr.strip()[-300:]}")
+        return probe.code == 0, probe.stderr
+
+    with bound_by_permissions("mskm", runs) as who:
         yield who
-    finally:
-        if made is not None and made.returncode == 0:
-            subprocess.run(["userdel", name], check=False, capture_output=True)
 
 
 # --- the test ------------------------------------------------------------------------------------
@@ -208,7 +181,7 @@ def _last_line(text: str) -> str:
 @pytest.mark.parametrize("kind", list(M.KINDS))
 def test_damaged_input(kind: str, source: str, rep: int, inputs: Inputs, summary: List[dict],
                        request: pytest.FixtureRequest, tmp_path) -> None:
-    who: Optional[M.RunAs] = request.getfixturevalue("run_as") if kind == "unreadable" else None
+    who: Optional[RunAs] = request.getfixturevalue("run_as") if kind == "unreadable" else None
     user = who if who is not None and who.uid is not None else None
     base = inputs.baseline(source)
     if user is not None:  # a folder the other user can reach (pytest's basetemp is 0700)

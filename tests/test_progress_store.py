@@ -11,11 +11,8 @@ tests/test_mutation.py's `run_as` does. The collection is a copy made read-only 
 """
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import os
-import pwd
-import secrets
 import select
 import shutil
 import struct
@@ -30,6 +27,7 @@ import pytest
 
 import synth
 from conftest import tree_hashes
+from users import RunAs, bound_by_permissions
 
 from msprof_kit import progress, store
 
@@ -94,10 +92,10 @@ def run_on_terminal(args: List[str], env: Optional[Dict[str, str]] = None, cwd: 
 
 
 def run_piped(args: List[str], env: Optional[Dict[str, str]] = None,
-              who: Optional["RunAs"] = None, cwd: Optional[str] = None) -> subprocess.CompletedProcess:
+              who: Optional[RunAs] = None, cwd: Optional[str] = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "msprof_kit", *args], capture_output=True, text=True,
                           timeout=TIMEOUT, env=env or _env(), cwd=cwd,
-                          preexec_fn=who.preexec if who is not None else None)
+                          preexec_fn=who.apply if who is not None else None)
 
 
 @pytest.fixture(scope="module")
@@ -210,61 +208,15 @@ def test_reporter_choice():
 
 # --- read-only collections -----------------------------------------------------------------------
 
-PR_CAPBSET_DROP = 24
-CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
-
-
-@dataclass
-class RunAs:
-    uid: Optional[int] = None
-    gid: Optional[int] = None
-    drop_dac: bool = False
-
-    def preexec(self) -> None:
-        if self.drop_dac:
-            libc = ctypes.CDLL(None, use_errno=True)
-            for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
-                if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-                    raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-        if self.gid is not None:
-            os.setgroups([])
-            os.setgid(self.gid)
-        if self.uid is not None:
-            os.setuid(self.uid)
-
-
 @pytest.fixture(scope="module")
-def reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Optional[RunAs]]:
-    """Who meets a mode-0555 collection as read-only. Not root: the suite's own user (None). Root: a
-    throwaway user when it can start this interpreter, else root without the DAC capabilities."""
-    if os.geteuid() != 0:
-        yield None
-        return
-    name = "mskp" + secrets.token_hex(4)
-    made = None
-    if shutil.which("useradd") and shutil.which("userdel"):
-        made = subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                              capture_output=True)
-    try:
-        if made is not None and made.returncode == 0:
-            entry = pwd.getpwnam(name)
-            who = RunAs(entry.pw_uid, entry.pw_gid)
-            try:
-                usable = run_piped(["--help"], who=who, cwd="/").returncode == 0
-            except OSError:  # cannot execute the interpreter (under /root, say)
-                usable = False
-            if usable:
-                yield who
-                return
-        who = RunAs(drop_dac=True)
+def reader() -> Iterator[Optional[RunAs]]:
+    """Who meets a mode-0555 collection as read-only: one whom permissions bind (tests/users.py)."""
+    def runs(who: RunAs) -> Tuple[bool, str]:
         probe = run_piped(["--help"], who=who, cwd="/")
-        if probe.returncode != 0:
-            pytest.skip("running as root, and neither a throwaway user nor root without CAP_DAC_OVERRIDE can "
-                        f"run the CLI: {probe.stderr.strip()[-300:]}")
+        return probe.returncode == 0, probe.stderr
+
+    with bound_by_permissions("mskp", runs) as who:
         yield who
-    finally:
-        if made is not None and made.returncode == 0:
-            subprocess.run(["userdel", name], check=False, capture_output=True)
 
 
 def _shared_folder(tmp_path, who: Optional[RunAs]) -> str:
