@@ -375,6 +375,10 @@ class Repeats:
 
     def __init__(self, record: Record) -> None:
         self.kind = np.dtype((np.void, record.size))
+        #: a 64-bit field (a time, a cycle count) compared first: only records equal there are
+        #: compared whole
+        fields = record.dtype.fields or {}
+        self.key = next((name for name, (dt, *_) in fields.items() if dt == np.dtype("<u8")), None)
         self.last: Optional[np.ndarray] = None
         self.count = 0
         self.first = -1
@@ -383,14 +387,22 @@ class Repeats:
         if len(arr) == 0:
             return arr, offsets
         raw = np.ascontiguousarray(arr).view(self.kind).ravel()
-        full = raw if self.last is None else np.concatenate([self.last, raw])
-        carried = len(full) - len(raw)
-        same = np.zeros(len(raw), dtype=bool)
+        n = len(raw)
+        key = raw.view(arr.dtype)[self.key] if self.key is not None else raw
+        same = np.zeros(n, dtype=bool)
         for lag in range(1, REPEAT_LAGS + 1):
-            lo = max(0, lag - carried)  # the first record with a record `lag` before it
-            if lo < len(raw):
-                same[lo:] |= full[carried + lo:] == full[carried + lo - lag:len(full) - lag]
-        self.last = full[-REPEAT_LAGS:].copy()
+            if lag < n:
+                hit = np.flatnonzero(key[lag:] == key[:-lag]) + lag
+                if len(hit) and self.key is not None:  # equal keys: the whole records decide
+                    hit = hit[raw[hit] == raw[hit - lag]]
+                same[hit] = True
+            if self.last is not None:  # the first records against the end of the chunk before
+                for i in range(min(lag, n)):
+                    j = len(self.last) - (lag - i)
+                    if j >= 0 and raw[i] == self.last[j]:
+                        same[i] = True
+        self.last = (raw[-REPEAT_LAGS:] if n >= REPEAT_LAGS or self.last is None
+                     else np.concatenate([self.last, raw])[-REPEAT_LAGS:]).copy()
         if not same.any():
             return arr, offsets
         if self.first < 0:
