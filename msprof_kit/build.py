@@ -231,13 +231,14 @@ class _Lookups(Dict[str, str]):
     end of the host's import naming how many there were and what `LOST` says of them."""
 
     LOST = ""
+    WHEN_EMPTY = True  #: warn of misses also when the table has no entry at all
 
     def __init__(self) -> None:
         super().__init__()
         self.misses: Set[Any] = set()
 
     def warn_misses(self, where: str, diag: Diagnostics) -> None:
-        if self.misses and (self or isinstance(self, HashTable)):
+        if self.misses and (self or self.WHEN_EMPTY):
             diag.warn(f"{where}: {len(self.misses)} {self.LOST.format(min(self.misses))}")
 
 
@@ -253,6 +254,7 @@ class TypeTable(_Lookups):
     has its own warning, so it adds none)."""
 
     LOST = "API or task types have no entry (e.g. {}); they are shown as numbers instead of names"
+    WHEN_EMPTY = False
 
     def name(self, key: str, default: str) -> str:
         got = self.get(key)
