@@ -10,6 +10,13 @@ The model of the data:
   iteration may run fewer); op k runs on stream 3 + k % 2 with task id `first_task_id + k // 2`
   (16 bits on the device: ids past 65535 wrap, and the op's full task id carries the wrap count
   in its high 16 bits); every 5th op is an AI CPU op, the others AI Core ops;
+* task ids: `per_stream` (the above: each stream numbers its own tasks, so both streams use the
+  same ids), `unique` (op k has `first_task_id + k`, one id per task on the device, as the
+  2020-era runtime gave them), or `some_shared` (as `unique`, but op k with k % 4 == 1 takes the
+  id of op k - 1, which runs on the other stream: those ids are on two streams);
+* `hwts_stream_offset`: added to the stream ids the HWTS log and the training trace write (not
+  the task descriptions, AI CPU records or AscendCL), as a 2020-era runtime wrote physical stream
+  ids (519, ...) beside the descriptions' logical ones (3, ...);
 * device counter at `hwts_mhz` (info.json `hwts_frequency`), starting at `T0_TICKS`; op k of
   iteration i starts at T0 + i * ITERATION_TICKS + k * OP_PERIOD_TICKS and lasts
   DURATION_TICKS + (k % 7) * 10 ticks; with no start_info the store keeps these times as
@@ -98,6 +105,7 @@ class JobPlan:
     step_task: np.ndarray
     step_syscnt: np.ndarray
     hashed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  #: op name via hash_dic
+    hwts_stream_offset: int = 0       #: added to stream ids in the HWTS log and training trace
 
     def tick_ns(self, ticks: np.ndarray) -> np.ndarray:
         return np.asarray(ticks, dtype=np.int64) * 1000 // self.hwts_mhz
@@ -112,18 +120,27 @@ class JobPlan:
         return side(self.op_inputs[k]) + side(self.op_outputs[k])
 
 
+TASK_IDS = ("per_stream", "unique", "some_shared")
+
+
 def plan_job(n_tasks: int = 40, *, device: int = 0, iterations: int = 2, hwts_mhz: int = 100,
-             first_task_id: int = 1, model_id: int = 0, seed: int = 0) -> JobPlan:
+             first_task_id: int = 1, model_id: int = 0, seed: int = 0, task_ids: str = "per_stream",
+             hwts_stream_offset: int = 0) -> JobPlan:
     """The content `write_job` writes with the same arguments."""
     if n_tasks < 1 or iterations < 1:
         raise ValueError("n_tasks and iterations must be positive")
+    if task_ids not in TASK_IDS:
+        raise ValueError(f"task_ids is one of {TASK_IDS}")
     n_ops = -(-n_tasks // iterations)
     if n_ops * OP_PERIOD_TICKS >= ITERATION_TICKS - 100_000:
         raise ValueError(f"{n_ops} ops do not fit one iteration; use more iterations")
     rng = np.random.default_rng(seed)
     k = np.arange(n_ops)
     stream = 3 + k % 2
-    full = first_task_id + k // 2  # past 65535 the high 16 bits count the wraps
+    if task_ids == "per_stream":
+        full = first_task_id + k // 2  # past 65535 the high 16 bits count the wraps
+    else:
+        full = first_task_id + np.where((k % 4 == 1) & (task_ids == "some_shared"), k - 1, k)
     ge_type = np.where(k % 5 == 4, GE_AI_CPU, GE_AI_CORE)
     op_type = [OP_TYPES[int(i) % len(OP_TYPES)] for i in k]
     names = [f"Default/network-Net/layer{int(i) // 4}/{t}-op{int(i)}" for i, t in zip(k, op_type)]
@@ -173,7 +190,7 @@ def plan_job(n_tasks: int = 40, *, device: int = 0, iterations: int = 2, hwts_mh
         api_name=api_name, api_sub=api_sub, api_type=api_type.astype(np.int64), api_start=api_s.astype(np.int64),
         api_end=api_e.astype(np.int64), step_tag=tags.astype(np.int64), step_stream=st.astype(np.int64),
         step_task=tk.astype(np.int64), step_syscnt=sc.astype(np.int64),
-        hashed=(k % 3 == 2))
+        hashed=(k % 3 == 2), hwts_stream_offset=hwts_stream_offset)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -211,7 +228,7 @@ def _hwts(plan: JobPlan) -> np.ndarray:
     arr["task_type"] = plan.op_ge_type[ops[who]]
     arr["task_id"] = low[who]
     arr["syscnt"] = when
-    arr["stream_id"] = plan.op_stream[ops[who]]
+    arr["stream_id"] = plan.op_stream[ops[who]] + plan.hwts_stream_offset
     arr["block_id"] = np.where(kind == 4, 1, 0)
     return arr
 
@@ -295,7 +312,7 @@ def _acl(plan: JobPlan, sub: str) -> np.ndarray:
 def _training_trace(plan: JobPlan) -> np.ndarray:
     arr = np.zeros(len(plan.step_tag), dtype=J.TRAINING_TRACE.dtype)
     arr["tag_id"] = plan.step_tag
-    arr["stream_id"] = plan.step_stream
+    arr["stream_id"] = np.where(plan.step_stream != 0, plan.step_stream + plan.hwts_stream_offset, 0)
     arr["task_id"] = plan.step_task
     arr["syscnt"] = plan.step_syscnt
     return arr
@@ -360,12 +377,12 @@ def _info_json(plan: JobPlan, platform_version: Optional[str]) -> Dict[str, obje
 def write_job(out_dir: str, n_tasks: int = 40, *, device: int = 0, iterations: int = 2, hwts_mhz: int = 100,
               first_task_id: int = 1, model_id: int = 0, framework: str = "binary", layout: str = "soc",
               done: bool = True, platform_version: Optional[str] = None, job_name: str = "JOB000001SYNTH",
-              seed: int = 0) -> str:
+              seed: int = 0, task_ids: str = "per_stream", hwts_stream_offset: int = 0) -> str:
     """Write a synthetic JOB folder under `out_dir` (created if needed); returns its path."""
     if framework not in ("binary", "text") or layout not in ("soc", "flat"):
         raise ValueError("framework is 'binary' or 'text'; layout is 'soc' or 'flat'")
     plan = plan_job(n_tasks, device=device, iterations=iterations, hwts_mhz=hwts_mhz, first_task_id=first_task_id,
-                    model_id=model_id, seed=seed)
+                    model_id=model_id, seed=seed, task_ids=task_ids, hwts_stream_offset=hwts_stream_offset)
     job = os.path.join(out_dir, job_name)
     data = os.path.join(job, "data") if layout == "soc" else job
     os.makedirs(data, exist_ok=True)
