@@ -4,7 +4,8 @@ What is read and what is assumed is described in docs/store.md ("JOB collections
 * HWTS task logs -> TASK (+ KIT_TASK): start/end records paired per (stream, task);
 * Framework op descriptions (binary GE reporter records, or the text `host.vm` files) ->
   COMPUTE_TASK_INFO (+ KIT_COMPUTE_TASK, their keys), linked to TASK rows by
-  (device, stream, task id, batch) through globalTaskId;
+  (device, stream, task id, batch) through globalTaskId, or by an unambiguous task id alone on a
+  device whose HWTS stream ids match none of the descriptions' (link_by_task_id);
 * AclModule records -> CANN_API at the acl level (+ KIT_API);
 * the training trace -> KIT_STEP_TRACE, the Framework points -> KIT_STEP_POINT;
 * DATA_PREPROCESS AI CPU records -> KIT_AICPU;
@@ -320,9 +321,95 @@ def _names(codes: np.ndarray, table: Dict[int, str]) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------
+# Names by task id, when the HWTS log numbers its streams differently
+
+TASK_KEY = ["device_id", "task_id", "batch"]
+REASONS = (("described", "described for several ops or streams"),
+           ("run", "run on several HWTS streams"),
+           ("mixed", "on an HWTS stream whose task ids name ops of several streams"))
+
+
+def link_by_task_id(ops: pd.DataFrame, tasks: pd.DataFrame, exact: np.ndarray) -> Tuple[np.ndarray, pd.DataFrame]:
+    """Ops of the device tasks that (stream, task id) cannot name, found by task id alone.
+
+    Applies to a device none of whose tasks matches a description by (stream, task id, batch): the
+    2020-era runtime wrote physical stream ids (519, ...) into the HWTS log and logical ones (3, ...)
+    into the task descriptions, so no pair matches. A task is then given the op whose (device, task
+    id, batch) it shares, only when that key is unambiguous on both sides: described by exactly one
+    op (one stream), run on exactly one HWTS stream, and that HWTS stream's other resolved task ids
+    point to ops of the same described stream. Anything else stays unlinked.
+
+    `exact`: per task, whether (stream, task id) already found its op. Returns the op row of each
+    task (-1: none) and, per device where the fallback applied, the counts: `resolved`, the
+    unresolved tasks by reason (`described`, `run`, `mixed`), and the stream ids of both sides."""
+    via = np.full(len(tasks), -1, dtype=np.int64)
+    report = pd.DataFrame(columns=["device_id", "resolved", *(r for r, _ in REASONS),
+                                   "hwts_streams", "desc_streams"])
+    if ops.empty or tasks.empty:
+        return via, report
+    dev = tasks["device_id"].to_numpy(dtype=np.int64)
+    matched = pd.Series(np.asarray(exact, dtype=bool)).groupby(dev).any()
+    devices = np.intersect1d(matched.index[~matched.to_numpy()], ops["device_id"].to_numpy(dtype=np.int64))
+    if not len(devices):
+        return via, report
+    mine = ops["device_id"].isin(devices).to_numpy()
+    o = ops.loc[mine, TASK_KEY + ["stream_id"]].astype(np.int64)
+    o = o.assign(row=np.flatnonzero(mine), n_desc=o.groupby(TASK_KEY)["stream_id"].transform("size"))
+    t = tasks.loc[np.isin(dev, devices), TASK_KEY + ["stream_id"]].astype(np.int64)
+    t = t.assign(pos=np.flatnonzero(np.isin(dev, devices)),
+                 n_run=t.groupby(TASK_KEY)["stream_id"].transform("nunique"))
+    cand = t.merge(o.drop_duplicates(TASK_KEY).rename(columns={"stream_id": "op_stream"}), on=TASK_KEY, how="inner")
+    described = cand["n_desc"].to_numpy() > 1
+    run = ~described & (cand["n_run"].to_numpy() > 1)
+    unique = ~described & ~run
+    # one HWTS stream carries one described stream's tasks: a stream whose unique ids name ops of
+    # several described streams contradicts that, and none of its tasks is named
+    spread = cand[unique].groupby(["device_id", "stream_id"])["op_stream"].nunique()
+    bad = spread.index[spread.to_numpy() > 1]
+    mixed = unique & pd.MultiIndex.from_frame(cand[["device_id", "stream_id"]]).isin(bad)
+    ok = unique & ~mixed
+    via[cand["pos"].to_numpy()[ok]] = cand["row"].to_numpy()[ok]
+    counts = pd.DataFrame({"device_id": cand["device_id"].to_numpy(), "resolved": ok, "described": described,
+                           "run": run, "mixed": mixed}).groupby("device_id").sum()
+    counts = counts.reindex(devices, fill_value=0)
+    hwts = tasks.groupby("device_id")["stream_id"].agg(["min", "max"]).reindex(devices)
+    desc = ops.groupby("device_id")["stream_id"].agg(["min", "max"]).reindex(devices)
+    report = counts.reset_index().rename(columns={"index": "device_id"}).astype(np.int64)
+    report["hwts_streams"] = [_span(a, b) for a, b in zip(hwts["min"].tolist(), hwts["max"].tolist())]
+    report["desc_streams"] = [_span(a, b) for a, b in zip(desc["min"].tolist(), desc["max"].tolist())]
+    return via, report
+
+
+def _span(lo: int, hi: int) -> str:
+    return str(int(lo)) if lo == hi else f"{int(lo)}-{int(hi)}"
+
+
+def _warn_task_id_names(report: pd.DataFrame, where: str, diag: Diagnostics, info: InfoRows) -> None:
+    """One warning per device where names were taken by task id (what was assumed and how many
+    tasks), and one more for the tasks left unnamed because their task id is ambiguous."""
+    for row in report.itertuples(index=False):
+        unresolved = {r: int(getattr(row, r)) for r, _ in REASONS}
+        left = sum(unresolved.values())
+        if not row.resolved and not left:
+            continue
+        device = int(row.device_id)
+        info += [(device, "names_by_task_id", str(int(row.resolved))), (device, "names_ambiguous", str(left))]
+        diag.warn(f"{where}: device {device}: the HWTS log's stream ids ({row.hwts_streams}) match none of the task "
+                  f"descriptions' ({row.desc_streams}); {int(row.resolved)} tasks named by task id alone, assuming "
+                  "a task id is unique on the device (described once and run on one HWTS stream)")
+        if left:
+            why = ", ".join(f"{n} {text}" for (r, text), n in zip(REASONS, unresolved.values()) if n)
+            diag.warn(f"{where}: device {device}: {left} tasks left N/A: their task id is ambiguous ({why}); "
+                      "no name is guessed")
+
+
+# ------------------------------------------------------------------------------------------------
 # Store tables
 
-def _put_tasks(ops: pd.DataFrame, tasks: pd.DataFrame, pid: int, strings: StringPool, put: Sink) -> None:
+def _put_tasks(ops: pd.DataFrame, tasks: pd.DataFrame, pid: int, strings: StringPool, put: Sink) -> pd.DataFrame:
+    """COMPUTE_TASK_INFO, KIT_COMPUTE_TASK, TASK and KIT_TASK. A task shares its op's globalTaskId
+    when (device, stream, task id, batch) match, or by task id alone (link_by_task_id). Returns
+    link_by_task_id's per-device counts."""
     op_gid, task_gid = global_ids(ops, tasks)
     if not ops.empty:
         n = len(ops)
@@ -344,8 +431,13 @@ def _put_tasks(ops: pd.DataFrame, tasks: pd.DataFrame, pid: int, strings: String
             "streamId": ops["stream_id"].to_numpy(dtype=np.int64), "taskId": ops["task_id"].to_numpy(dtype=np.int64),
             "batchId": ops["batch"].to_numpy(dtype=np.int64), "modelId": ops["model_id"].to_numpy(dtype=np.int64)}))
     if tasks.empty:
-        return
+        return pd.DataFrame()
     pos = pd.Index(op_gid).get_indexer(task_gid) if len(op_gid) else np.full(len(tasks), -1)
+    via, report = link_by_task_id(ops, tasks, pos >= 0)
+    found = via >= 0
+    pos[found] = via[found]
+    task_gid = task_gid.copy()
+    task_gid[found] = op_gid[via[found]]
     linked = pos >= 0
     at = np.clip(pos, 0, None)
     dev_type = tasks["dev_type"].to_numpy(dtype=object)
@@ -367,6 +459,7 @@ def _put_tasks(ops: pd.DataFrame, tasks: pd.DataFrame, pid: int, strings: String
         "batchId": tasks["batch"].to_numpy(dtype=np.int64), "requestId": np.full(n, -1, np.int64),
         "deviceTaskType": dev_type, "kernelName": np.full(n, "", dtype=object), "threadId": np.full(n, -1, np.int64),
         "matched": linked.astype(np.int64), "trackNs": np.full(n, -1, np.int64)})
+    return report
 
 
 Spans = List[Tuple[np.ndarray, np.ndarray]]  # (start ns, end ns) of what each table holds
@@ -508,7 +601,7 @@ def build_job(coll: Collection, diag: Diagnostics, put: Sink) -> InfoRows:
     ops, points = load_ops(layout, diag)
     tasks = load_tasks(layout, clocks, diag)
     spans: Spans = [(tasks["start_ns"].to_numpy(), tasks["end_ns"].to_numpy())] if not tasks.empty else []
-    _put_tasks(ops, tasks, int(pid_text), strings, put)
+    _warn_task_id_names(_put_tasks(ops, tasks, int(pid_text), strings, put), coll.path, diag, info)
     n_api = _put_apis(layout, clocks, strings, diag, put, spans)
     n_steps = _put_steps(layout, clocks, ops, diag, put, spans)
     if not points.empty:
