@@ -259,3 +259,59 @@ def test_error_job_is_one_located_error(tmp_path, capsys):
     # export imports first: the same error
     code, _, err = run(["export", "summary", "-dir", job], capsys)
     assert code != 0 and err.strip().splitlines() == lines
+
+
+# --- JOB3: MindInsight's 2020 Ascend 910 training capture (WideDeep, device 1) --------------------------
+#
+# tests/utils/resource/JOB3 of mindspore-ai/mindinsight (commits c52d0501 .. f8f5c7a9, 2020): a 4 MB HWTS
+# log of 62,847 records on physical streams 513-574, and text task descriptions of 199 ops on logical
+# streams 3-25. It is not in ../shared/data/real: the test runs when MSPROF_KIT_JOB3 names a copy of the
+# folder (or when it is added there as mindinsight-legacy-job/JOB3).
+
+JOB3 = os.environ.get("MSPROF_KIT_JOB3") or os.path.join(LEGACY, "JOB3")
+
+# MindInsight's assertion on this capture (tests/st/func/profiler/test_op_analyser.py at f8f5c7a9,
+# test_query_aicore_type_1): per op type, the sum over its ops of each op's mean duration (ms), the
+# number of ops of the type, and that sum's share of the sum over all ops (%).
+MINDINSIGHT_JOB3_TYPES = {
+    "UnsortedSegmentSum": (44.607826, 2, 35.28), "GatherV2": (43.155441, 2, 34.13), "Slice": (20.376315, 16, 16.12),
+    "Concat": (5.808454, 4, 4.59), "Split": (2.714277, 2, 2.15), "MatMul": (1.936681, 15, 1.53),
+    "Mul": (1.902949, 32, 1.51), "StridedSliceGrad": (1.506834, 2, 1.19), "TransData": (1.115158, 30, 0.88),
+    "ReluGrad": (0.854069, 5, 0.68), "Cast": (0.484685, 15, 0.38), "ReLU": (0.483282, 5, 0.38),
+    "RealDiv": (0.422807, 15, 0.33), "StridedSlice": (0.345569, 2, 0.27), "Adam": (0.285936, 11, 0.23),
+    "BiasAdd": (0.189663, 5, 0.15), "BiasAddGrad": (0.071681, 5, 0.06), "Tile": (0.044158, 4, 0.03),
+    "ReduceSum": (0.030765, 5, 0.02), "ApplyFtrl": (0.025454, 2, 0.02), "AtomicAddrClean": (0.019369, 8, 0.02),
+    "AddN": (0.012836, 1, 0.01), "Square": (0.009799, 1, 0.01), "SigmoidCrossEntropyWithLogitsGrad": (0.009582, 2, 0.01),
+    "TensorAdd": (0.009218, 3, 0.01), "SigmoidCrossEntropyWithLogits": (0.004809, 1, 0.0),
+    "ReduceMean": (0.004535, 1, 0.0), "Assign": (0.002477, 2, 0.0), "AssignAdd": (0.001688, 1, 0.0)}
+# ... and test_query_aicore_detail_1: the mean duration (ms) of the two GatherV2 ops
+GATHER = "Default/network-TrainStepWrap/network-VirtualDatasetCellTriple/_backbone-NetWithLossClass/network-WideDeepModel/"
+MINDINSIGHT_JOB3_GATHER = {GATHER + "GatherV2-op55": 42.220212142857136, GATHER + "GatherV2-op33": 0.9352293333333332}
+
+
+@pytest.mark.skipif(not os.path.isdir(JOB3), reason="MindInsight's JOB3 is not available (MSPROF_KIT_JOB3)")
+def test_job3_names_by_task_id_and_mindinsight_op_type_times(tmp_path, capsys):
+    job = writable_copy(JOB3, str(tmp_path / "JOB3"))
+    code, _, err = run(["import", "-dir", job], capsys)
+    assert code == 0, err
+    assert [line for line in err.splitlines() if "task id" in line] == [
+        f"Warning: {job}: device 1: the HWTS log's stream ids (513-574) match none of the task descriptions' "
+        "(3-25); 2817 tasks named by task id alone, assuming a task id is unique on the device (described once "
+        "and run on one HWTS stream)"]
+    with sqlite3.connect(store.store_path(job)) as conn:
+        strings = dict(conn.execute("SELECT id, value FROM STRING_IDS").fetchall())
+        t = pd.read_sql("SELECT t.startNs, t.endNs, t.streamId, k.streamId AS described, c.name, c.opType "
+                        "FROM TASK t JOIN COMPUTE_TASK_INFO c USING (globalTaskId) "
+                        "JOIN KIT_COMPUTE_TASK k USING (globalTaskId)", conn)
+    assert len(t) == 2817 and t["name"].nunique() == 199
+    # observed, not assumed: every named task's HWTS stream is its described stream + 516
+    assert set(t["streamId"] - t["described"]) == {516}
+    t["name"], t["opType"] = t["name"].map(strings), t["opType"].map(strings)
+    per_op = t.assign(ms=(t["endNs"] - t["startNs"]) / 1e6).groupby(["opType", "name"])["ms"].mean()
+    for name, ms in MINDINSIGHT_JOB3_GATHER.items():
+        assert per_op.xs(name, level="name").iloc[0] == pytest.approx(ms, abs=1e-9)
+    by_type = per_op.groupby(level="opType").agg(["sum", "size"])
+    total = by_type["sum"].sum()
+    ours = {k: (round(s, 6), int(n), round(s / total * 100, 2)) for k, s, n in
+            zip(by_type.index, by_type["sum"], by_type["size"])}
+    assert ours == MINDINSIGHT_JOB3_TYPES
