@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import tarfile
 from typing import Dict, List, Optional, Sequence
 
 import pandas as pd
@@ -265,10 +266,24 @@ def test_error_job_is_one_located_error(tmp_path, capsys):
 #
 # tests/utils/resource/JOB3 of mindspore-ai/mindinsight (commits c52d0501 .. f8f5c7a9, 2020): a 4 MB HWTS
 # log of 62,847 records on physical streams 513-574, and text task descriptions of 199 ops on logical
-# streams 3-25. It is not in ../shared/data/real: the test runs when MSPROF_KIT_JOB3 names a copy of the
-# folder (or when it is added there as mindinsight-legacy-job/JOB3).
+# streams 3-25. It is bundled as tests/data/real/mindinsight-JOB3.tar.xz (Apache-2.0; see SOURCE.md there);
+# MSPROF_KIT_JOB3 may name an unpacked copy instead.
 
-JOB3 = os.environ.get("MSPROF_KIT_JOB3") or os.path.join(LEGACY, "JOB3")
+JOB3_ARCHIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "real", "mindinsight-JOB3.tar.xz")
+
+
+def job3_copy(dest: str) -> str:
+    """A writable JOB3 folder under dest, from MSPROF_KIT_JOB3 or the bundled archive."""
+    if os.environ.get("MSPROF_KIT_JOB3"):
+        return writable_copy(os.environ["MSPROF_KIT_JOB3"], os.path.join(dest, "JOB3"))
+    with tarfile.open(JOB3_ARCHIVE) as tar:
+        members = tar.getmembers()
+        assert all(m.name == "JOB3" or m.name.startswith("JOB3/") for m in members)
+        assert all(m.isfile() or m.isdir() for m in members)
+        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        tar.extractall(dest, members=members, **safe)
+    return os.path.join(dest, "JOB3")
+
 
 # MindInsight's assertion on this capture (tests/st/func/profiler/test_op_analyser.py at f8f5c7a9,
 # test_query_aicore_type_1): per op type, the sum over its ops of each op's mean duration (ms), the
@@ -289,9 +304,8 @@ GATHER = "Default/network-TrainStepWrap/network-VirtualDatasetCellTriple/_backbo
 MINDINSIGHT_JOB3_GATHER = {GATHER + "GatherV2-op55": 42.220212142857136, GATHER + "GatherV2-op33": 0.9352293333333332}
 
 
-@pytest.mark.skipif(not os.path.isdir(JOB3), reason="MindInsight's JOB3 is not available (MSPROF_KIT_JOB3)")
 def test_job3_names_by_task_id_and_mindinsight_op_type_times(tmp_path, capsys):
-    job = writable_copy(JOB3, str(tmp_path / "JOB3"))
+    job = job3_copy(str(tmp_path))
     code, _, err = run(["import", "-dir", job], capsys)
     assert code == 0, err
     assert [line for line in err.splitlines() if "task id" in line] == [
