@@ -397,20 +397,32 @@ class _Streams:
         for name, parts in self.parts.items():
             if len(parts) == 1:
                 arr, key = parts[0]
-                out[name] = arr if np.all(key[1:] >= key[:-1]) else arr[np.argsort(key, kind="stable")]
+                out[name] = arr if np.all(key[1:] >= key[:-1]) else _sorted(arr, key)
                 continue
-            # Not np.concatenate: it would drop the padding of the declared record dtype.
-            dtype = parts[0][0].dtype
-            arr = np.empty(sum(len(p[0]) for p in parts), dtype=dtype)
-            pos = 0
-            for part, _ in parts:
-                if part.dtype != dtype or part.dtype.itemsize != dtype.itemsize:
-                    raise TypeError(f"{name}: mixed record kinds")
-                arr[pos:pos + len(part)] = part
-                pos += len(part)
+            if any(p[0].dtype != parts[0][0].dtype for p in parts):
+                raise TypeError(f"{name}: mixed record kinds")
+            arr = _joined([p[0] for p in parts])
             key = np.concatenate([p[1].astype(np.uint64) for p in parts])
-            out[name] = arr[np.argsort(key, kind="stable")]
+            out[name] = _sorted(arr, key)
         return out
+
+
+def _joined(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """Record arrays of one kind, one after the other. Not np.concatenate: it would drop the
+    padding of the declared record dtype; and the padding bytes are zeros (np.empty left them
+    as whatever the memory held, so files with merged records differed from run to run)."""
+    out = np.zeros(sum(len(p) for p in parts), dtype=parts[0].dtype)
+    pos = 0
+    for part in parts:
+        out[pos:pos + len(part)] = part
+        pos += len(part)
+    return out
+
+
+def _sorted(arr: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Records in `key` order (stable), their padding bytes zeros (fancy indexing leaves a
+    structured dtype's padding uninitialised)."""
+    return _joined([arr[np.argsort(key, kind="stable")]])
 
 
 def _write_stream(data_dir: str, stem: str, arr: np.ndarray, slices: int, straddle: bool,
