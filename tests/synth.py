@@ -16,12 +16,17 @@ were generated with (../../shared/golden/README.md, "Conventions shared by all i
   index 1, 2, ...) ⊃ node launches (`unaging` launch / node_basic_info / tensor_info /
   task_track; KernelLaunch stays `aging`), plus one `unaging` graph_id_map per thread;
 * API records are stored in order of their end time (events: their timestamp), compact and
-  additional records in timestamp order, device records in time order.
+  additional records in timestamp order, device records in time order;
+* optional (910B): MIX_AIC / MIX_AIV ops (`mix_fraction`), run as FFTS+ tasks with one context,
+  a context PMU record from the main core and `block num x MIX_RATIO` block PMU records from the
+  other core; and step-trace tags (`steps`): a ts_track MODEL_START / MODEL_END pair around each
+  model execution, each taking a task id on the model stream.
 
 Every record array is built column-wise with numpy (no per-record Python loop), so 10^6 tasks
 take a few seconds. Record layouts come from `parsers.records` and are not re-declared here.
 
-Run as a script to time the generator: `python3 tests/synth.py OUT_DIR [N] [--chip 310P]`.
+Run as a script to time the generator: `python3 tests/synth.py OUT_DIR [N] [--chip 310P]
+[--model-fraction F] [--mix-fraction F] [--steps] [--seed S]`.
 """
 from __future__ import annotations
 
@@ -82,10 +87,18 @@ TYPE_GRAPH_ID_MAP = 0                    # level 15000 additional
 TYPE_NODE_BASIC_INFO, TYPE_TENSOR_INFO, TYPE_LAUNCH = 0, 1, 5   # level 10000
 TYPE_TASK_TRACK, TYPE_KERNEL_LAUNCH = 802, 1001                  # level 5000
 KERNEL_AICORE, KERNEL_AIVEC, FLIP_TASK = 0, 66, 98               # runtime task types
+KERNEL_MIX_AIC, KERNEL_MIX_AIV = 108, 109
 GE_AI_CORE, GE_AI_VECTOR_CORE = 0, 2                             # node_basic_info task types
+GE_MIX_AIC, GE_MIX_AIV = 4, 5
+TYPE_CONTEXT_ID_INFO = 4                                         # level 10000 additional
 SQE_AI_CORE, SQE_AIV = 0, 2                                      # STARS sqe types
 FUNC_ACSQ_START, FUNC_ACSQ_END, FUNC_CONTEXT_PMU = 0, 1, 40
-TS_TAG_FLIP = 14
+FUNC_FFTS_START, FUNC_FFTS_END, FUNC_BLOCK_PMU = 34, 35, 41      # FFTS+ subtask logs, block PMU
+FFTS_PLUS = 4                                                    # ffts type of an FFTS+ task
+SUBTASK_MIX = {GE_MIX_AIC: 6, GE_MIX_AIV: 7}                     # FFTS+ subtask types
+MIX_RATIO = 2                        #: other-core blocks per main-core block of a MIX op
+TS_TAG_STEP, TS_TAG_FLIP = 10, 14
+STEP_MODEL_START, STEP_MODEL_END = 0, 1                          # step-trace tag ids
 FORMAT_ND, DTYPE_FLOAT16 = 2, 1
 
 #: The op types drawn from, with the core they run on (0 AI Core, 1 AI Vector Core; every op is
@@ -94,6 +107,13 @@ OP_TYPES: Tuple[Tuple[str, int], ...] = (
     ("MatMul", 0), ("Conv2D", 0), ("BatchMatMul", 0), ("MatMulV3", 0),
     ("Add", 1), ("Mul", 1), ("Cast", 1), ("Relu", 1),
     ("SoftmaxV2", 1), ("LayerNorm", 1), ("ReduceSum", 1), ("Transpose", 1),
+)
+
+#: MIX op types (only used with `mix_fraction`): name, main core (0 AIC, 1 AIV), GE task type.
+#: Their indexes follow OP_TYPES'.
+MIX_OP_TYPES: Tuple[Tuple[str, int, int], ...] = (
+    ("FlashAttentionScore", 0, GE_MIX_AIC), ("GroupedMatmul", 1, GE_MIX_AIV),
+    ("FusedInferAttentionScore", 0, GE_MIX_AIC), ("NLLLoss", 1, GE_MIX_AIV),
 )
 
 EVENTS_PIPE = "0x8,0xa,0x9,0xb,0xc,0xd,0x54,0x55"
@@ -199,8 +219,9 @@ class _Ops:
     exec_index: np.ndarray   #: u32, model execution index (1-based), 0 for eager ops
     exec_first: np.ndarray   #: bool, first op of its execution
     exec_last: np.ndarray    #: bool, last op of its execution
-    type_index: np.ndarray   #: index into OP_TYPES
-    core: np.ndarray         #: 0 AI Core, 1 AI Vector Core
+    type_index: np.ndarray   #: index into OP_TYPES, then MIX_OP_TYPES
+    core: np.ndarray         #: 0 AI Core, 1 AI Vector Core (a MIX op's main core)
+    mix: np.ndarray          #: GE task type of a MIX op (GE_MIX_AIC / GE_MIX_AIV), else 0
     name_id: np.ndarray      #: u64 hash of the op name
     type_id: np.ndarray      #: u64 hash of the op type
     kernel_id: np.ndarray    #: u64 hash of the kernel name
@@ -210,9 +231,16 @@ class _Ops:
     stream: np.ndarray       #: u16 stream id
     seq: np.ndarray          #: u32 1-based task sequence on its stream: (flip << 16) | task id
     catalogue: _Catalogue
+    type_names: List[str]    #: the op type names type_index indexes
 
 
-def _plan_ops(n: int, profile: ChipProfile, model_fraction: float, rng: np.random.Generator) -> _Ops:
+def _plan_ops(n: int, profile: ChipProfile, model_fraction: float, rng: np.random.Generator,
+              mix_fraction: float = 0.0, mix_rng: Optional[np.random.Generator] = None,
+              steps: bool = False) -> _Ops:
+    """The op sequence. `mix_fraction` of each name pool's entries become MIX ops (chosen with
+    `mix_rng`, alternately of the MIX_OP_TYPES; `rng` draws exactly what it draws without them).
+    With `steps`, each model execution's ops leave a task id free before and after them for the
+    step-trace tasks."""
     groups = -(-n // OPS_PER_EXECUTION)
     n_model_groups = min(groups, int(round(model_fraction * n / OPS_PER_EXECUTION)))
     if model_fraction > 0 and n > 0 and n_model_groups == 0:
@@ -230,12 +258,16 @@ def _plan_ops(n: int, profile: ChipProfile, model_fraction: float, rng: np.rando
     # Name pools: pool entry j has a fixed type, shape, block num and flag; ops reuse the
     # entries cyclically once a kind has more than NAME_POOL ops.
     texts: List[str] = [MODEL_NAME]
-    type_names = [t for t, _ in OP_TYPES]
-    kernel_names = [f"{t}_{double_hash(t) & 0xFFFFFFFF:08x}_high_performance" for t in type_names]
+    mixing = mix_fraction > 0 and profile.stars
+    all_types = [(t, c, 0) for t, c in OP_TYPES] + (list(MIX_OP_TYPES) if mixing else [])
+    type_names = [t for t, _, _ in all_types]
+    suffix = {0: "high_performance", GE_MIX_AIC: "mix_aic", GE_MIX_AIV: "mix_aiv"}
+    kernel_names = [f"{t}_{double_hash(t) & 0xFFFFFFFF:08x}_{suffix[m]}" for t, _, m in all_types]
     texts += type_names + kernel_names
     type_ids = hash_ids(type_names)
     kernel_ids = hash_ids(kernel_names)
-    core_of_type = np.array([c for _, c in OP_TYPES], dtype=np.uint8)
+    core_of_type = np.array([c for _, c, _ in all_types], dtype=np.uint8)
+    mix_of_type = np.array([m for _, _, m in all_types], dtype=np.uint8)
     if not profile.stars:
         core_of_type[:] = 0
 
@@ -250,6 +282,12 @@ def _plan_ops(n: int, profile: ChipProfile, model_fraction: float, rng: np.rando
             continue
         size = min(where.size, NAME_POOL)
         pool_type = rng.integers(0, len(OP_TYPES), size)
+        mixed = np.zeros(0, dtype=np.int64)
+        if mixing:
+            assert mix_rng is not None
+            n_mix = max(1, int(round(mix_fraction * size)))
+            mixed = np.sort(mix_rng.choice(size, size=min(n_mix, size), replace=False))
+            pool_type[mixed] = len(OP_TYPES) + np.arange(mixed.size) % len(MIX_OP_TYPES)
         fmt = "model/layer_{1}/{0}_{2}" if kind else "{0}_{2}"
         names = [fmt.format(type_names[t], j // 12, j) for j, t in enumerate(pool_type.tolist())]
         texts += names
@@ -259,6 +297,9 @@ def _plan_ops(n: int, profile: ChipProfile, model_fraction: float, rng: np.rando
         pool_block = rng.integers(1, cores + 1).astype(np.uint16)
         pool_flag = (rng.random(size) < 0.05).astype(np.uint32)
         pool_dims = (2 ** rng.integers(0, 12, (size, 3))).astype(np.uint32)
+        if mixed.size:  # main-core blocks; the other core runs MIX_RATIO times as many
+            assert mix_rng is not None
+            pool_block[mixed] = mix_rng.integers(4, profile.ai_core_num // MIX_RATIO + 1, mixed.size)
         j = np.arange(where.size) % size
         type_index[where] = pool_type[j]
         name_id[where] = pool_name[j]
@@ -271,12 +312,14 @@ def _plan_ops(n: int, profile: ChipProfile, model_fraction: float, rng: np.rando
     for value in (EAGER_STREAM, MODEL_STREAM):
         mask = stream == value
         seq[mask] = np.arange(1, int(mask.sum()) + 1, dtype=np.uint32)
+    if steps:  # MODEL_START takes the id before an execution's ops, MODEL_END the one after
+        seq[model] += (2 * exec_index[model] - 1).astype(np.uint32)
 
     return _Ops(n=n, model=model, exec_index=exec_index, exec_first=exec_first, exec_last=exec_last,
-                type_index=type_index, core=core_of_type[type_index], name_id=name_id,
-                type_id=type_ids[type_index], kernel_id=kernel_ids[type_index], block=block,
+                type_index=type_index, core=core_of_type[type_index], mix=mix_of_type[type_index],
+                name_id=name_id, type_id=type_ids[type_index], kernel_id=kernel_ids[type_index], block=block,
                 op_flag=op_flag, dims=dims, stream=stream, seq=seq,
-                catalogue=_Catalogue(texts, hash_ids(texts)))
+                catalogue=_Catalogue(texts, hash_ids(texts)), type_names=type_names)
 
 
 @dataclass
@@ -397,20 +440,32 @@ class _Streams:
         for name, parts in self.parts.items():
             if len(parts) == 1:
                 arr, key = parts[0]
-                out[name] = arr if np.all(key[1:] >= key[:-1]) else arr[np.argsort(key, kind="stable")]
+                out[name] = arr if np.all(key[1:] >= key[:-1]) else _sorted(arr, key)
                 continue
-            # Not np.concatenate: it would drop the padding of the declared record dtype.
-            dtype = parts[0][0].dtype
-            arr = np.empty(sum(len(p[0]) for p in parts), dtype=dtype)
-            pos = 0
-            for part, _ in parts:
-                if part.dtype != dtype or part.dtype.itemsize != dtype.itemsize:
-                    raise TypeError(f"{name}: mixed record kinds")
-                arr[pos:pos + len(part)] = part
-                pos += len(part)
+            if any(p[0].dtype != parts[0][0].dtype for p in parts):
+                raise TypeError(f"{name}: mixed record kinds")
+            arr = _joined([p[0] for p in parts])
             key = np.concatenate([p[1].astype(np.uint64) for p in parts])
-            out[name] = arr[np.argsort(key, kind="stable")]
+            out[name] = _sorted(arr, key)
         return out
+
+
+def _joined(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """Record arrays of one kind, one after the other. Not np.concatenate: it would drop the
+    padding of the declared record dtype; and the padding bytes are zeros (np.empty left them
+    as whatever the memory held, so files with merged records differed from run to run)."""
+    out = np.zeros(sum(len(p) for p in parts), dtype=parts[0].dtype)
+    pos = 0
+    for part in parts:
+        out[pos:pos + len(part)] = part
+        pos += len(part)
+    return out
+
+
+def _sorted(arr: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Records in `key` order (stable), their padding bytes zeros (fancy indexing leaves a
+    structured dtype's padding uninitialised)."""
+    return _joined([arr[np.argsort(key, kind="stable")]])
 
 
 def _write_stream(data_dir: str, stem: str, arr: np.ndarray, slices: int, straddle: bool,
@@ -455,8 +510,10 @@ def _host_records(ops: _Ops, timings: Sequence[_Timing], tensors: bool) -> _Stre
     last = np.flatnonzero(ops.exec_last)
     flip_ops, flip_num = _flips(ops)
     aclnn_type = (ACL_NN << 16) | (ops.type_index + 1)
-    ge_type = np.where(ops.core == 0, GE_AI_CORE, GE_AI_VECTOR_CORE).astype(np.uint32)
-    rt_type = np.where(ops.core == 0, KERNEL_AICORE, KERNEL_AIVEC).astype(np.uint64)
+    ge_type = np.where(ops.mix > 0, ops.mix, np.where(ops.core == 0, GE_AI_CORE, GE_AI_VECTOR_CORE)).astype(np.uint32)
+    rt_type = np.select([ops.mix == GE_MIX_AIC, ops.mix == GE_MIX_AIV, ops.core == 0],
+                        [KERNEL_MIX_AIC, KERNEL_MIX_AIV, KERNEL_AICORE], KERNEL_AIVEC).astype(np.uint64)
+    ratio = np.where(ops.mix > 0, MIX_RATIO, 0).astype(np.uint32)
 
     for t in timings:
         tid = t.thread_id
@@ -491,7 +548,7 @@ def _host_records(ops: _Ops, timings: Sequence[_Timing], tensors: bool) -> _Stre
             nbi["op_name"] = ops.name_id[idx]
             nbi["task_type"] = ge_type[idx]
             nbi["op_type"] = ops.type_id[idx]
-            nbi["block_dim"] = ops.block[idx]
+            nbi["block_dim"] = ops.block[idx] | (ratio[idx] << np.uint32(16))
             nbi["op_flag"] = ops.op_flag[idx]
             streams.add(f"{cls}.compact.node_basic_info", nbi, nbi["timestamp"])
 
@@ -503,7 +560,16 @@ def _host_records(ops: _Ops, timings: Sequence[_Timing], tensors: bool) -> _Stre
             track["task_type"] = rt_type[idx]
             track["kernel_name"] = ops.kernel_id[idx]
             track["num_blocks"] = ops.block[idx]
+            track["sched"] = _bits(records.TASK_TRACK, "sched", ratio=ratio[idx])
             streams.add(f"{cls}.compact.task_track", track, track["timestamp"])
+
+            mixed = idx[ops.mix[idx] > 0]
+            if mixed.size:  # one FFTS+ context, id 0
+                cid = _compact(records.CONTEXT_ID_INFO, mixed.size, LEVEL_NODE, TYPE_CONTEXT_ID_INFO, tid, 12 + 4,
+                               t.info_ts[mixed])
+                cid["op_name"] = ops.name_id[mixed]
+                cid["ctx_num"] = 1
+                streams.add(f"{cls}.additional.context_id_info", cid, cid["timestamp"])
 
             if tensors:
                 ti = _compact(records.TENSOR_INFO, idx.size, LEVEL_NODE, TYPE_TENSOR_INFO, tid, 56 + 44,
@@ -539,7 +605,11 @@ def _type_info_lines(ops: _Ops) -> List[str]:
              f"{LEVEL_MODEL}_{TYPE_GRAPH_ID_MAP}:graph_id_map",
              f"{LEVEL_MODEL}_{TYPE_MODEL_EXECUTE}:ModelExecute",
              f"{LEVEL_ACL}_{TYPE_ACLMDL_EXECUTE}:aclmdlExecute"]
-    lines += [f"{LEVEL_ACL}_{(ACL_NN << 16) | (k + 1)}:aclnn{OP_TYPES[k][0]}" for k in used]
+    if ops.mix.any():
+        lines += [f"{LEVEL_RUNTIME}_{KERNEL_MIX_AIC}:KERNEL_MIX_AIC",
+                  f"{LEVEL_RUNTIME}_{KERNEL_MIX_AIV}:KERNEL_MIX_AIV",
+                  f"{LEVEL_NODE}_{TYPE_CONTEXT_ID_INFO}:context_id_info"]
+    lines += [f"{LEVEL_ACL}_{(ACL_NN << 16) | (k + 1)}:aclnn{ops.type_names[k]}" for k in used]
     return lines
 
 
@@ -548,8 +618,10 @@ def _type_info_lines(ops: _Ops) -> List[str]:
 
 
 def _device_records(ops: _Ops, t: _Timing, profile: ChipProfile, pmu: bool,
-                    rng: np.random.Generator) -> Dict[str, np.ndarray]:
-    """Device streams of one device, keyed by file stem (without `.slice_k`)."""
+                    rng: np.random.Generator, mix_rng: Optional[np.random.Generator] = None,
+                    steps: bool = False) -> Dict[str, np.ndarray]:
+    """Device streams of one device, keyed by file stem (without `.slice_k`). A MIX op's logs
+    are FFTS+ subtask start/end logs (context 0); `mix_rng` draws its block PMU records."""
     n, d = ops.n, t.device
     base = profile.dev_cntvct(d)
     start = (t.dev_start + base).astype(np.uint64)
@@ -561,6 +633,12 @@ def _device_records(ops: _Ops, t: _Timing, profile: ChipProfile, pmu: bool,
         soc = np.zeros(2 * n, dtype=records.STARS_LOG.dtype)
         func = np.tile(np.array([FUNC_ACSQ_START, FUNC_ACSQ_END], dtype=np.uint64), n)
         sqe = np.repeat(np.where(ops.core == 0, SQE_AI_CORE, SQE_AIV), 2)
+        mix2 = np.repeat(ops.mix, 2)
+        if mix2.any():
+            func = np.where(mix2 > 0, func + (FUNC_FFTS_START - FUNC_ACSQ_START), func)
+            soc["word16"] = np.where(mix2 == GE_MIX_AIC, SUBTASK_MIX[GE_MIX_AIC],
+                                     np.where(mix2 == GE_MIX_AIV, SUBTASK_MIX[GE_MIX_AIV], 0))
+            soc["word20"] = np.where(mix2 > 0, FFTS_PLUS << 13, 0)
         soc["head"] = _bits(records.STARS_LOG, "head", func_type=func, cnt=np.arange(2 * n) % 16, sqe_type=sqe)
         soc["magic"] = records.DEVICE_MAGIC
         soc["stream_raw"] = np.repeat(ops.stream, 2)
@@ -581,7 +659,7 @@ def _device_records(ops: _Ops, t: _Timing, profile: ChipProfile, pmu: bool,
         out[f"hwts.data.{d}"] = hwts
 
     if pmu:
-        cycles, counters = _pmu_counters(ops, t, profile, rng)
+        cycles, counters = _pmu_counters(ops.core, t.dev_end - t.dev_start, ops.block, profile, rng)
         if profile.stars:
             ffts = np.zeros(n, dtype=records.FFTS_PMU.dtype)
             ffts["head"] = _bits(records.FFTS_PMU, "head", func_type=FUNC_CONTEXT_PMU, cnt=np.arange(n) % 16)
@@ -594,6 +672,16 @@ def _device_records(ops: _Ops, t: _Timing, profile: ChipProfile, pmu: bool,
             ffts["pmu"] = counters
             ffts["start_syscnt"] = start
             ffts["end_syscnt"] = end
+            if ops.mix.any():  # FFTS+ context 0, subtask type MIX_AIC / MIX_AIV; then the blocks, by end time
+                assert mix_rng is not None
+                mixed = ops.mix > 0
+                ffts["word16"] = np.where(mixed, np.where(ops.mix == GE_MIX_AIC, SUBTASK_MIX[GE_MIX_AIC],
+                                                          SUBTASK_MIX[GE_MIX_AIV]), ffts["word16"])
+                ffts["word20"] = np.where(mixed, FFTS_PLUS << 13, ffts["word20"])
+                both = _joined([ffts, _block_pmu(ops, start, end, profile, mix_rng)])
+                ffts = _sorted(both, both["end_syscnt"])
+                func = records.bit_field(records.FFTS_PMU, "head", "func_type", ffts["head"])
+                ffts["head"] = _bits(records.FFTS_PMU, "head", func_type=func, cnt=np.arange(len(ffts)) % 16)
             out[f"ffts_profile.data.{d}"] = ffts
         else:
             aic = np.zeros(n, dtype=records.AIC_PMU.dtype)
@@ -606,6 +694,7 @@ def _device_records(ops: _Ops, t: _Timing, profile: ChipProfile, pmu: bool,
             out[f"aicore.data.{d}"] = aic
 
     flip_ops, flip_num = _flips(ops)
+    tracks = []
     if flip_ops.size:
         ts = np.zeros(flip_ops.size, dtype=records.TS_TRACK.dtype)
         ts["mode"] = 1
@@ -614,32 +703,85 @@ def _device_records(ops: _Ops, t: _Timing, profile: ChipProfile, pmu: bool,
         ts["syscnt"] = start[flip_ops] - np.uint64(1000 // profile.tick_ns)
         # bytes 16..23: u16 stream, u16 flip number, u16 reserved, u16 task id (0)
         ts["p16"] = ops.stream[flip_ops].astype(np.uint64) | (flip_num.astype(np.uint64) << np.uint64(16))
-        out[f"ts_track.data.{d}"] = ts
+        tracks.append(ts)
+    first, last = np.flatnonzero(ops.exec_first), np.flatnonzero(ops.exec_last)
+    if steps and first.size:
+        # MODEL_START 1 us before an execution's first task starts, MODEL_END 1 us after its last ends
+        us = np.uint64(1000 // profile.tick_ns)
+        step = np.zeros(2 * first.size, dtype=records.TS_TRACK.dtype)
+        step["mode"] = 1
+        step["tag"] = TS_TAG_STEP
+        step["buf_size"] = records.TS_TRACK.size
+        step["syscnt"][0::2] = start[first] - us
+        step["syscnt"][1::2] = end[last] + us
+        step["p16"] = np.repeat(ops.exec_index[first], 2)
+        step["p24"] = MODEL_ID
+        step["p32"] = MODEL_STREAM
+        step["p34"][0::2] = (ops.seq[first] - 1) & 0xFFFF
+        step["p34"][1::2] = (ops.seq[last] + 1) & 0xFFFF
+        step["p36"] = np.tile(np.array([STEP_MODEL_START, STEP_MODEL_END]), first.size)
+        tracks.append(step)
+    if len(tracks) == 1:
+        out[f"ts_track.data.{d}"] = tracks[0]
+    elif tracks:
+        both = _joined(tracks)
+        out[f"ts_track.data.{d}"] = _sorted(both, both["syscnt"])
     return out
 
 
-def _pmu_counters(ops: _Ops, t: _Timing, profile: ChipProfile,
+def _pmu_counters(core: np.ndarray, ticks: np.ndarray, blocks: np.ndarray, profile: ChipProfile,
                   rng: np.random.Generator) -> Tuple[np.ndarray, np.ndarray]:
-    """total_cycle and the 8 counters of each task: cycles ~ busy fraction x duration x frequency
-    x blocks, each counter = cycles x a ratio below its cap (icache misses below requests)."""
-    n = ops.n
-    dur_us = (t.dev_end - t.dev_start) * profile.tick_ns / 1000.0
+    """total_cycle and the 8 counters of each record (core 0 AIC / 1 AIV events, duration in
+    device ticks, blocks counted): cycles ~ busy fraction x duration x frequency x blocks, each
+    counter = cycles x a ratio below its cap (icache misses below requests)."""
+    n = len(core)
+    dur_us = ticks * profile.tick_ns / 1000.0
     busy = rng.uniform(0.4, 0.95, n)
-    cycles = np.floor(dur_us * int(profile.aic_frequency) * ops.block * busy).astype(np.uint64)
+    cycles = np.floor(dur_us * int(profile.aic_frequency) * blocks * busy).astype(np.uint64)
     caps = np.zeros((n, 8))
     miss_col: Dict[int, Tuple[int, int]] = {}
-    for core, events in ((0, profile.aic_events), (1, profile.aiv_events)):
+    for c, events in ((0, profile.aic_events), (1, profile.aiv_events)):
         ids = [int(e, 16) for e in events.split(",")]
-        row = np.array([0.0 if core == 1 and e in _AIV_ZERO else _RATIO_CAP.get(e, 0.5) for e in ids])
-        caps[ops.core == core] = row
+        row = np.array([0.0 if c == 1 and e in _AIV_ZERO else _RATIO_CAP.get(e, 0.5) for e in ids])
+        caps[core == c] = row
         if 0x54 in ids and 0x55 in ids:
-            miss_col[core] = (ids.index(0x54), ids.index(0x55))
+            miss_col[c] = (ids.index(0x54), ids.index(0x55))
     ratios = rng.random((n, 8)) * caps
-    for core, (req, miss) in miss_col.items():
-        sel = ops.core == core
+    for c, (req, miss) in miss_col.items():
+        sel = core == c
         ratios[sel, miss] = ratios[sel, req] * rng.uniform(0.0, 0.5, int(sel.sum()))
     counters = np.floor(cycles[:, None] * ratios).astype(np.uint64)
     return cycles, counters
+
+
+def _block_pmu(ops: _Ops, start: np.ndarray, end: np.ndarray, profile: ChipProfile,
+               rng: np.random.Generator) -> np.ndarray:
+    """Block PMU records of the MIX ops' other core: block num x MIX_RATIO per op, block k
+    running from the task's start to (k + 1) / (blocks + 1) of its duration (one block each)."""
+    mixed = np.flatnonzero(ops.mix > 0)
+    blocks = ops.block[mixed].astype(np.int64) * MIX_RATIO
+    op = np.repeat(mixed, blocks)
+    k = np.arange(op.size) - np.repeat(np.cumsum(blocks) - blocks, blocks)
+    n_of = np.repeat(blocks, blocks)
+    b_start = start[op].astype(np.int64)
+    b_end = b_start + (end[op].astype(np.int64) - b_start) * (k + 1) // (n_of + 1)
+    other = 1 - ops.core[op].astype(np.int64)      # 1: AIV blocks of a MIX_AIC op
+    cycles, counters = _pmu_counters(other, b_end - b_start, np.ones(op.size), profile, rng)
+    blk = np.zeros(op.size, dtype=records.FFTS_PMU.dtype)
+    blk["head"] = _bits(records.FFTS_PMU, "head", func_type=FUNC_BLOCK_PMU)
+    blk["magic"] = records.DEVICE_MAGIC
+    blk["stream_raw"] = ops.stream[op]
+    blk["task_raw"] = (ops.seq[op] & 0xFFFF).astype(np.uint16)
+    blk["word16"] = np.array([SUBTASK_MIX.get(m, 0) for m in range(8)], dtype=np.uint16)[ops.mix[op]]
+    cores = np.where(other == 1, profile.aiv_num, profile.ai_core_num)
+    # byte 20: bit 0 core type, bits 1-7 core id; byte 21 bits 5-7: ffts type
+    blk["word20"] = (other | ((k % cores) << 1) | (FFTS_PLUS << 13)).astype(np.uint16)
+    blk["block_id"] = k
+    blk["total_cycle"] = cycles
+    blk["pmu"] = counters
+    blk["start_syscnt"] = b_start
+    blk["end_syscnt"] = b_end
+    return blk
 
 
 # --------------------------------------------------------------------------------------------
@@ -719,7 +861,8 @@ def _write_control(result_dir: str, profile: ChipProfile, device: Optional[int],
 
 def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, devices: int = 1,
                      pmu: bool = True, tensors: bool = True, model_fraction: float = 0.0, seed: int = 0,
-                     slices: int = 1, name: Optional[str] = None, straddle: bool = True) -> str:
+                     slices: int = 1, name: Optional[str] = None, straddle: bool = True,
+                     mix_fraction: float = 0.0, steps: bool = False) -> str:
     """Write a synthetic raw collection under `out_dir`; return the PROF directory's path.
 
     chip:           "910B" (platform 5: stars_soc + ffts_profile, 50 MHz device counter,
@@ -743,6 +886,17 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
     straddle:       cut slices at arbitrary byte positions, inside records (default); False
                     cuts on record boundaries.
     name:           directory name; default `PROF_000001_20231125090304544_<8 letters A-R>`.
+    mix_fraction:   910B only: about this fraction of the op names (eager and model pools alike)
+                    are MIX ops, alternately of MIX_OP_TYPES (MIX_AIC, MIX_AIV, ...): GE task
+                    type 4 / 5, KERNEL_MIX_AIC / _AIV, block num 4..12 with mix ratio MIX_RATIO,
+                    one context_id_info (context 0); on the device FFTS+ subtask logs instead of
+                    ACSQ logs, a context PMU record of subtask type MIX_AIC / MIX_AIV from the main
+                    core and block num x MIX_RATIO block PMU records from the other core. The other
+                    draws stay those of the same call without MIX ops (but op types, names and
+                    blocks of the chosen entries change).
+    steps:          step-trace tags: ts_track MODEL_START / MODEL_END (model 1, index = execution
+                    index) 1 us before and after each execution's device tasks; each takes a task
+                    id on the model stream, before and after the execution's ops.
 
     Times: op i of device d occupies the host slot starting at FIRST_OP_NS + d x 17.32 us +
     i x OP_PERIOD_NS (50 us); host time stamps are multiples of 10 ns, device times multiples
@@ -759,7 +913,9 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
     prof = os.path.join(out_dir, name or f"PROF_000001_20231125090304544_{letters}")
     cut_rng = np.random.default_rng([seed, 1])  # slice cuts never disturb the data's randomness
 
-    ops = _plan_ops(n_tasks, profile, model_fraction, rng)
+    if mix_fraction < 0 or mix_fraction > 1 or (mix_fraction > 0 and not profile.stars):
+        raise ValueError("mix_fraction is a fraction, and MIX ops need a 910B chip")
+    ops = _plan_ops(n_tasks, profile, model_fraction, rng, mix_fraction, np.random.default_rng([seed, 4]), steps)
     timings = [_plan_timing(ops, d, profile, np.random.default_rng([seed, 2, d])) for d in range(devices)]
 
     host_data = os.path.join(prof, "host", "data")
@@ -779,7 +935,8 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
                           HOST_MONO0_NS + int(t.dev_end.max()) * profile.tick_ns)
         dev_data = os.path.join(prof, f"device_{t.device}", "data")
         os.makedirs(dev_data)
-        streams = _device_records(ops, t, profile, pmu, np.random.default_rng([seed, 3, t.device]))
+        streams = _device_records(ops, t, profile, pmu, np.random.default_rng([seed, 3, t.device]),
+                                  np.random.default_rng([seed, 5, t.device]), steps)
         for stem, arr in sorted(streams.items()):
             _write_stream(dev_data, stem, arr, slices, straddle, cut_rng)
     end_ns = last_ns + END_MARGIN_NS
@@ -824,12 +981,15 @@ def _main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-pmu", action="store_true")
     parser.add_argument("--no-tensors", action="store_true")
+    parser.add_argument("--mix-fraction", type=float, default=0.0)
+    parser.add_argument("--steps", action="store_true")
     args = parser.parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
     began = time.perf_counter()
     path = write_collection(args.out_dir, chip=args.chip, n_tasks=args.n_tasks, devices=args.devices,
                             pmu=not args.no_pmu, tensors=not args.no_tensors,
-                            model_fraction=args.model_fraction, seed=args.seed, slices=args.slices)
+                            model_fraction=args.model_fraction, seed=args.seed, slices=args.slices,
+                            mix_fraction=args.mix_fraction, steps=args.steps)
     seconds = time.perf_counter() - began
     size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs)
     print(f"{path}: {args.n_tasks} tasks x {args.devices} device(s), {size / 2 ** 20:.1f} MiB "

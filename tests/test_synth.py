@@ -342,6 +342,93 @@ def test_same_seed_same_bytes(tmp_path) -> None:
     assert a == b
     soc = "device_0/data/stars_soc.data.0.slice_0"
     assert a[soc] != c[soc] and len(a[soc]) == len(c[soc])
+    # records merged from several threads or sorted, with padding: the padding is zeros, not the
+    # memory's leftovers
+    more = dict(n_tasks=60, seed=3, model_fraction=0.5, devices=2, mix_fraction=0.3, steps=True)
+    assert digest(synth.write_collection(str(tmp_path / "d"), **more)) == \
+        digest(synth.write_collection(str(tmp_path / "e"), **more))
+
+
+def test_mix_ops_and_step_trace(tmp_path) -> None:
+    n = 40
+    prof = synth.write_collection(str(tmp_path), n_tasks=n, model_fraction=0.75, mix_fraction=0.3, steps=True,
+                                  seed=1)
+    files = streams_of(prof)
+    for stem in ("aging.additional.context_id_info", "unaging.additional.context_id_info"):
+        assert f"data/{stem}.slice_0" in files["host"]
+    assert "data/ts_track.data.0.slice_0" in files["device_0"]
+    data = os.path.join(prof, "host", "data")
+    types = dict(line.split(":", 1) for line in
+                 open(os.path.join(data, "unaging.additional.type_info_dic.slice_0")).read().splitlines())
+    assert (types["5000_108"], types["5000_109"], types["10000_4"]) == \
+        ("KERNEL_MIX_AIC", "KERNEL_MIX_AIV", "context_id_info")
+
+    # host, in op order: GE type 4 / 5 with mix ratio 2, runtime KERNEL_MIX_AIC / _AIV, one context 0
+    nbi = np.concatenate([read_stream(data, f"{c}.compact.node_basic_info", R.NODE_BASIC_INFO)
+                          for c in ("aging", "unaging")])
+    nbi = nbi[np.argsort(nbi["timestamp"], kind="stable")]
+    tracks = host_tracks(prof)
+    tracks = tracks[np.argsort(tracks["timestamp"], kind="stable")]
+    ge = nbi["task_type"]
+    mix = np.isin(ge, (4, 5))
+    assert set(ge.tolist()) == {0, 2, 4, 5} and 8 <= mix.sum() <= 16
+    assert np.array_equal(nbi["block_dim"] >> 16, np.where(mix, 2, 0))
+    assert np.all((nbi["block_dim"][mix] & 0xFFFF) >= 4) and np.all((nbi["block_dim"][mix] & 0xFFFF) <= 12)
+    assert np.array_equal(tracks["task_type"], np.select([ge == 4, ge == 5, ge == 0], [108, 109, 0], 66))
+    assert np.array_equal(field(R.TASK_TRACK, "sched", "ratio", tracks["sched"]), np.where(mix, 2, 0))
+    cids = np.concatenate([read_stream(data, f"{c}.additional.context_id_info", R.CONTEXT_ID_INFO)
+                           for c in ("aging", "unaging")])
+    assert sorted(cids["op_name"].tolist()) == sorted(nbi["op_name"][mix].tolist())
+    assert np.all(cids["ctx_num"] == 1) and np.all(cids["ctx_ids"] == 0) and np.all(cids["data_len"] == 16)
+
+    # device: FFTS+ subtask logs for MIX ops, ACSQ logs for the others
+    dev = os.path.join(prof, "device_0", "data")
+    soc = read_stream(dev, "stars_soc.data.0", R.STARS_LOG)
+    start, end = soc[0::2], soc[1::2]
+    assert np.array_equal(field(R.STARS_LOG, "head", "func_type", start["head"]), np.where(mix, 34, 0))
+    assert np.array_equal(field(R.STARS_LOG, "head", "func_type", end["head"]), np.where(mix, 35, 1))
+    assert np.array_equal(start["word16"], np.select([ge == 4, ge == 5], [6, 7], 0))
+    assert np.array_equal(start["word20"] >> 13, np.where(mix, 4, 0))
+    assert np.array_equal(start["task_raw"], tracks["task_id"])
+
+    # PMU: a context record per task (MIX: subtask type 6 / 7, ffts type 4), then block records of
+    # the other core, block num x 2 per MIX op, inside the task; the file is in end-time order
+    pmu = read_stream(dev, "ffts_profile.data.0", R.FFTS_PMU)
+    func = field(R.FFTS_PMU, "head", "func_type", pmu["head"])
+    assert np.all(np.diff(pmu["end_syscnt"].astype(np.int64)) >= 0)
+    assert field(R.FFTS_PMU, "head", "cnt", pmu["head"]).tolist() == [k % 16 for k in range(len(pmu))]
+    ctx, blk = pmu[func == 40], pmu[func == 41]
+    assert len(ctx) == n and np.array_equal(ctx["end_syscnt"], end["syscnt"])
+    assert np.array_equal(ctx["word16"], np.select([ge == 4, ge == 5, ge == 0], [6, 7, 0], 1))
+    blocks = (nbi["block_dim"] & 0xFFFF).astype(np.int64)
+    assert len(blk) == int((blocks[mix] * 2).sum())
+    op = np.searchsorted(end["syscnt"], blk["end_syscnt"])  # the task each block ends in
+    assert np.all(blk["task_raw"] == start["task_raw"][op]) and np.all(mix[op])
+    assert np.all((blk["start_syscnt"] == start["syscnt"][op]) & (blk["end_syscnt"] > blk["start_syscnt"]))
+    assert np.array_equal(blk["word20"] & 1, np.where(ge[op] == 4, 1, 0))  # AIV blocks of MIX_AIC ops
+    assert np.array_equal(blk["word20"] >> 13, np.full(len(blk), 4))
+    assert np.array_equal(np.bincount(op, minlength=n)[mix], blocks[mix] * 2)
+    assert np.all(blk["total_cycle"] > 0) and np.all(blk["pmu"] <= blk["total_cycle"][:, None])
+
+    # step trace: MODEL_START / MODEL_END around each execution's tasks, ids taken on stream 3
+    ts = read_stream(dev, "ts_track.data.0", R.TS_TRACK)
+    assert np.all(ts["tag"] == 10) and np.all(ts["p24"] == synth.MODEL_ID) and np.all(ts["p32"] == 3)
+    assert ts["p36"].tolist() == [0, 1] * (len(ts) // 2) and len(ts) == 6
+    assert ts["p16"].tolist() == [1, 1, 2, 2, 3, 3]
+    model = tracks["stream_id"] == synth.MODEL_STREAM
+    assert model.sum() == 30
+    for k in range(3):
+        ops = np.flatnonzero(model)[10 * k:10 * k + 10]
+        assert ts["syscnt"][2 * k] < start["syscnt"][ops[0]] and end["syscnt"][ops[-1]] < ts["syscnt"][2 * k + 1]
+        assert tracks["task_id"][ops].tolist() == list(range(12 * k + 2, 12 * k + 12))
+        assert (ts["p34"][2 * k], ts["p34"][2 * k + 1]) == (12 * k + 1, 12 * k + 12)
+        outside = (start["syscnt"] > ts["syscnt"][2 * k]) & (end["syscnt"] < ts["syscnt"][2 * k + 1])
+        assert np.array_equal(np.flatnonzero(outside), ops)  # no eager task inside an execution
+
+
+def test_mix_ops_need_910b() -> None:
+    with pytest.raises(ValueError, match="910B"):
+        synth.write_collection("/nonexistent", chip="310P", mix_fraction=0.2)
 
 
 def test_task_id_wrap(tmp_path) -> None:

@@ -758,22 +758,39 @@ def _to_output_units(metrics: Dict[str, np.ndarray], flavour: str) -> None:
                 metrics[name] = rounded * ratio
 
 
-def pmu_columns(metrics: Dict[str, np.ndarray], flavour: str, times_lost: bool = False) -> List[PmuColumn]:
+def pmu_columns(metrics: Dict[str, np.ndarray], flavour: str) -> List[PmuColumn]:
     """The op_summary PMU columns in store order (times in µs), less the metrics split-core chips
-    lack. The metric arrays are converted in place.
-
-    `times_lost`: every time column is 0, as in the reference's graph export, whose PMU pass loses
-    the block numbers the times derive from (docs/research/iteration_export.md §3.2); ratios and
-    cycles are unaffected."""
+    lack. The metric arrays are converted in place."""
     _to_output_units(metrics, flavour)
-    out = []
+    return [PmuColumn(name, pmu_header(name, flavour), values)
+            for name, values in metrics.items() if name not in UNSUPPORTED_PMU]
+
+
+#: The core whose metrics a MIX op's block PMU records give (the other core's come from its
+#: context PMU record): the metric prefix per task type.
+MIX_OTHER_CORE = {"MIX_AIC": "aiv_", "MIX_AIV": "aic_"}
+
+
+def graph_export_losses(metrics: Dict[str, np.ndarray], task_type: np.ndarray) -> None:
+    """Zero, in place, the metrics the reference's graph export loses (NaN, no PMU record, stays).
+    Its PMU pass there cannot read the block numbers of the GE task info
+    (docs/research/iteration_export.md §3.2), so:
+
+    * every time column is 0 (the times derive from the block number); cycles and ratios of the
+      core that wrote the context PMU record are unaffected;
+    * a MIX op keeps only that core: the other core's cycles and metrics come from the block PMU
+      records, which the pass adds only when the op's mix block number is not 0, so they are all
+      0 (the AIV side of MIX_AIC, the AIC side of MIX_AIV; docs/exports.md)."""
     for name, values in metrics.items():
-        if name in UNSUPPORTED_PMU:
-            continue
-        if times_lost and name.endswith("time"):
+        if name.endswith("time"):
             values[~np.isnan(values)] = 0.0
-        out.append(PmuColumn(name, pmu_header(name, flavour), values))
-    return out
+    for mix_type, prefix in MIX_OTHER_CORE.items():
+        rows = task_type == mix_type
+        if not rows.any():
+            continue
+        for name, values in metrics.items():
+            if name.startswith(prefix):
+                values[rows & ~np.isnan(values)] = 0.0
 
 
 def _pmu_cells(col: PmuColumn, ok: np.ndarray) -> Rendered:
@@ -932,7 +949,9 @@ def _op_summary_pmu(ctx: ExportContext, pmu: PmuReader, rows: np.ndarray, dev: n
     if not metrics:
         return []
     ok = found & ~np.isin(task_type, NO_PMU_TYPES)
-    columns = pmu_columns(metrics, flavour, times_lost=_graph_mode(ctx))
+    if _graph_mode(ctx):
+        graph_export_losses(metrics, task_type)
+    columns = pmu_columns(metrics, flavour)
     del metrics
     out: List[Column] = [_pmu_cells(c, ok) for c in columns]
     bound = _memory_bound(columns, ok, flavour)
