@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import tempfile
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -138,6 +139,20 @@ def session_ns(coll: Collection) -> Tuple[int, int]:
     return start, end
 
 
+def missing_host_start(rd: ResultDir, freq: Fraction) -> str:
+    """The warning for a host dir without host_start.log whose info.json gives a counter frequency.
+
+    The reference's Python path (common_func/info_conf_reader.py `_check_monotonic_and_cnt`) then
+    sets the host frequency to its default (1e9 Hz): host timestamps are read as ns, with no sync
+    point, and only start_info's offset added. Its C++ path refuses the collection instead
+    (docs/exports.md, "Deliberate differences")."""
+    return (f"{os.path.join(rd.path, 'host_start.log')}: missing; as the reference does, host timestamps are taken "
+            f"as CLOCK_MONOTONIC_RAW ns (its default host frequency, 1000 MHz, not CPU[0].Frequency {float(freq):g} "
+            f"MHz; no sync point), placed on the wall clock by start_info (collectionTimeBegin - clockMonotonicRaw); "
+            f"if they are counter ticks, host API times and durations are scaled by {float(freq) / 1000:g} and not "
+            f"aligned with the device's")
+
+
 def host_clock_of(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Clock:
     offset = wall_offset(rd, coll)
     freq = rd.host_freq_mhz()
@@ -148,6 +163,9 @@ def host_clock_of(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Clock:
                       f"counter frequency in MHz ({FREQ_TEXT}), or \"\" when host timestamps are "
                       f"ns; host timestamps are read as ns, as the reference does, so host API times are wrong if "
                       f"they were counter ticks")
+        return host_clock(None, 0, 0, 0, offset)
+    if "host_start.log" not in rd.files:
+        diag.warn(missing_host_start(rd, freq))
         return host_clock(None, 0, 0, 0, offset)
     hs = rd.host_start
     path = rd.files.get("host_start.log", rd.path)

@@ -83,9 +83,14 @@ def load_side(path: str, diag: Diagnostics) -> Side:
     tables = T.load(found[0], diag, ("op_summary", "op_statistic", "api_statistic"))
     if tables.op_rows is None and tables.op_statistic is None:
         raw = " (imported: no device tasks there)" if found[0].raw else ""
-        raise NoData(f"no operator data{raw}; looked for {T.LOOKED_FOR_REPORT['op_summary']}", path=path)
+        raise NoData(f"no operator data{raw}; looked for {T.LOOKED_FOR_REPORT['op_summary']}"
+                     f"{T.raw_reason([tables.raw_problem])}", path=path)
     trace = T.read_trace(found[0], diag, ("iterations",), ops=tables.op_rows,
                          ops_source=tables.sources.get("op_summary", ""))
+    note = T.exports_note(found[0].path, [tables.raw_problem, trace.raw_problem],
+                          list(tables.sources.values()) + list(trace.sources.values()))
+    if note:
+        diag.note(note)
     return Side(found[0].path, tables, trace.table("iterations"), P.short_name(found[0].path))
 
 

@@ -397,7 +397,7 @@ def choose_window(trace: T.Trace, iteration: Optional[int], where: str, start: O
     if iteration is not None:
         if its is None:
             raise BadOption(f"--iteration {iteration}: {where} records no iterations; looked for "
-                            f"{T.LOOKED_FOR_TRACE['iterations']}")
+                            f"{T.LOOKED_FOR_TRACE['iterations']}{T.raw_reason([trace.raw_problem])}")
         ids = its[T.ITERATION].dropna()
         chosen = its[its[T.ITERATION] == iteration]
         if chosen.empty:
@@ -785,6 +785,10 @@ def collection_data(found: T.Found, diag: Diagnostics) -> Data:
     """The tables and intervals of one collection."""
     tables = T.load(found, diag)
     trace = T.read_trace(found, diag, ops=tables.op_rows, ops_source=tables.sources.get("op_summary", ""))
+    note = T.exports_note(found.path, [tables.raw_problem, trace.raw_problem],
+                          list(tables.sources.values()) + list(trace.sources.values()))
+    if note:
+        diag.note(note)
     return Data(tables, trace, short_name(found.path))
 
 
@@ -816,12 +820,17 @@ def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optio
     dirs = _out_dirs([f.path for f in found], path, out)
     lines: List[str] = []
     reasons: List[str] = []
+    problems: List[Optional[str]] = []
     for f in found:
         data = collection_data(f, diag)
+        problems += [data.tables.raw_problem, data.trace.raw_problem]
         where = "" if len(found) == 1 else f" [{f.path}]"
+        stand_in = data.tables.raw_problem or data.trace.raw_problem
         for kind in KINDS:
             why = _why_not(kind, data)
             if why:
+                if stand_in:  # exported files stood in for the raw data (the note says why)
+                    why += "; not in the exported files read instead of the raw data"
                 lines.append(f"Skipped {kind}{where}: {why}")
                 reasons.append(f"{kind}: {why}")
                 continue
@@ -838,5 +847,5 @@ def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optio
                 what = plot_freq(data, target)
             lines.append(f"Wrote {target}: {what}")
     if not any(line.startswith("Wrote ") for line in lines):
-        raise NoData("nothing to plot: " + "; ".join(dict.fromkeys(reasons)), path=path)
+        raise NoData("nothing to plot: " + "; ".join(dict.fromkeys(reasons)) + T.raw_reason(problems), path=path)
     return lines

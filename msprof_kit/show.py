@@ -251,9 +251,14 @@ def render(path: str, diag: Diagnostics, reports: Optional[Sequence[str]] = None
     wanted = parse_reports(reports)
     chosen = wanted or list(T.REPORTS)
     loaded = T.read_tables(path, diag, chosen)
+    for t in loaded:
+        note = T.exports_note(t.path, [t.raw_problem], t.sources.values())
+        if note:
+            diag.note(note)
     for report in wanted or []:
         if all(t.table(report) is None for t in loaded):
-            raise NoData(f"no {report} data here; looked for {T.LOOKED_FOR_REPORT[report]}", path=path)
+            raise NoData(f"no {report} data here; looked for {T.LOOKED_FOR_REPORT[report]}"
+                         f"{T.raw_reason(t.raw_problem for t in loaded)}", path=path)
     shown: List[Tuple[T.Tables, List[View]]] = []
     for t in loaded:
         views = build_views(t, chosen)

@@ -87,6 +87,7 @@ STATISTIC_EXCLUDED = ("COMMUNICATION", "HCCL_AI_CPU", "HCCL", "WRITE_BACK", "INV
 # unified DB API levels when the DB has no ENUM_API_TYPE (outputs.md §8.4)
 API_LEVELS = {20000: "acl", 15000: "model", 10000: "node", 5500: "communication", 5000: "runtime"}
 
+GIVES_NO = "the raw data gives no "  # the raw_problem of a store that lacks what exported files have
 CSV_CHUNK_ROWS = 200_000
 TIMELINE_MAX_BYTES = 512 * 1024 * 1024   # a timeline is loaded whole: not when larger than this,
 FREQ_TIMELINE_MAX_BYTES = 64 * 1024 * 1024  # nor larger than this when only the frequency is wanted
@@ -121,13 +122,17 @@ class Found:
     `raw`: a raw collection, imported into its store when loaded. `csv`: kind ('op_summary',
     'task_time', 'op_statistic', 'api_statistic') → the files holding it, best first as a list of
     file groups (a group is the parts of one export). `dbs`: unified databases. `timelines`: the
-    chrome-trace files of one family (task_time_*, msprof_*, or trace_view)."""
+    chrome-trace files of one family (task_time_*, msprof_*, or trace_view). `raw_problem`: for
+    exported data in a folder that looks like a raw collection (PROF_*, host/ or device_N/ inside),
+    why its raw data is not used: absent, or refused by the import (then `raw` turns False)."""
     path: str
     raw: bool = False
     has_store: bool = False
     csv: Dict[str, List[List[str]]] = field(default_factory=dict)
     dbs: List[str] = field(default_factory=list)
     timelines: List[str] = field(default_factory=list)
+    raw_problem: Optional[str] = None  # why a collection's raw data is not used (absent, refused)
+    before_ns: Optional[int] = None    # only files modified before this are used (see _exports_beside)
 
     @property
     def mtime(self) -> float:
@@ -136,6 +141,19 @@ class Found:
 
     def empty(self) -> bool:
         return not (self.raw or self.has_store or self.csv or self.dbs or self.timelines)
+
+    def keeps(self, path: str) -> bool:
+        """Whether an exported file may be used (see `before_ns`)."""
+        if self.before_ns is None:
+            return True
+        try:
+            return os.stat(path).st_mtime_ns < self.before_ns
+        except OSError:
+            return False
+
+    def exported(self) -> bool:
+        """Whether exported files were found (summary CSVs, unified DBs, timelines)."""
+        return bool(self.csv or self.dbs or self.timelines)
 
 
 def _listdir(path: str) -> List[str]:
@@ -289,6 +307,23 @@ def _examine(path: str) -> Found:
     return found
 
 
+def _raw_absent(path: str) -> Optional[str]:
+    """Why a folder holding exported files has no raw data to import, when it looks like a raw
+    collection (a PROF_* folder, or one with host/ or device_N/ inside); None otherwise."""
+    dirs = [n for n in _listdir(path) if RESULT_DIR.match(n) and _is_dir(os.path.join(path, n))]
+    if dirs:
+        lacks = []
+        for n in dirs:
+            names = _listdir(os.path.join(path, n))
+            what = [w for w, ok in (("info.json", any(m.startswith("info.json") for m in names)),
+                                    ("data/", _is_dir(os.path.join(path, n, "data")))) if not ok]
+            lacks.append(f"{n}/ has no {' and no '.join(what)}" if what else f"{n}/ is not a result directory")
+        return "no raw data: " + ", ".join(lacks)
+    if os.path.basename(os.path.normpath(path)).startswith("PROF_"):
+        return "no raw data: no host/ or device_N/ folder"
+    return None
+
+
 def _looks_raw(path: str) -> bool:
     """Whether `path` has host/ or device_N/ result dirs holding data/ (a raw PROF_xxx)."""
     return any(RESULT_DIR.match(n) and _is_dir(os.path.join(path, n, "data")) for n in _listdir(path))
@@ -326,6 +361,7 @@ def discover(path: str, depth: int = WALK_DEPTH) -> List[Found]:
             continue
         found = _examine(folder)
         if not found.empty():
+            found.raw_problem = _raw_absent(folder) if found.exported() else None
             out.append(found)
             dirs[:] = []
             continue
@@ -488,13 +524,15 @@ class Tables:
     `op_rows`: one row per operator task (op_summary / kernel_details columns, PMU metrics
     included). `op_statistic`, `api_statistic`: as exported. `freq`: AI Core frequency, one row
     per record (`Source` 'recorded', or 'info.json' for the nominal frequency when none was
-    recorded). `sources`: report → the file or store each table came from."""
+    recorded). `sources`: report → the file or store each table came from. `raw_problem`: why
+    the collection's raw data was not (or not wholly) used, when exported files stand in for it."""
     path: str
     op_rows: Optional[pd.DataFrame] = None
     op_statistic: Optional[pd.DataFrame] = None
     api_statistic: Optional[pd.DataFrame] = None
     freq: Optional[pd.DataFrame] = None
     sources: Dict[str, str] = field(default_factory=dict)
+    raw_problem: Optional[str] = None
 
     def table(self, report: str) -> Optional[pd.DataFrame]:
         """The table behind a report name (REPORTS); op_summary is op_rows."""
@@ -749,9 +787,30 @@ def _device_of(label: str, fallback: str) -> str:
 
 def _from_stores(found: Found, diag: Diagnostics, read: Callable[[str], None]) -> bool:
     """Give `read` the store of each collection found: a raw collection's, imported first when it
-    has none (then the store is the only source: True), or the store beside exported data."""
+    has none (then the store comes first: True), or the store beside exported data.
+
+    When the import of a raw collection stops with an error and the collection holds exported
+    files, those are used instead: `found` becomes an exported collection whose `raw_problem` is
+    the error (the store folder the import made is removed when empty, and its note that the store
+    would go elsewhere is taken back: none is kept)."""
     if found.raw:
-        for coll in importer.ensure_imported(found.path, diag):
+        folder = os.path.dirname(store.store_path(found.path, writing=True))
+        made = not os.path.isdir(folder)
+        try:
+            colls = importer.ensure_imported(found.path, diag)
+        except MsprofKitError as exc:
+            exported = _examine(found.path)
+            if not exported.exported():
+                raise
+            if made and os.path.isdir(folder) and not os.listdir(folder):
+                os.rmdir(folder)  # the failed import's empty store folder: the collection stays as it was
+            elsewhere = store.elsewhere_note(found.path)
+            diag.notes = [n for n in diag.notes if n != elsewhere]
+            said = str(exc).replace(os.path.join(found.path, ""), "")  # paths inside the collection, relative
+            found.raw, found.raw_problem = False, f"the raw data cannot be used ({said})"
+            found.csv, found.dbs, found.timelines = exported.csv, exported.dbs, exported.timelines
+            return False
+        for coll in colls:
             read(coll.path)
         return True
     if found.has_store:
@@ -760,13 +819,50 @@ def _from_stores(found: Found, diag: Diagnostics, read: Callable[[str], None]) -
     return False
 
 
+def _exports_beside(found: Found) -> Found:
+    """The exported files inside a raw collection (mindstudio_profiler_output/, msprof_*.db, ...),
+    for the reports its store does not give: those older than the store (newer ones were made
+    from it, as store.current_db judges a unified DB, and hold nothing it lacks)."""
+    exported = _examine(found.path)
+    exported.raw, exported.has_store = False, False
+    try:
+        exported.before_ns = os.stat(store.store_path(found.path)).st_mtime_ns
+    except OSError:
+        return exported
+    exported.csv = {k: kept for k, groups in exported.csv.items()
+                    for kept in [[g for g in groups if all(exported.keeps(p) for p in g)]] if kept}
+    exported.dbs = [p for p in exported.dbs if exported.keeps(p)]
+    exported.timelines = [p for p in exported.timelines if exported.keeps(p)]
+    return exported
+
+
 def load(found: Found, diag: Diagnostics, reports: Sequence[str] = REPORTS) -> Tables:
     """The tables of one collection. A raw collection is imported first when it has no store (as
     `export` does); exported data is read where it lies, each report from its best source: the
-    store, then CSVs (op_summary before task_time), then unified databases, then timelines."""
+    store, then CSVs (op_summary before task_time), then unified databases, then timelines.
+
+    A raw collection whose import is refused is read from its exported files (see _from_stores);
+    one whose store lacks a report (no device data, say) takes that report from its exported files.
+    `raw_problem` then says why (exports_note turns it into the user's note)."""
     tables = Tables(found.path)
     if _from_stores(found, diag, lambda path: read_store(tables, path, reports)):
+        missing = tables.missing(reports)
+        exported = _exports_beside(found) if missing else None
+        if exported is None or not exported.exported():
+            return tables
+        _read_exported(tables, exported, missing, diag)
+        filled = [r for r in missing if tables.table(r) is not None]
+        if filled:
+            tables.raw_problem = GIVES_NO + ", ".join(filled)
         return tables
+    _read_exported(tables, found, reports, diag)
+    if not tables.sources or exported_files(found.path, tables.sources.values()):  # not all from a store
+        tables.raw_problem = found.raw_problem
+    return tables
+
+
+def _read_exported(tables: Tables, found: Found, reports: Sequence[str], diag: Diagnostics) -> None:
+    """Fill the `reports` `tables` lacks from the exported files of `found` (see load)."""
     for report, kinds in (("op_summary", ("op_summary",)), ("op_statistic", ("op_statistic",)),
                           ("api_statistic", ("api_statistic",))):
         if report in reports:
@@ -787,7 +883,45 @@ def load(found: Found, diag: Diagnostics, reports: Sequence[str] = REPORTS) -> T
         read_timelines(tables, found.timelines, tables.missing(reports), diag)
     if "op_statistic" in reports and tables.table("op_statistic") is None and tables.table("op_summary") is not None:
         tables.set("op_statistic", statistic_from_ops(tables.op_rows), tables.sources["op_summary"] + " (aggregated)")
-    return tables
+
+
+def exports_note(path: str, problems: Iterable[Optional[str]], sources: Iterable[str]) -> Optional[str]:
+    """The one-line note of a collection whose exported files stood in for its raw data: why the
+    raw data was not (wholly) used (`problems`, the raw_problem of its Tables / Trace) and which
+    exported files were read (among `sources`, those not its store); None when there is none."""
+    why = _merged(problems)
+    files = exported_files(path, sources)
+    if not why or not files:
+        return None
+    return f"{path}: {'; '.join(why)}; read from the exported files {', '.join(files)}"
+
+
+def exported_files(path: str, sources: Iterable[str]) -> List[str]:
+    """The files among `sources` (Tables / Trace sources) other than the store of the collection
+    at `path`, relative to it when inside it."""
+    own = os.path.normpath(store.store_path(path))
+    files: List[str] = []
+    for source in sources:
+        file = os.path.normpath(re.sub(r"(\s\([^()]*\))+$", "", source))
+        if file == own:
+            continue
+        rel = os.path.relpath(file, path)
+        files.append(file if rel.startswith("..") else rel)
+    return list(dict.fromkeys(files))
+
+
+def raw_reason(problems: Iterable[Optional[str]]) -> str:
+    """`; <why the raw data was not used>` for an error that found no data, or ''."""
+    why = _merged(problems)
+    return "; " + "; ".join(why) if why else ""
+
+
+def _merged(problems: Iterable[Optional[str]]) -> List[str]:
+    """Distinct problems, those of a partial store (GIVES_NO ...) as one."""
+    why = list(dict.fromkeys(p for p in problems if p))
+    lacking = [p[len(GIVES_NO):] for p in why if p.startswith(GIVES_NO)]
+    others = [p for p in why if not p.startswith(GIVES_NO)]
+    return others + ([GIVES_NO + ", ".join(lacking)] if lacking else [])
 
 
 def _describe(group: Sequence[str]) -> str:
@@ -808,7 +942,8 @@ def read_tables(path: str, diag: Diagnostics, reports: Sequence[str] = REPORTS) 
                          f"no {what} data (imported into sqlite/{store.STORE_NAME}: no device tasks, host APIs or "
                          "AI Core frequency there)", path=path)
         looked = LOOKED_FOR_REPORT[reports[0]] if len(reports) == 1 else LOOKED_FOR
-        raise NoData(f"no {what} data here or below; looked for {looked}", path=path)
+        raise NoData(f"no {what} data here or below; looked for {looked}{raw_reason(t.raw_problem for t in out)}",
+                     path=path)
     return out
 
 
@@ -816,6 +951,7 @@ def read_tables(path: str, diag: Diagnostics, reports: Sequence[str] = REPORTS) 
 # Intervals and aggregates for plot and compare: device tasks, host APIs, iterations, op totals
 
 TRACE_PARTS = ("tasks", "apis", "iterations")
+PART_NAMES = {"tasks": "device tasks", "apis": "host API calls", "iterations": "iterations"}
 STREAM = "Stream ID"
 THREAD = "Thread ID"
 MODEL = "Model ID"
@@ -855,6 +991,7 @@ class Trace:
     apis: Optional[pd.DataFrame] = None
     iterations: Optional[pd.DataFrame] = None
     sources: Dict[str, str] = field(default_factory=dict)
+    raw_problem: Optional[str] = None  # as Tables.raw_problem
 
     def table(self, part: str) -> Optional[pd.DataFrame]:
         frame = {"tasks": self.tasks, "apis": self.apis, "iterations": self.iterations}[part]
@@ -1199,12 +1336,32 @@ def read_trace(found: Found, diag: Diagnostics, parts: Sequence[str] = TRACE_PAR
     then `ops` (the collection's op rows, when the caller has them: see trace_from_ops)."""
     trace = Trace(found.path)
     if _from_stores(found, diag, lambda path: trace_from_store(trace, path, parts)):
+        # the store lacks device tasks or host APIs (and then iterations): from the exported files
+        missing = trace.missing(parts)
+        wanted = [p for p in missing if p != "iterations" or "tasks" in missing]
+        exported = _exports_beside(found) if wanted else None
+        if exported is None or not exported.exported():
+            return trace
+        _trace_exported(trace, exported, wanted, diag, ops, ops_source)
+        filled = [PART_NAMES[p] for p in wanted if trace.table(p) is not None]
+        if filled:
+            trace.raw_problem = GIVES_NO + ", ".join(filled)
         return trace
+    _trace_exported(trace, found, parts, diag, ops, ops_source)
+    if not trace.sources or exported_files(found.path, trace.sources.values()):  # not all from a store
+        trace.raw_problem = found.raw_problem
+    return trace
+
+
+def _trace_exported(trace: Trace, found: Found, parts: Sequence[str], diag: Diagnostics,
+                    ops: Optional[pd.DataFrame], ops_source: str) -> None:
+    """Fill the `parts` `trace` lacks from the exported files of `found` (see read_trace)."""
     for db in found.dbs:
         if trace.missing(parts):
             trace_from_db(trace, db, trace.missing(parts))
     if trace.missing(parts):
-        trace_from_timelines(trace, trace_timelines(found.path), trace.missing(parts), diag)
+        trace_from_timelines(trace, [p for p in trace_timelines(found.path) if found.keeps(p)], trace.missing(parts),
+                             diag)
     if "tasks" in trace.missing(parts):
         for group in found.csv.get("task_time", [])[:1]:
             frame = read_csvs(group, "task_time")
@@ -1213,7 +1370,7 @@ def read_trace(found: Found, diag: Diagnostics, parts: Sequence[str] = TRACE_PAR
                 if trace.table("tasks") is not None:
                     trace.sources["tasks"] = _describe(group)
     if "iterations" in trace.missing(parts):
-        for p in _step_trace_csvs(found.path):
+        for p in filter(found.keeps, _step_trace_csvs(found.path)):
             frame = read_csvs([p], "step_trace")
             if {ITERATION, "Iteration End(us)", ITER_TIME} <= set(frame.columns):
                 end = frame["Iteration End(us)"].to_numpy(np.float64)
@@ -1223,7 +1380,6 @@ def read_trace(found: Found, diag: Diagnostics, parts: Sequence[str] = TRACE_PAR
                                                          span), p)
     if trace.missing(parts):
         trace_from_ops(trace, ops, ops_source or found.path, trace.missing(parts))
-    return trace
 
 
 def model_execution(api_statistic: Optional[pd.DataFrame]) -> Optional[pd.DataFrame]:

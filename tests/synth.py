@@ -396,6 +396,17 @@ def _host_ticks(ns: np.ndarray) -> np.ndarray:
     return (np.asarray(ns, dtype=np.int64) // HOST_TICK_NS).astype(np.uint64)
 
 
+def _ticks_to_ns(arr: np.ndarray) -> np.ndarray:
+    """A copy of host records with their time stamps (begin, end, timestamp) as ns instead of
+    counter ticks (an event's end flag is kept)."""
+    out = arr.copy()
+    for name in ("begin", "end", "timestamp"):
+        if out.dtype.names and name in out.dtype.names:
+            keep = out[name] == records.EVENT_FLAG if name == "end" else np.zeros(len(out), dtype=bool)
+            out[name] = np.where(keep, out[name], out[name] * np.uint64(HOST_TICK_NS))
+    return out
+
+
 def _apis(n: int, level: int, type_: Union[int, np.ndarray], tid: int, begin_ns: np.ndarray,
           end_ns: Optional[np.ndarray], item_id: Union[int, np.ndarray] = 0,
           reserve: Union[int, np.ndarray] = 0) -> Tuple[np.ndarray, np.ndarray]:
@@ -862,7 +873,8 @@ def _write_control(result_dir: str, profile: ChipProfile, device: Optional[int],
 def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, devices: int = 1,
                      pmu: bool = True, tensors: bool = True, model_fraction: float = 0.0, seed: int = 0,
                      slices: int = 1, name: Optional[str] = None, straddle: bool = True,
-                     mix_fraction: float = 0.0, steps: bool = False) -> str:
+                     mix_fraction: float = 0.0, steps: bool = False,
+                     host_ns: bool = False, host_start: bool = True) -> str:
     """Write a synthetic raw collection under `out_dir`; return the PROF directory's path.
 
     chip:           "910B" (platform 5: stars_soc + ffts_profile, 50 MHz device counter,
@@ -897,6 +909,9 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
     steps:          step-trace tags: ts_track MODEL_START / MODEL_END (model 1, index = execution
                     index) 1 us before and after each execution's device tasks; each takes a task
                     id on the model stream, before and after the execution's ops.
+    host_ns:        host time stamps are CLOCK_MONOTONIC_RAW ns instead of 100 MHz counter ticks
+                    (info.json still gives CPU[0].Frequency 100 MHz, as it does on some hosts).
+    host_start:     write host/host_start.log (False: none, as some real 910B collections have).
 
     Times: op i of device d occupies the host slot starting at FIRST_OP_NS + d x 17.32 us +
     i x OP_PERIOD_NS (50 us); host time stamps are multiples of 10 ns, device times multiples
@@ -921,6 +936,8 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
     host_data = os.path.join(prof, "host", "data")
     os.makedirs(host_data)
     for stem, arr in sorted(_host_records(ops, timings, tensors).merged().items()):
+        if host_ns:
+            arr = _ticks_to_ns(arr)
         _write_stream(host_data, stem, arr, slices, straddle, cut_rng)
     cat = ops.catalogue
     _write_text(os.path.join(host_data, "unaging.additional.hash_dic.slice_0"),
@@ -941,6 +958,8 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
             _write_stream(dev_data, stem, arr, slices, straddle, cut_rng)
     end_ns = last_ns + END_MARGIN_NS
     _write_control(os.path.join(prof, "host"), profile, None, end_ns)
+    if not host_start:
+        os.remove(os.path.join(prof, "host", "host_start.log"))
     for t in timings:
         _write_control(os.path.join(prof, f"device_{t.device}"), profile, t.device, end_ns)
     return prof
