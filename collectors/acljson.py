@@ -28,7 +28,7 @@ from typing import Callable, Dict, Mapping, Optional, Tuple, Union
 
 from msprof_kit.errors import AclJsonError, CollectorError
 
-from .acl_runtime import ACL_ERROR_INVALID_PARAM, AICORE_METRIC_NAMES
+from .acl_codes import ACL_ERROR_INVALID_PARAM, AICORE_METRIC_NAMES
 
 CANN = "cann"
 SOC = "soc"

@@ -47,7 +47,8 @@ import numpy as np
 from msprof_kit.errors import (AclError, ApplicationError, CollectorError, Diagnostics, InferOptionError,
                                MsprofFailed, PathNotFound, UnknownAclError, UnreadableFile)
 
-from .acl_runtime import EMULATE_ENV, code_name, get_acl
+from .acl_codes import code_name
+from .acl_runtime import EMULATE_ENV, get_acl
 from .emulator import ANNOUNCEMENT, MARKER
 from .local import Listing, listing, new_collections
 from .session import ACL_ERRORS

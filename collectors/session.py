@@ -31,8 +31,9 @@ from msprof_kit.errors import (AclConfigRejected, AclError, AclFeatureUnsupporte
                                ProfAlreadyRunning, ProfApiConflict, ProfilingFailure, ProfModulesUnsupported,
                                ProfNotRunning, ProfRepeatSubscribe, StorageOverLimit, UnknownAclError)
 
-from .acl_runtime import (ACL_AICORE_NONE, ACL_PROF_AICORE_METRICS, ACL_PROF_MSPROFTX, MAX_DEVICES,
-                          aicore_metrics_value, code_name, data_type_config, get_acl)
+from .acl_codes import (ACL_AICORE_NONE, ACL_PROF_AICORE_METRICS, ACL_PROF_MSPROFTX, MAX_DEVICES,
+                        aicore_metrics_value, code_name, data_type_config)
+from .acl_runtime import get_acl
 from .local import Listing, listing, new_collections
 
 # code -> (the error raised, what it means for the caller). Sources: acl_base.h (§1.3) and the
@@ -94,7 +95,7 @@ class ProfilingSession:
 
     `output`: result directory (made absolute, as acl.prof.init wants); `devices`: device ids
     (empty only with the msproftx data type); `data_types`: an int of ACL_PROF_* bits or names
-    ('acl_api,task_time' or a list, acl_runtime.DATA_TYPE_BITS); `aicore_metrics`: a metric-group
+    ('acl_api,task_time' or a list, acl_codes.DATA_TYPE_BITS); `aicore_metrics`: a metric-group
     name, an enum value, or None (a metric group also sets the aicore_metrics bit, without which it
     has no effect); `acl`: the module to use (default: get_acl(emulate)); `init_acl`: call
     acl.init(acl_json) first and acl.finalize last, for programs that do not do it themselves."""

@@ -21,8 +21,9 @@ import warnings
 import pytest
 
 from msprof_kit.collectors import acl_runtime, emulator
-from msprof_kit.collectors.acl_runtime import (ACL_PROF_ACL_API, ACL_PROF_AICORE_METRICS, ACL_PROF_MSPROFTX,
-                                               ACL_PROF_TASK_TIME, EmulatedAclWarning, get_acl)
+from msprof_kit.collectors.acl_codes import (ACL_PROF_ACL_API, ACL_PROF_AICORE_METRICS, ACL_PROF_MSPROFTX,
+                                             ACL_PROF_TASK_TIME)
+from msprof_kit.collectors.acl_runtime import EmulatedAclWarning, get_acl
 from msprof_kit.collectors.emulator import CURRENT, STRICT, EmulatedAcl
 from msprof_kit.errors import BadOption, Diagnostics, PyAclNotAvailable
 

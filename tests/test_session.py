@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from msprof_kit.collectors import acl_runtime
+from msprof_kit.collectors import acl_codes, acl_runtime
 from msprof_kit.collectors.emulator import CURRENT, STRICT, EmulatedAcl
 from msprof_kit.collectors.session import ACL_ERRORS, ProfilingSession, acl_error, check
 from msprof_kit.errors import (AclConfigRejected, AclError, AclInvalidDevice, AclInvalidFile, AclRepeatInitialize,
@@ -48,7 +48,7 @@ EXPECTED_CLASSES = {
 
 def test_the_table_covers_every_documented_code():
     assert set(ACL_ERRORS) == set(EXPECTED_CLASSES)
-    assert set(ACL_ERRORS) - {-1} == set(acl_runtime.ACL_CODE_NAMES) - {0, -1}
+    assert set(ACL_ERRORS) - {-1} == set(acl_codes.ACL_CODE_NAMES) - {0, -1}
     assert len({cls for cls, _ in ACL_ERRORS.values()}) == len(ACL_ERRORS)  # one class per code
 
 
@@ -62,7 +62,7 @@ def test_each_code_from_start_becomes_its_named_error(tmp_path, code):
     err = info.value
     assert type(err).__name__ == EXPECTED_CLASSES.get(code, "UnknownAclError")
     assert (err.code, err.call, err.exit_code) == (code, "acl.prof.start", 6)
-    name = acl_runtime.code_name(code)
+    name = acl_codes.code_name(code)
     meaning = ACL_ERRORS[code][1] if code in ACL_ERRORS else \
         "a code msprof-kit does not know; see acl_base.h of the installed CANN"
     assert str(err) == f"acl.prof.start returned {name}: {meaning}"
