@@ -5,8 +5,9 @@ Profiling guide (spec/collectors.md §4), done with paramiko.
 checked against known_hosts), uploads the folder holding `main`, writes the SoC acl.json there,
 runs `main` with a timeout, finds the JOB directories the run produced, brings them back into
 `output` (SFTP copy with a file count and size check, or an NFS mount of the board's profiling
-folder when asked), removes from the board everything it created, and with `run_all` imports and
-exports each JOB locally. docs/collectors.md ("SoC boards over SSH") is the user's guide.
+folder when asked), and removes from the board everything it created. Importing and exporting
+each JOB locally (`collect --all`) is the CLI's pipeline (msprof_kit/cli.py). docs/collectors.md
+("SoC boards over SSH") is the user's guide.
 
 Choices where the guide is silent ([INFER] in spec §4.3), one place each:
 - the board side lives in one fresh folder, `<remote_dir or home>/msprof_kit_<stamp>_<hex>/`,
@@ -51,7 +52,6 @@ from msprof_kit.errors import (BoardAuthFailed, BoardConfigError, BoardConnectio
 from msprof_kit.interrupt import terminate_as_interrupt
 
 from .acljson import dumps_acl_json, soc_profiler_config
-from .local import import_and_export
 
 if TYPE_CHECKING:  # paramiko is the `ssh` extra, imported when a board is contacted
     import paramiko  # type: ignore[import-untyped]
@@ -103,7 +103,7 @@ class BoardConfig:
 def collect_board(main: str, config: str, output: str, interval: Union[int, str] = 0, acl_api: str = "on",
                   aacpu: str = "on", switch: str = "on", aac_metrics: str = SOC_METRICS,
                   nfs: Optional[str] = None, accept_new_host_key: bool = False, timeout: float = 3600.0,
-                  run_all: bool = False, diag: Optional[Diagnostics] = None, runner: Optional[Runner] = None,
+                  diag: Optional[Diagnostics] = None, runner: Optional[Runner] = None,
                   known_hosts: Optional[str] = None, project: Optional[str] = None, acl_json: str = "acl.json",
                   connect_timeout: float = 10.0) -> List[str]:
     """Run `main` on the board of `config` (board.ini) with SoC profiling and bring the JOB data
@@ -118,20 +118,21 @@ def collect_board(main: str, config: str, output: str, interval: Union[int, str]
     (default: `main`'s folder); `acl_json` is where the program reads acl.json, relative to
     `main`'s folder. Warnings go to `diag`.
 
-    Returns the local JOB directories, followed with `run_all` by the files their exports wrote.
-    With `switch` "off" and no JOB produced, returns [] with a warning. SIGTERM and SIGHUP are
-    handled as Ctrl-C: the program's process group on the board is killed and the board cleaned.
+    Returns the local JOB directories. With `switch` "off" and no JOB produced, returns [] with a
+    warning. SIGTERM and SIGHUP are handled as Ctrl-C: the program's process group on the board is
+    killed and the board cleaned.
     """
     with terminate_as_interrupt():
         return _collect_board(main, config, output, interval, acl_api, aacpu, switch, aac_metrics, nfs,
-                              accept_new_host_key, timeout, run_all, diag if diag is not None else Diagnostics(),
+                              accept_new_host_key, timeout, diag if diag is not None else Diagnostics(),
                               runner, known_hosts, project, acl_json, connect_timeout)
 
 
 def _collect_board(main: str, config: str, output: str, interval: Union[int, str], acl_api: str, aacpu: str,
                    switch: str, aac_metrics: str, nfs: Optional[str], accept_new_host_key: bool, timeout: float,
-                   run_all: bool, diag: Diagnostics, runner: Optional[Runner], known_hosts: Optional[str],
+                   diag: Diagnostics, runner: Optional[Runner], known_hosts: Optional[str],
                    project: Optional[str], acl_json: str, connect_timeout: float) -> List[str]:
+    """collect_board, inside its signal handling."""
     plan = _plan(main, config, output, interval, acl_api, aacpu, switch, aac_metrics, nfs, timeout,
                  project, acl_json, known_hosts, diag)
     session = _Session.connect(plan, accept_new_host_key, connect_timeout, diag)
@@ -139,7 +140,7 @@ def _collect_board(main: str, config: str, output: str, interval: Union[int, str
         jobs = session.collect(runner)
     finally:
         session.close()
-    return list(jobs) + (import_and_export(jobs, diag) if run_all else [])
+    return list(jobs)
 
 
 def mount_command(nfs: str, mount_point: str) -> List[str]:

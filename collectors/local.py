@@ -1,6 +1,6 @@
 """Collect a profile by acl.json: write the file where the program reads it, run the program, find
-the PROF_xxx (CANN) or JOBxxx (SoC) directory the run produced, put the old acl.json back, and
-optionally import and export the result (`--all`).
+the PROF_xxx (CANN) or JOBxxx (SoC) directory the run produced, and put the old acl.json back.
+Importing and exporting the result (`collect --all`) is the CLI's pipeline (msprof_kit/cli.py).
 
 Where things go (docs/collectors.md has the full story):
 * acl.json is written to `acl_json_path` when given, else to `./acl.json` in the current
@@ -223,16 +223,14 @@ def _describe_exit(status: int) -> str:
 
 
 def collect_local(application: str, profiler: Mapping[str, object], output: Optional[str] = None,
-                  acl_json_path: Optional[str] = None, timeout: Optional[float] = None, run_all: bool = False,
+                  acl_json_path: Optional[str] = None, timeout: Optional[float] = None,
                   diag: Optional[Diagnostics] = None) -> List[str]:
     """Profile one run of `application` (a command line, split as a shell would, never run through
-    a shell) through acl.json, and return the new collection directories (absolute paths),
-    followed with `run_all` by the files their exports wrote.
+    a shell) through acl.json, and return the new collection directories (absolute paths).
 
     `profiler` is the `profiler` section (cann_profiler_config / soc_profiler_config); `output`,
     when given, replaces its `output` key. `acl_json_path` is where the program reads acl.json
-    (default ./acl.json). `timeout` is in seconds (None or <= 0: none). With `run_all`, each new
-    collection is imported and its summary and timeline exported. Warnings (output fallback,
+    (default ./acl.json). `timeout` is in seconds (None or <= 0: none). Warnings (output fallback,
     incomplete collection, profiling switched off) go to `diag`.
 
     Raises AclJsonError for a section the runtime would refuse (nothing is run), ApplicationError
@@ -240,13 +238,13 @@ def collect_local(application: str, profiler: Mapping[str, object], output: Opti
     NoNewCollection when the switch is on and no new directory appeared. SIGTERM and SIGHUP are
     handled as Ctrl-C: the program's process group is killed and acl.json put back."""
     with terminate_as_interrupt():
-        return _collect_local(application, profiler, output, acl_json_path, timeout, run_all,
+        return _collect_local(application, profiler, output, acl_json_path, timeout,
                               diag if diag is not None else Diagnostics())
 
 
 def _collect_local(application: str, profiler: Mapping[str, object], output: Optional[str],
-                   acl_json_path: Optional[str], timeout: Optional[float], run_all: bool,
-                   diag: Diagnostics) -> List[str]:
+                   acl_json_path: Optional[str], timeout: Optional[float], diag: Diagnostics) -> List[str]:
+    """collect_local, inside its signal handling."""
     try:
         argv = shlex.split(application)
     except ValueError as exc:
@@ -309,8 +307,6 @@ def _collect_local(application: str, profiler: Mapping[str, object], output: Opt
         why = _incomplete(path)
         if why:
             diag.warn(f"{path}: the collection looks incomplete ({why}); did the program call aclFinalize?")
-    if run_all:
-        return found + import_and_export(found, diag)
     return found
 
 
@@ -321,16 +317,3 @@ def _restore_quietly(swap: _AclJsonSwap, diag: Diagnostics) -> None:
         swap.restore()
     except OSError as exc:
         diag.warn(f"{swap.path}: cannot put the previous acl.json back ({exc.strerror or exc})")
-
-
-def import_and_export(paths: List[str], diag: Diagnostics) -> List[str]:
-    """`--all`: import each collection into its store, then export its summary and its timeline
-    (what `msprof-kit import` and `export summary|timeline` do). Returns the files written."""
-    from msprof_kit import importer
-    from msprof_kit.exporters import run as export_run
-    written: List[str] = []
-    for path in paths:
-        importer.import_path(path, diag)
-        written += export_run.export(path, "summary", diag)
-        written += export_run.export(path, "timeline", diag)
-    return written

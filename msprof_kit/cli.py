@@ -11,7 +11,7 @@ from typing import Iterator, List, Optional
 from . import __version__, importer, memory, progress, show, store
 from .errors import BadOption, Diagnostics, MsprofKitError, StoreError
 from .forked import default_jobs
-from .interrupt import Terminated
+from .interrupt import Terminated, terminate_as_interrupt
 from .exporters.run import export as run_export
 
 
@@ -273,6 +273,7 @@ def cmd_show(args: argparse.Namespace, diag: Diagnostics) -> int:
 
 
 def cmd_collect(args: argparse.Namespace, diag: Diagnostics) -> int:
+    """`collect`: run one collector; with --all, then import and export what it collected."""
     from .collectors import acljson
     soc = {k.name: getattr(args, f"soc_{k.name}") for k in acljson.SOC_KEYS
            if getattr(args, f"soc_{k.name}", None) is not None}
@@ -281,10 +282,10 @@ def cmd_collect(args: argparse.Namespace, diag: Diagnostics) -> int:
         from .collectors.board import collect_board
         if not args.config:
             raise BadOption("collect -m needs --config board.ini ([ssh_config] ip, username, pwd, port)")
-        written = collect_board(args.main, args.config, output, switch=args.switch, nfs=args.nfs,
-                                accept_new_host_key=args.accept_new_host_key, known_hosts=args.known_hosts,
-                                run_all=args.run_all, diag=diag,
-                                **({"timeout": args.timeout} if args.timeout else {}), **soc)
+        found = collect_board(args.main, args.config, output, switch=args.switch, nfs=args.nfs,
+                              accept_new_host_key=args.accept_new_host_key, known_hosts=args.known_hosts,
+                              diag=diag, **({"timeout": args.timeout} if args.timeout else {}), **soc)
+        profiled = True  # with --switch off the program may profile through the API: its JOBs are imported too
     else:
         from .collectors.local import collect_local
         if args.flavour == "soc":
@@ -293,12 +294,30 @@ def cmd_collect(args: argparse.Namespace, diag: Diagnostics) -> int:
             cann = {k.name: getattr(args, f"cann_{k.name}") for k in acljson.CANN_KEYS
                     if getattr(args, f"cann_{k.name}", None) is not None}
             profiler = acljson.cann_profiler_config(switch=args.switch, output=output, **cann)
-        written = collect_local(args.application, profiler, output=output, acl_json_path=args.acl_json_path,
-                                timeout=args.timeout, run_all=args.run_all, diag=diag)
+        found = collect_local(args.application, profiler, output=output, acl_json_path=args.acl_json_path,
+                              timeout=args.timeout, diag=diag)
+        profiled = acljson.switch_is_on(profiler)  # switch off: the run was not profiled, nothing is imported
+    written = list(found)
+    if args.run_all and profiled:
+        written += import_and_export(found, diag)
     _report(diag, args.quiet)
     for path in written:
         print(f"Collected {path}" if os.path.isdir(path) else f"Wrote {path}")
     return 0
+
+
+def import_and_export(paths: List[str], diag: Diagnostics) -> List[str]:
+    """The `collect --all` pipeline after a collector: import each collection into its store, then
+    export its summary and its timeline (what `msprof-kit import` and `export summary|timeline`
+    do). SIGTERM and SIGHUP stop it as Ctrl-C does, as they stop the collectors. Returns the files
+    written."""
+    written: List[str] = []
+    with terminate_as_interrupt():
+        for path in paths:
+            importer.import_path(path, diag)
+            written += run_export(path, "summary", diag)
+            written += run_export(path, "timeline", diag)
+    return written
 
 
 def cmd_plot(args: argparse.Namespace, diag: Diagnostics) -> int:

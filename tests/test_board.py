@@ -351,10 +351,12 @@ def test_two_runs_into_one_output_keep_both(board: Board) -> None:
 
 def test_all_imports_and_exports(board: Board) -> None:
     main = board.project()
-    result = B.collect_board(main, board.ini(), board.output(), run_all=True)
+    from msprof_kit import cli
+
+    jobs = B.collect_board(main, board.ini(), board.output())
     job = os.path.join(board.output(), "JOBBOARD1")
-    assert result[0] == job
-    files = result[1:]
+    assert jobs == [job]
+    files = cli.import_and_export(jobs, Diagnostics())  # the CLI's --all pipeline
     assert files and all(os.path.isfile(f) and f.startswith(job + os.sep) for f in files)
     names = sorted(os.path.relpath(f, job) for f in files)
     assert any(n.startswith("summary/op_summary_") and n.endswith(".csv") for n in names)

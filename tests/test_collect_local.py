@@ -24,6 +24,7 @@ import pytest
 from conftest import COMPARE, GOLDEN, copy_input, needs_shared, stop_with_signal
 from test_acljson import CANN_BAD, CANN_GOOD, SOC_BAD, SOC_GOOD
 
+from msprof_kit import cli
 from msprof_kit.collectors import acljson
 from msprof_kit.collectors.acljson import cann_profiler_config, dumps_acl_json, soc_profiler_config
 from msprof_kit.collectors.local import PROF_NAME, collect_local
@@ -385,11 +386,10 @@ def test_all_imports_and_exports_the_new_collection(app, tmp_path, capsys):
     payload = copy_input("min_910b", str(tmp_path / "payload"))
     out = tmp_path / "prof_out"
     diag = Diagnostics()
-    result = collect_local(f"{app} --payload {payload}", cann_profiler_config(), output=str(out), run_all=True,
-                           diag=diag)
-    found = [p for p in result if os.path.isdir(p)]
-    assert len(found) == 1 and result[0] == found[0]
-    assert all(os.path.isfile(p) for p in result[1:]) and len(result) > 5  # then the files exported
+    found = collect_local(f"{app} --payload {payload}", cann_profiler_config(), output=str(out), diag=diag)
+    assert len(found) == 1 and os.path.isdir(found[0])
+    written = cli.import_and_export(found, diag)  # the CLI's --all pipeline
+    assert all(os.path.isfile(p) for p in written) and len(written) > 4
     exported = children(os.path.join(found[0], "mindstudio_profiler_output"))
     for prefix in ("op_summary_", "op_statistic_", "api_statistic_", "task_time_", "msprof_"):
         assert any(n.startswith(prefix) for n in exported), (prefix, exported)
@@ -429,6 +429,23 @@ def test_the_cli_refuses_a_bad_key_value_before_running_anything(app, tmp_path, 
                      "--task_time", "bogus"])
     err = capsys.readouterr().err
     assert code == 6 and err.count("\n") == 1 and "task_time" in err and not marker.exists()
+
+
+def test_the_cli_imports_nothing_after_a_run_with_the_switch_off(tmp_path, monkeypatch, capsys):
+    """`collect --switch off --all`: a directory the run left is listed, but not imported (the run
+    was not profiled); the --all pipeline runs only on profiled collections."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    prof = out / "PROF_000001_20240101000000000_ABCDEFGH"
+    program = tmp_path / "writes_a_prof.sh"
+    program.write_text(f'#!/bin/sh\nmkdir -p "{prof}/host"\n')
+    program.chmod(0o755)
+    code = cli.main(["collect", "--application", str(program), "--output", str(out), "--switch", "off", "--all"])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    assert stdout == f"Collected {prof}\n"
+    assert 'the profiler switch is not "on"' in err
+    assert sorted(os.listdir(prof)) == ["host"]  # no store, no exports
 
 
 # ------------------------------------------------------------------------------------------------
