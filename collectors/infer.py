@@ -24,12 +24,11 @@ The model runs through `get_acl`: the real pyACL when importable; without CANN o
 and only when asked (`emulate=True` or MSPROF_KIT_EMULATE_ACL=1). The emulator loads and "executes"
 by sleeping, so its times are its sleeps; every result, line and file then says EMULATED.
 
-`msprof-kit infer --model X.om ...` runs it from a shell; msprof re-runs it as
-`<python> -m msprof_kit infer ...`.
+`msprof-kit infer --model X.om ...` runs it from a shell (its options are parsed in
+msprof_kit/cli.py); msprof re-runs it as `<python> -m msprof_kit infer ...`.
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -978,46 +977,3 @@ def infer(model: str, inputs: Union[str, Sequence[str], None] = None, output: Op
     acl, emulated = get_acl(emulate, diag)
     return _run_here(acl, emulated, opts, plan, why_not, diag)
 
-
-# --- command line -------------------------------------------------------------------------------
-def str2bool(text: str) -> bool:
-    """ais_bench's switch values: 1/true/t/yes/y and 0/false/f/no/n, any case."""
-    value = text.strip().lower()
-    if value in ("1", "true", "t", "yes", "y"):
-        return True
-    if value in ("0", "false", "f", "no", "n"):
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not a switch value (1/0, true/false, yes/no)")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The `infer` options (the dashed spellings; ais_bench's underscored ones are accepted too)."""
-    p.add_argument("-m", "--model", required=True, help="the offline model (.om)")
-    p.add_argument("-i", "--input", help="input files (one per model input) or folders (one per model input, "
-                                         "one file per sample), comma-separated; default: zero data")
-    p.add_argument("-o", "--output", help="results root: <output>/<YYYY_MM_DD-HH_MM_SS>/ and its _summary.json; "
-                                          "default: nothing is written")
-    p.add_argument("--output-dirname", "--output_dirname", dest="output_dirname",
-                   help="a fixed result folder inside --output instead of the date")
-    p.add_argument("-l", "--loop", type=int, default=1, help="measured runs per sample (default 1)")
-    p.add_argument("--warmup-count", "--warmup_count", dest="warmup_count", type=int, default=1,
-                   help="unmeasured runs first (default 1)")
-    p.add_argument("-d", "--device", default="0", help="device id, or ids such as 0,1 run in turn (default 0)")
-    p.add_argument("--batch", "--batchsize", dest="batch", type=int,
-                   help="batch size for the throughput (default: dim 0 of input 0)")
-    p.add_argument("--profiler", type=str2bool, default=False, metavar="1|0",
-                   help="profile the run: under msprof when it is on PATH, else through <output>/acl.json")
-    p.add_argument("--dump", type=str2bool, default=False, metavar="1|0",
-                   help="dump every operator's data into <output>/dump through <output>/acl.json")
-    p.add_argument("--acl-json-path", "--acl_json_path", dest="acl_json_path",
-                   help="an acl.json given to acl.init as it is (--profiler and --dump are then ignored)")
-    p.add_argument("--display-all-summary", "--display_all_summary", dest="display_all", type=str2bool,
-                   default=False, metavar="1|0", help="also print the H2D and D2H latencies")
-
-
-def infer_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
-    """The keyword arguments of `infer` from options parsed with add_arguments."""
-    return {"model": args.model, "inputs": args.input, "output": args.output, "loop": args.loop,
-            "warmup_count": args.warmup_count, "devices": args.device, "batch": args.batch,
-            "profiler": args.profiler, "dump": args.dump, "acl_json_path": args.acl_json_path,
-            "output_dirname": args.output_dirname, "display_all": args.display_all}

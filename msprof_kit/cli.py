@@ -154,14 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_compare)
 
     _collect_parser(sub)
-    from .collectors import infer
-    p = sub.add_parser("infer", help="run an offline model as ais_bench does, optionally profiled",
-                       description="Run an offline model (.om) as ais_bench does: warm-up, loops, latency and "
-                                   "throughput summary, optionally under msprof or with a generated acl.json. "
-                                   "Without CANN it runs only on the emulator, when asked "
-                                   "(MSPROF_KIT_EMULATE_ACL=1). docs/collectors.md has the rules.")
-    infer.add_arguments(p)
-    p.set_defaults(run=cmd_infer)
+    _infer_parser(sub)
     return top
 
 
@@ -199,6 +192,47 @@ def _collect_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     board.add_argument("--accept-new-host-key", action="store_true", help="trust and record an unknown host key")
     board.add_argument("--known-hosts", metavar="FILE", help="trusted host keys (default ~/.ssh/known_hosts)")
     p.set_defaults(run=cmd_collect)
+
+
+def _switch_value(text: str) -> bool:
+    """ais_bench's switch values: 1/true/t/yes/y and 0/false/f/no/n, any case."""
+    value = text.strip().lower()
+    if value in ("1", "true", "t", "yes", "y"):
+        return True
+    if value in ("0", "false", "f", "no", "n"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a switch value (1/0, true/false, yes/no)")
+
+
+def _infer_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """`infer`: ais_bench's options, in their dashed spellings; the underscored ones are accepted too."""
+    p = sub.add_parser("infer", help="run an offline model as ais_bench does, optionally profiled",
+                       description="Run an offline model (.om) as ais_bench does: warm-up, loops, latency and "
+                                   "throughput summary, optionally under msprof or with a generated acl.json. "
+                                   "Without CANN it runs only on the emulator, when asked "
+                                   "(MSPROF_KIT_EMULATE_ACL=1). docs/collectors.md has the rules.")
+    p.add_argument("-m", "--model", required=True, help="the offline model (.om)")
+    p.add_argument("-i", "--input", help="input files (one per model input) or folders (one per model input, "
+                                         "one file per sample), comma-separated; default: zero data")
+    p.add_argument("-o", "--output", help="results root: <output>/<YYYY_MM_DD-HH_MM_SS>/ and its _summary.json; "
+                                          "default: nothing is written")
+    p.add_argument("--output-dirname", "--output_dirname", dest="output_dirname",
+                   help="a fixed result folder inside --output instead of the date")
+    p.add_argument("-l", "--loop", type=int, default=1, help="measured runs per sample (default 1)")
+    p.add_argument("--warmup-count", "--warmup_count", dest="warmup_count", type=int, default=1,
+                   help="unmeasured runs first (default 1)")
+    p.add_argument("-d", "--device", default="0", help="device id, or ids such as 0,1 run in turn (default 0)")
+    p.add_argument("--batch", "--batchsize", dest="batch", type=int,
+                   help="batch size for the throughput (default: dim 0 of input 0)")
+    p.add_argument("--profiler", type=_switch_value, default=False, metavar="1|0",
+                   help="profile the run: under msprof when it is on PATH, else through <output>/acl.json")
+    p.add_argument("--dump", type=_switch_value, default=False, metavar="1|0",
+                   help="dump every operator's data into <output>/dump through <output>/acl.json")
+    p.add_argument("--acl-json-path", "--acl_json_path", dest="acl_json_path",
+                   help="an acl.json given to acl.init as it is (--profiler and --dump are then ignored)")
+    p.add_argument("--display-all-summary", "--display_all_summary", dest="display_all", type=_switch_value,
+                   default=False, metavar="1|0", help="also print the H2D and D2H latencies")
+    p.set_defaults(run=cmd_infer)
 
 
 def _key_option(group: "argparse._ArgumentGroup", name: str, dest: str, text: str) -> None:
@@ -342,13 +376,17 @@ def cmd_compare(args: argparse.Namespace, diag: Diagnostics) -> int:
 
 
 def cmd_infer(args: argparse.Namespace, diag: Diagnostics) -> int:
+    """`infer`: run the model with the parsed options and print ais_bench's summary."""
     import warnings
 
     from .collectors import infer
     from .collectors.acl_runtime import EmulatedAclWarning
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmulatedAclWarning)  # the same line comes through diag
-        result = infer.infer(diag=diag, **infer.infer_kwargs(args))
+        result = infer.infer(model=args.model, inputs=args.input, output=args.output, loop=args.loop,
+                             warmup_count=args.warmup_count, devices=args.device, batch=args.batch,
+                             profiler=args.profiler, dump=args.dump, acl_json_path=args.acl_json_path,
+                             output_dirname=args.output_dirname, display_all=args.display_all, diag=diag)
     _report(diag, args.quiet)
     sys.stdout.write(infer.render_summary(result))
     return 0
