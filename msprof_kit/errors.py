@@ -342,7 +342,7 @@ class IncompleteJob(BoardError, NoNewCollection):
 
 
 # ---------------------------------------------------------------------------------------------
-# The inference runner (collectors/infer.py), after ais_bench. Exit codes: 6 for options its rules
+# The inference runner (collectors/infer/), after ais_bench. Exit codes: 6 for options its rules
 # refuse; when msprof runs the inference and fails, msprof's own exit status.
 
 

@@ -1,4 +1,4 @@
-"""The inference runner after ais_bench (collectors/infer.py, spec/collectors.md §5 and §7.4).
+"""The inference runner after ais_bench (collectors/infer/, spec/collectors.md §5 and §7.4).
 
 What is real here: the argument rules and the statistics (pure Python, against hand-computed
 values), PATH lookup, the msprof process (a real executable script named `msprof`, put first on
@@ -24,6 +24,7 @@ from msprof_kit import cli
 
 from msprof_kit.collectors import acl_runtime
 from msprof_kit.collectors import infer as inf
+from msprof_kit.collectors.infer.files import make_run_dir
 from msprof_kit.collectors.emulator import MARKER, EmulatedAcl
 from msprof_kit.errors import (AclInvalidFile, AclInvalidParam, Diagnostics, InferOptionError, MsprofFailed,
                                PathNotFound, PyAclNotAvailable)
@@ -285,12 +286,12 @@ def test_render_summary_prints_as_ais_bench_does():
 
 def test_dated_folder_names_and_collisions(tmp_path):
     now = datetime.datetime(2024, 3, 5, 7, 8, 9)
-    first = inf._make_run_dir(str(tmp_path), None, now)
-    second = inf._make_run_dir(str(tmp_path), None, now)
+    first = make_run_dir(str(tmp_path), None, now)
+    second = make_run_dir(str(tmp_path), None, now)
     assert first == (str(tmp_path / "2024_03_05-07_08_09"), True)
     assert second == (str(tmp_path / "2024_03_05-07_08_09_1"), True)
-    assert inf._make_run_dir(str(tmp_path), "fixed", now) == (str(tmp_path / "fixed"), True)
-    assert inf._make_run_dir(str(tmp_path), "fixed", now) == (str(tmp_path / "fixed"), False)   # reused
+    assert make_run_dir(str(tmp_path), "fixed", now) == (str(tmp_path / "fixed"), True)
+    assert make_run_dir(str(tmp_path), "fixed", now) == (str(tmp_path / "fixed"), False)   # reused
 
 
 # ---------------------------------------------------------------------------------------------
