@@ -805,7 +805,7 @@ class _Session:
                         raise CopyBackFailed(f"copying {remote} back failed: {rel} has {got} bytes here, "
                                              f"{size} on the board; the partial copy was removed")
                 _verify_tree(partial, files, f"copying {remote} back failed")
-            except (UnicodeDecodeError, *self.errors) as exc:
+            except (UnicodeDecodeError,) + self.errors as exc:
                 raise CopyBackFailed(f"copying {remote} back failed: {self._reason(exc)}; the partial copy was "
                                      "removed") from None
             final = _claim(out, name)

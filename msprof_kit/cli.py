@@ -6,7 +6,7 @@ import contextlib
 import os
 import sqlite3
 import sys
-from typing import Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from . import __version__, importer, memory, progress, show, store
 from .errors import BadOption, Diagnostics, MsprofKitError, StoreError
@@ -27,7 +27,8 @@ def _dir_arg(p: argparse.ArgumentParser) -> None:
 
 def _talk_args(p: argparse.ArgumentParser, top: bool = False) -> None:
     """--quiet, --progress and --store, given before the command or after it."""
-    default = {} if top else {"default": argparse.SUPPRESS}  # a command's own default would hide the top's
+    # a command's own default would hide the top's
+    default: Dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors on stderr: no progress, "
                    "notes or warnings (and no 'Imported'/'Wrote' lines)", **default)
     p.add_argument("--progress", action="store_true", help="report progress on stderr even when it is not a "
