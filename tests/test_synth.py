@@ -172,6 +172,50 @@ def test_910b_collection(tmp_path) -> None:
     assert np.all(ns[0::2] > tracks["timestamp"].astype(np.int64) * 10)
 
 
+def test_910b_metric_group_and_mix_ops(tmp_path) -> None:
+    """metrics= names the group and its events in sample.json; mix_fraction= turns some ops into
+    MIX_AIC / MIX_AIV ops: FFTS+ subtask logs, a context_id_info, and block num x MIX_RATIO block PMU
+    records of the other core inside the task; every counter of the group's events is nonzero."""
+    n = 40
+    prof = synth.write_collection(str(tmp_path), chip="910B", n_tasks=n, metrics="MemoryAccess",
+                                  mix_fraction=0.3, seed=3)
+    sample = json.load(open(os.path.join(prof, "device_0", "sample.json")))
+    assert sample["ai_core_metrics"] == sample["aiv_metrics"] == "MemoryAccess"
+    assert sample["ai_core_profiling_events"] == sample["aiv_profiling_events"] == synth.GROUP_EVENTS["MemoryAccess"]
+
+    tracks = host_tracks(prof)
+    tracks = tracks[np.argsort(tracks["timestamp"], kind="stable")]
+    mix = np.isin(tracks["task_type"], (synth.KERNEL_MIX_AIC, synth.KERNEL_MIX_AIV))
+    assert mix.sum() == 12 and {108, 109} <= set(tracks["task_type"].tolist())
+    assert np.all(field(R.TASK_TRACK, "sched", "ratio", tracks["sched"])[mix] == synth.MIX_RATIO)
+    data = os.path.join(prof, "host", "data")
+    ctx = [read_stream(data, f"{c}.additional.context_id_info", R.CONTEXT_ID_INFO) for c in ("aging", "unaging")]
+    assert sum(len(c) for c in ctx) == mix.sum()
+
+    dev = os.path.join(prof, "device_0", "data")
+    soc = read_stream(dev, "stars_soc.data.0", R.STARS_LOG)
+    func = field(R.STARS_LOG, "head", "func_type", soc["head"])
+    assert np.array_equal(func[0::2], np.where(mix, 34, 0)) and np.array_equal(func[1::2], np.where(mix, 35, 1))
+    pmu = read_stream(dev, "ffts_profile.data.0", R.FFTS_PMU)
+    kind = field(R.FFTS_PMU, "head", "func_type", pmu["head"])
+    assert field(R.FFTS_PMU, "head", "cnt", pmu["head"]).tolist() == [k % 16 for k in range(len(pmu))]
+    assert np.all(np.diff(pmu["end_syscnt"].astype(np.int64)) >= 0)
+    context, blocks = pmu[kind == 40], pmu[kind == 41]
+    assert len(context) == n
+    assert len(blocks) == int((tracks["num_blocks"][mix].astype(np.int64) * synth.MIX_RATIO).sum())
+    for row in np.flatnonzero(mix):
+        def of_task(recs: np.ndarray) -> np.ndarray:
+            return recs[(recs["stream_raw"] == tracks["stream_id"][row]) & (recs["task_raw"] == tracks["task_id"][row])]
+        mine, task = of_task(blocks), of_task(context)
+        assert len(mine) == tracks["num_blocks"][row] * synth.MIX_RATIO and len(task) == 1
+        assert np.all((mine["end_syscnt"] >= task["start_syscnt"][0]) & (mine["end_syscnt"] <= task["end_syscnt"][0]))
+        # core type: the secondary core (AIV blocks for MIX_AIC)
+        assert np.all((mine["word20"] & 1) == (tracks["task_type"][row] == synth.KERNEL_MIX_AIC))
+    assert np.all(pmu["pmu"] > 0)
+    col = synth.GROUP_EVENTS["MemoryAccess"].split(",")
+    assert np.all(pmu["pmu"][:, col.index("0x206")] < pmu["pmu"][:, col.index("0x32")])
+
+
 def test_host_call_shape(tmp_path) -> None:
     n = 80
     prof = synth.write_collection(str(tmp_path), n_tasks=n, model_fraction=0.25, seed=11)
