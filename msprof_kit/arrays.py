@@ -238,3 +238,29 @@ def _merged(a: Tuple[np.ndarray, np.ndarray], b: Tuple[np.ndarray, np.ndarray]) 
     keys[at] = bk
     numbers[at] = bn
     return keys, numbers
+
+
+# ------------------------------------------------------------------------------------------------
+# Rounding as the reference prints numbers
+
+def near_half(scaled: np.ndarray) -> np.ndarray:
+    """Where x · 10^d is too close to a half for float64 to decide its rounding."""
+    frac = scaled - np.floor(scaled)
+    return np.abs(frac - 0.5) <= np.maximum(1e-9, np.abs(scaled) * 1e-14)
+
+
+def scaled_exact(x: np.ndarray, decimals: int) -> np.ndarray:
+    """x · 10^decimals in 80-bit long double: exact for decimals ≤ 3 (53 + 10 bits)."""
+    return x.astype(np.longdouble) * (np.longdouble(10) ** decimals)
+
+
+def py_round_units(x: np.ndarray, decimals: int) -> np.ndarray:
+    """Python's round(x, decimals) in integer units of 10^-decimals: correctly rounded from the
+    exact binary value, halves to even (numpy's np.round rounds x · 10^d to double first)."""
+    x = np.asarray(x, dtype=np.float64)
+    scaled = x * 10.0 ** decimals
+    k = np.rint(scaled)
+    near = near_half(scaled)
+    if near.any():
+        k[near] = np.rint(scaled_exact(x[near], decimals)).astype(np.float64)
+    return k.astype(np.int64)

@@ -1157,12 +1157,12 @@ def _group_of(rd: ResultDir, core: str) -> Tuple[str, List[int]]:
     return str(rd.sample.get("aiv_metrics", "")), metrics.parse_events(rd.sample.get("aiv_profiling_events"))
 
 
-def pmu_columns(rd: ResultDir, prefixed: bool) -> List[str]:
+def pmu_columns(rd: ResultDir, prefixed: bool, rules: metrics.Rules) -> List[str]:
     """The metric columns of a device's PMU: aic_ and aiv_ prefixed (STARS chips), or the AI
     Core's unprefixed (HWTS chips)."""
     def names(core: str) -> List[str]:
         group, events = _group_of(rd, core)
-        return metrics.metric_columns(events, group)
+        return metrics.metric_columns(events, group, rules)
     if not prefixed:
         return names("aic")
     return [f"{core}_{name}" for core in ("aic", "aiv") for name in names(core)]
@@ -1574,13 +1574,14 @@ class _StarsPmu:
     tasks'; a task's metrics are final once the window's end has passed the task's end, and the
     rows are given in task order (a task still open holds back those after it)."""
 
-    def __init__(self, rd: ResultDir, dev: DeviceData, edges: np.ndarray) -> None:
+    def __init__(self, rd: ResultDir, dev: DeviceData, edges: np.ndarray, rules: metrics.Rules) -> None:
         info = rd.device_info()
         self.rd = rd
+        self.rules = rules
         self.freq = float(info.get("aic_frequency", 0) or 0) * 1e6
         self.cores = {"aic": int(info.get("ai_core_num", 0) or 0), "aiv": int(info.get("aiv_num", 0) or 0)}
         self.groups = {core: _group_of(rd, core) for core in ("aic", "aiv")}
-        self.columns = pmu_columns(rd, True)
+        self.columns = pmu_columns(rd, True, rules)
         self.ctx_runs, self.blk_runs = dev.ctx_pmu, dev.blk_pmu
         for runs in (self.ctx_runs, self.blk_runs):
             if runs is not None:
@@ -1672,8 +1673,8 @@ class _StarsPmu:
             cyc[mixed[second]] = sum_cyc[second]
             cnt[mixed[second]] = sum_pmu[second]
             b[mixed[second]] = mix[mixed[second]]
-            got = metrics.compute(events, group, cyc, cnt, b, self.cores[core], freq)
-            for name in metrics.metric_columns(events, group):
+            got = metrics.compute(events, group, cyc, cnt, b, self.cores[core], freq, self.rules)
+            for name in metrics.metric_columns(events, group, self.rules):
                 out[f"{core}_{name}"] = got[name]
         return out
 
@@ -1688,15 +1689,16 @@ class _HwtsPmu:
     the n-th execution of that task in task order. The records are held whole (these chips'
     collections are small); each key's count of executions is carried from a window to the next."""
 
-    def __init__(self, rd: ResultDir, dev: DeviceData) -> None:
+    def __init__(self, rd: ResultDir, dev: DeviceData, rules: metrics.Rules) -> None:
         pm = dev.aic_pmu
         assert pm is not None
         info = rd.device_info()
         self.rd = rd
+        self.rules = rules
         self.freq = float(info.get("aic_frequency", 0) or 0) * 1e6
         self.cores = int(info.get("ai_core_num", 0) or 0)
         self.group, self.events = _group_of(rd, "aic")
-        self.columns = pmu_columns(rd, False)
+        self.columns = pmu_columns(rd, False, rules)
         key = self._key(pm["stream_id"], pm["task_id"])
         code = (key << 36) | self._nth(key, None)
         self.order = np.argsort(code, kind="stable")
@@ -1743,9 +1745,9 @@ class _HwtsPmu:
         self.matched += len(hit)
         src = self.order[at[hit]]
         got = metrics.compute(self.events, self.group, self.cycles[src], self.counters[src], tasks["block"][hit],
-                              self.cores, np.full(len(hit), self.freq))
+                              self.cores, np.full(len(hit), self.freq), self.rules)
         return {"taskRow": tasks["row"][hit], "globalTaskId": tasks["gid"][hit],
-                **{name: got[name] for name in metrics.metric_columns(self.events, self.group)}}
+                **{name: got[name] for name in metrics.metric_columns(self.events, self.group, self.rules)}}
 
     def finish(self, diag: Diagnostics) -> None:
         lost = len(self.codes) - self.matched
@@ -1944,14 +1946,25 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
     is_compute_type = _where_text(type_texts, lambda k: k in COMPUTE_HOST_TYPES)
     stars = chip.family == "stars"
     with_pmu = [rd for rd, dev in devices if dev.tasks.rows and _has_pmu(dev, stars)]
-    columns = list(dict.fromkeys(c for rd in with_pmu for c in pmu_columns(rd, stars)))
+    rules = metrics.rules_for(chip.platform)
+    columns = list(dict.fromkeys(c for rd in with_pmu for c in pmu_columns(rd, stars, rules)))
     for rd in with_pmu:
-        if not any(_group_of(rd, core)[1] for core in (("aic", "aiv") if stars else ("aic",))):
+        cores = ("aic", "aiv") if stars else ("aic",)
+        if not any(_group_of(rd, core)[1] for core in cores):
             where = rd.files.get("sample.json")
             what = f"{where}: names no PMU metrics (ai_core_metrics and ai_core_profiling_events)" if where else \
                 f"{rd.path}: no sample.json to name the PMU metrics (ai_core_metrics and ai_core_profiling_events)"
             diag.warn(f"{what}; the PMU metric columns of device {rd.device_id} (all but total_time and "
                       f"total_cycles) are dropped although its PMU records are there")
+            continue
+        for core in cores:
+            group, events = _group_of(rd, core)
+            why = metrics.problem(events, group, rules)
+            if why is not None:
+                where = rd.files.get("sample.json", rd.path)
+                key = "ai_core_metrics" if core == "aic" else "aiv_metrics"
+                diag.warn(f"{where}: {key}: {why}; the {core.upper()} metric columns of device {rd.device_id} "
+                          f"(all but total_time and total_cycles) are left out")
     overlaps: List[_Overlap] = []
     row = 0
     matching = diag.progress.phase(f"{who}: matching device tasks", total=sum(int(dev.tasks.rows) for _, dev in devices),
@@ -1969,7 +1982,7 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
             match = _Match(host_tasks.first.get(dev.device_id) if host_tasks is not None else None)
             pmu: Optional[Union[_StarsPmu, _HwtsPmu]] = None
             if rd in with_pmu:
-                pmu = _StarsPmu(rd, dev, edges) if stars else _HwtsPmu(rd, dev)
+                pmu = _StarsPmu(rd, dev, edges, rules) if stars else _HwtsPmu(rd, dev, rules)
             overlap = _Overlap(runs.folder, dev.device_id)
             overlaps.append(overlap)
             for w in range(len(edges) + 1):

@@ -26,11 +26,12 @@ Every record array is built column-wise with numpy (no per-record Python loop), 
 take a few seconds. Record layouts come from `parsers.records` and are not re-declared here.
 
 Run as a script to time the generator: `python3 tests/synth.py OUT_DIR [N] [--chip 310P]
-[--model-fraction F] [--mix-fraction F] [--steps] [--seed S]`.
+[--model-fraction F] [--metrics GROUP] [--mix-fraction F] [--steps] [--seed S]`.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import struct
@@ -88,15 +89,14 @@ TYPE_NODE_BASIC_INFO, TYPE_TENSOR_INFO, TYPE_LAUNCH = 0, 1, 5   # level 10000
 TYPE_TASK_TRACK, TYPE_KERNEL_LAUNCH = 802, 1001                  # level 5000
 KERNEL_AICORE, KERNEL_AIVEC, FLIP_TASK = 0, 66, 98               # runtime task types
 KERNEL_MIX_AIC, KERNEL_MIX_AIV = 108, 109
-GE_AI_CORE, GE_AI_VECTOR_CORE = 0, 2                             # node_basic_info task types
-GE_MIX_AIC, GE_MIX_AIV = 4, 5
+GE_AI_CORE, GE_AI_VECTOR_CORE, GE_MIX_AIC, GE_MIX_AIV = 0, 2, 4, 5  # node_basic_info task types
 TYPE_CONTEXT_ID_INFO = 4                                         # level 10000 additional
 SQE_AI_CORE, SQE_AIV = 0, 2                                      # STARS sqe types
 FUNC_ACSQ_START, FUNC_ACSQ_END, FUNC_CONTEXT_PMU = 0, 1, 40
-FUNC_FFTS_START, FUNC_FFTS_END, FUNC_BLOCK_PMU = 34, 35, 41      # FFTS+ subtask logs, block PMU
-FFTS_PLUS = 4                                                    # ffts type of an FFTS+ task
-SUBTASK_MIX = {GE_MIX_AIC: 6, GE_MIX_AIV: 7}                     # FFTS+ subtask types
-MIX_RATIO = 2                        #: other-core blocks per main-core block of a MIX op
+FUNC_FFTS_START, FUNC_FFTS_END, FUNC_BLOCK_PMU = 34, 35, 41       # FFTS+ subtask logs, block PMU
+FFTS_PLUS = 4                                                    # ffts type of a MIX op's subtask
+SUBTASK_MIX_AIC, SUBTASK_MIX_AIV = 6, 7                          # FFTS+ subtask types
+MIX_RATIO = 2                                                    # secondary blocks per main block
 TS_TAG_STEP, TS_TAG_FLIP = 10, 14
 STEP_MODEL_START, STEP_MODEL_END = 0, 1                          # step-trace tag ids
 FORMAT_ND, DTYPE_FLOAT16 = 2, 1
@@ -109,15 +109,31 @@ OP_TYPES: Tuple[Tuple[str, int], ...] = (
     ("SoftmaxV2", 1), ("LayerNorm", 1), ("ReduceSum", 1), ("Transpose", 1),
 )
 
-#: MIX op types (only used with `mix_fraction`): name, main core (0 AIC, 1 AIV), GE task type.
-#: Their indexes follow OP_TYPES'.
-MIX_OP_TYPES: Tuple[Tuple[str, int, int], ...] = (
-    ("FlashAttentionScore", 0, GE_MIX_AIC), ("GroupedMatmul", 1, GE_MIX_AIV),
-    ("FusedInferAttentionScore", 0, GE_MIX_AIC), ("NLLLoss", 1, GE_MIX_AIV),
-)
+#: MIX ops (910B only, with `mix_fraction`): (type, core) with core 2 MIX_AIC, 3 MIX_AIV. A MIX op's
+#: main core reports a context PMU record, the other core one block PMU record per secondary block
+#: (block num x MIX_RATIO of them).
+MIX_OP_TYPES: Tuple[Tuple[str, int], ...] = (("FlashAttentionScore", 2), ("GroupedMatmul", 3))
 
 EVENTS_PIPE = "0x8,0xa,0x9,0xb,0xc,0xd,0x54,0x55"
 EVENTS_PIPE_EXCT = "0x416,0x417,0x9,0x302,0xc,0x303,0x54,0x55"
+
+#: The event list the collector programs for each metric group (device_formats.md §4.3).
+GROUP_EVENTS: Dict[str, str] = {
+    "PipeUtilization": EVENTS_PIPE,
+    "PipeUtilizationExct": EVENTS_PIPE_EXCT,
+    "ArithmeticUtilization": "0x49,0x4a,0x4b,0x4c,0x4d,0x4e,0x4f",
+    "Memory": "0x15,0x16,0x31,0x32,0xf,0x10,0x12,0x13",
+    "MemoryL0": "0x1b,0x1c,0x21,0x22,0x27,0x28,0x29,0x2a",
+    "ResourceConflictRatio": "0x64,0x65,0x66",
+    "MemoryUB": "0x10,0x13,0x37,0x38,0x3d,0x3e,0x43,0x44",
+    "L2Cache": "0x500,0x502,0x504,0x506,0x508,0x50a",
+    "MemoryAccess": "0x32,0x3d,0x3e,0x206,0x20c,0x50c,0x50d,0x50e",
+}
+#: counter / cycles range per event when a group is given (`metrics=`): every counter is nonzero,
+#: icache misses stay below requests and 0x206 (L0C to L1) below 0x32 and 0x20c, which it is
+#: subtracted from. Events not listed: 5% to 60%.
+_GROUP_RANGE = {0x54: (0.01, 0.05), 0x206: (0.002, 0.02), 0x416: (0.2, 0.9), 0x417: (0.01, 0.05),
+                0x49: (0.2, 0.9), 0x4a: (0.01, 0.1)}
 
 #: Upper bound of counter/total_cycle per PMU event (0x55, icache misses, is drawn below 0x54).
 _RATIO_CAP = {0x416: 0.9, 0x417: 0.05, 0x9: 0.5, 0x302: 0.6, 0xc: 0.9, 0x303: 0.4,
@@ -219,28 +235,25 @@ class _Ops:
     exec_index: np.ndarray   #: u32, model execution index (1-based), 0 for eager ops
     exec_first: np.ndarray   #: bool, first op of its execution
     exec_last: np.ndarray    #: bool, last op of its execution
-    type_index: np.ndarray   #: index into OP_TYPES, then MIX_OP_TYPES
-    core: np.ndarray         #: 0 AI Core, 1 AI Vector Core (a MIX op's main core)
-    mix: np.ndarray          #: GE task type of a MIX op (GE_MIX_AIC / GE_MIX_AIV), else 0
+    type_index: np.ndarray   #: index into OP_TYPES
+    core: np.ndarray         #: 0 AI Core, 1 AI Vector Core, 2 MIX_AIC, 3 MIX_AIV
     name_id: np.ndarray      #: u64 hash of the op name
     type_id: np.ndarray      #: u64 hash of the op type
     kernel_id: np.ndarray    #: u64 hash of the kernel name
     block: np.ndarray        #: u16 block num
+    mix_ratio: np.ndarray    #: u8 secondary blocks per block of a MIX op (0 otherwise)
     op_flag: np.ndarray      #: u32 (HF32 eligible)
     dims: np.ndarray         #: (n, 3) u32 tensor shape
     stream: np.ndarray       #: u16 stream id
     seq: np.ndarray          #: u32 1-based task sequence on its stream: (flip << 16) | task id
     catalogue: _Catalogue
-    type_names: List[str]    #: the op type names type_index indexes
 
 
 def _plan_ops(n: int, profile: ChipProfile, model_fraction: float, rng: np.random.Generator,
               mix_fraction: float = 0.0, mix_rng: Optional[np.random.Generator] = None,
               steps: bool = False) -> _Ops:
-    """The op sequence. `mix_fraction` of each name pool's entries become MIX ops (chosen with
-    `mix_rng`, alternately of the MIX_OP_TYPES; `rng` draws exactly what it draws without them).
-    With `steps`, each model execution's ops leave a task id free before and after them for the
-    step-trace tasks."""
+    """The op sequence. With `steps`, each model execution's ops leave a task id free before and
+    after them for the step-trace tasks."""
     groups = -(-n // OPS_PER_EXECUTION)
     n_model_groups = min(groups, int(round(model_fraction * n / OPS_PER_EXECUTION)))
     if model_fraction > 0 and n > 0 and n_model_groups == 0:
@@ -258,16 +271,12 @@ def _plan_ops(n: int, profile: ChipProfile, model_fraction: float, rng: np.rando
     # Name pools: pool entry j has a fixed type, shape, block num and flag; ops reuse the
     # entries cyclically once a kind has more than NAME_POOL ops.
     texts: List[str] = [MODEL_NAME]
-    mixing = mix_fraction > 0 and profile.stars
-    all_types = [(t, c, 0) for t, c in OP_TYPES] + (list(MIX_OP_TYPES) if mixing else [])
-    type_names = [t for t, _, _ in all_types]
-    suffix = {0: "high_performance", GE_MIX_AIC: "mix_aic", GE_MIX_AIV: "mix_aiv"}
-    kernel_names = [f"{t}_{double_hash(t) & 0xFFFFFFFF:08x}_{suffix[m]}" for t, _, m in all_types]
+    type_names = [t for t, _ in OP_TYPES]
+    kernel_names = [f"{t}_{double_hash(t) & 0xFFFFFFFF:08x}_high_performance" for t in type_names]
     texts += type_names + kernel_names
     type_ids = hash_ids(type_names)
     kernel_ids = hash_ids(kernel_names)
-    core_of_type = np.array([c for _, c, _ in all_types], dtype=np.uint8)
-    mix_of_type = np.array([m for _, _, m in all_types], dtype=np.uint8)
+    core_of_type = np.array([c for _, c in OP_TYPES], dtype=np.uint8)
     if not profile.stars:
         core_of_type[:] = 0
 
@@ -282,12 +291,6 @@ def _plan_ops(n: int, profile: ChipProfile, model_fraction: float, rng: np.rando
             continue
         size = min(where.size, NAME_POOL)
         pool_type = rng.integers(0, len(OP_TYPES), size)
-        mixed = np.zeros(0, dtype=np.int64)
-        if mixing:
-            assert mix_rng is not None
-            n_mix = max(1, int(round(mix_fraction * size)))
-            mixed = np.sort(mix_rng.choice(size, size=min(n_mix, size), replace=False))
-            pool_type[mixed] = len(OP_TYPES) + np.arange(mixed.size) % len(MIX_OP_TYPES)
         fmt = "model/layer_{1}/{0}_{2}" if kind else "{0}_{2}"
         names = [fmt.format(type_names[t], j // 12, j) for j, t in enumerate(pool_type.tolist())]
         texts += names
@@ -297,9 +300,6 @@ def _plan_ops(n: int, profile: ChipProfile, model_fraction: float, rng: np.rando
         pool_block = rng.integers(1, cores + 1).astype(np.uint16)
         pool_flag = (rng.random(size) < 0.05).astype(np.uint32)
         pool_dims = (2 ** rng.integers(0, 12, (size, 3))).astype(np.uint32)
-        if mixed.size:  # main-core blocks; the other core runs MIX_RATIO times as many
-            assert mix_rng is not None
-            pool_block[mixed] = mix_rng.integers(4, profile.ai_core_num // MIX_RATIO + 1, mixed.size)
         j = np.arange(where.size) % size
         type_index[where] = pool_type[j]
         name_id[where] = pool_name[j]
@@ -315,11 +315,33 @@ def _plan_ops(n: int, profile: ChipProfile, model_fraction: float, rng: np.rando
     if steps:  # MODEL_START takes the id before an execution's ops, MODEL_END the one after
         seq[model] += (2 * exec_index[model] - 1).astype(np.uint32)
 
+    core = core_of_type[type_index]
+    mix_ratio = np.zeros(n, dtype=np.uint8)
+    type_id, kernel_id = type_ids[type_index], kernel_ids[type_index]
+    if mix_fraction > 0 and profile.stars and n:
+        # Some ops become MIX ops, drawn from their own generator (the rest of the plan is unchanged);
+        # MIX_AIC and MIX_AIV alternate in op order, at least one of each when n allows.
+        assert mix_rng is not None
+        count = min(n, max(2, int(round(mix_fraction * n))))
+        mixed = np.sort(mix_rng.choice(n, size=count, replace=False))
+        kind = np.arange(count) % len(MIX_OP_TYPES)
+        mix_types = [t for t, _ in MIX_OP_TYPES]
+        mix_kernels = [f"{t}_{double_hash(t) & 0xFFFFFFFF:08x}_mix" for t in mix_types]
+        names = [f"{mix_types[k]}_{j}" for j, k in enumerate(kind.tolist())]
+        texts += mix_types + mix_kernels + names
+        type_index[mixed] = len(OP_TYPES) + kind
+        core[mixed] = np.array([c for _, c in MIX_OP_TYPES], dtype=np.uint8)[kind]
+        name_id[mixed] = hash_ids(names)
+        type_id[mixed] = hash_ids(mix_types)[kind]
+        kernel_id[mixed] = hash_ids(mix_kernels)[kind]
+        block[mixed] = mix_rng.integers(4, 25, count).astype(np.uint16)
+        mix_ratio[mixed] = MIX_RATIO
+
     return _Ops(n=n, model=model, exec_index=exec_index, exec_first=exec_first, exec_last=exec_last,
-                type_index=type_index, core=core_of_type[type_index], mix=mix_of_type[type_index],
-                name_id=name_id, type_id=type_ids[type_index], kernel_id=kernel_ids[type_index], block=block,
+                type_index=type_index, core=core, name_id=name_id,
+                type_id=type_id, kernel_id=kernel_id, block=block, mix_ratio=mix_ratio,
                 op_flag=op_flag, dims=dims, stream=stream, seq=seq,
-                catalogue=_Catalogue(texts, hash_ids(texts)), type_names=type_names)
+                catalogue=_Catalogue(texts, hash_ids(texts)))
 
 
 @dataclass
@@ -521,10 +543,9 @@ def _host_records(ops: _Ops, timings: Sequence[_Timing], tensors: bool) -> _Stre
     last = np.flatnonzero(ops.exec_last)
     flip_ops, flip_num = _flips(ops)
     aclnn_type = (ACL_NN << 16) | (ops.type_index + 1)
-    ge_type = np.where(ops.mix > 0, ops.mix, np.where(ops.core == 0, GE_AI_CORE, GE_AI_VECTOR_CORE)).astype(np.uint32)
-    rt_type = np.select([ops.mix == GE_MIX_AIC, ops.mix == GE_MIX_AIV, ops.core == 0],
-                        [KERNEL_MIX_AIC, KERNEL_MIX_AIV, KERNEL_AICORE], KERNEL_AIVEC).astype(np.uint64)
-    ratio = np.where(ops.mix > 0, MIX_RATIO, 0).astype(np.uint32)
+    ge_type = np.array([GE_AI_CORE, GE_AI_VECTOR_CORE, GE_MIX_AIC, GE_MIX_AIV], dtype=np.uint32)[ops.core]
+    rt_type = np.array([KERNEL_AICORE, KERNEL_AIVEC, KERNEL_MIX_AIC, KERNEL_MIX_AIV], dtype=np.uint64)[ops.core]
+    block_dim = ops.block.astype(np.uint32) | (ops.mix_ratio.astype(np.uint32) << np.uint32(16))
 
     for t in timings:
         tid = t.thread_id
@@ -559,7 +580,7 @@ def _host_records(ops: _Ops, timings: Sequence[_Timing], tensors: bool) -> _Stre
             nbi["op_name"] = ops.name_id[idx]
             nbi["task_type"] = ge_type[idx]
             nbi["op_type"] = ops.type_id[idx]
-            nbi["block_dim"] = ops.block[idx] | (ratio[idx] << np.uint32(16))
+            nbi["block_dim"] = block_dim[idx]
             nbi["op_flag"] = ops.op_flag[idx]
             streams.add(f"{cls}.compact.node_basic_info", nbi, nbi["timestamp"])
 
@@ -571,16 +592,16 @@ def _host_records(ops: _Ops, timings: Sequence[_Timing], tensors: bool) -> _Stre
             track["task_type"] = rt_type[idx]
             track["kernel_name"] = ops.kernel_id[idx]
             track["num_blocks"] = ops.block[idx]
-            track["sched"] = _bits(records.TASK_TRACK, "sched", ratio=ratio[idx])
+            track["sched"] = _bits(records.TASK_TRACK, "sched", ratio=ops.mix_ratio[idx])
             streams.add(f"{cls}.compact.task_track", track, track["timestamp"])
 
-            mixed = idx[ops.mix[idx] > 0]
-            if mixed.size:  # one FFTS+ context, id 0
-                cid = _compact(records.CONTEXT_ID_INFO, mixed.size, LEVEL_NODE, TYPE_CONTEXT_ID_INFO, tid, 12 + 4,
-                               t.info_ts[mixed])
-                cid["op_name"] = ops.name_id[mixed]
-                cid["ctx_num"] = 1
-                streams.add(f"{cls}.additional.context_id_info", cid, cid["timestamp"])
+            mix = idx[ops.core[idx] >= 2]
+            if mix.size:
+                cii = _compact(records.CONTEXT_ID_INFO, mix.size, LEVEL_NODE, TYPE_CONTEXT_ID_INFO, tid, 12 + 4,
+                               t.info_ts[mix])
+                cii["op_name"] = ops.name_id[mix]
+                cii["ctx_num"] = 1
+                streams.add(f"{cls}.additional.context_id_info", cii, cii["timestamp"])
 
             if tensors:
                 ti = _compact(records.TENSOR_INFO, idx.size, LEVEL_NODE, TYPE_TENSOR_INFO, tid, 56 + 44,
@@ -616,11 +637,12 @@ def _type_info_lines(ops: _Ops) -> List[str]:
              f"{LEVEL_MODEL}_{TYPE_GRAPH_ID_MAP}:graph_id_map",
              f"{LEVEL_MODEL}_{TYPE_MODEL_EXECUTE}:ModelExecute",
              f"{LEVEL_ACL}_{TYPE_ACLMDL_EXECUTE}:aclmdlExecute"]
-    if ops.mix.any():
+    types = OP_TYPES + MIX_OP_TYPES
+    lines += [f"{LEVEL_ACL}_{(ACL_NN << 16) | (k + 1)}:aclnn{types[k][0]}" for k in used]
+    if (ops.core >= 2).any():
         lines += [f"{LEVEL_RUNTIME}_{KERNEL_MIX_AIC}:KERNEL_MIX_AIC",
                   f"{LEVEL_RUNTIME}_{KERNEL_MIX_AIV}:KERNEL_MIX_AIV",
                   f"{LEVEL_NODE}_{TYPE_CONTEXT_ID_INFO}:context_id_info"]
-    lines += [f"{LEVEL_ACL}_{(ACL_NN << 16) | (k + 1)}:aclnn{ops.type_names[k]}" for k in used]
     return lines
 
 
@@ -629,10 +651,11 @@ def _type_info_lines(ops: _Ops) -> List[str]:
 
 
 def _device_records(ops: _Ops, t: _Timing, profile: ChipProfile, pmu: bool,
-                    rng: np.random.Generator, mix_rng: Optional[np.random.Generator] = None,
+                    rng: np.random.Generator, group_rng: Optional[np.random.Generator] = None,
                     steps: bool = False) -> Dict[str, np.ndarray]:
-    """Device streams of one device, keyed by file stem (without `.slice_k`). A MIX op's logs
-    are FFTS+ subtask start/end logs (context 0); `mix_rng` draws its block PMU records."""
+    """Device streams of one device, keyed by file stem (without `.slice_k`). `group_rng` (a
+    metric group was given, or MIX ops): counters from `_group_counters`, and the MIX ops' block
+    records. `steps`: MODEL_START / MODEL_END ts_track records around each model execution."""
     n, d = ops.n, t.device
     base = profile.dev_cntvct(d)
     start = (t.dev_start + base).astype(np.uint64)
@@ -640,22 +663,23 @@ def _device_records(ops: _Ops, t: _Timing, profile: ChipProfile, pmu: bool,
     task = (ops.seq & 0xFFFF).astype(np.uint16)
     out: Dict[str, np.ndarray] = {}
 
+    main_aic = (ops.core == 0) | (ops.core == 2)
+    mix = ops.core >= 2
     if profile.stars:
         soc = np.zeros(2 * n, dtype=records.STARS_LOG.dtype)
-        func = np.tile(np.array([FUNC_ACSQ_START, FUNC_ACSQ_END], dtype=np.uint64), n)
-        sqe = np.repeat(np.where(ops.core == 0, SQE_AI_CORE, SQE_AIV), 2)
-        mix2 = np.repeat(ops.mix, 2)
-        if mix2.any():
-            func = np.where(mix2 > 0, func + (FUNC_FFTS_START - FUNC_ACSQ_START), func)
-            soc["word16"] = np.where(mix2 == GE_MIX_AIC, SUBTASK_MIX[GE_MIX_AIC],
-                                     np.where(mix2 == GE_MIX_AIV, SUBTASK_MIX[GE_MIX_AIV], 0))
-            soc["word20"] = np.where(mix2 > 0, FFTS_PLUS << 13, 0)
+        # ACSQ start/end of a plain task, FFTS+ subtask start/end of a MIX op's subtask 0
+        func = np.where(np.repeat(mix, 2), np.tile(np.array([FUNC_FFTS_START, FUNC_FFTS_END]), n),
+                        np.tile(np.array([FUNC_ACSQ_START, FUNC_ACSQ_END]), n)).astype(np.uint64)
+        sqe = np.repeat(np.where(main_aic, SQE_AI_CORE, SQE_AIV), 2)
         soc["head"] = _bits(records.STARS_LOG, "head", func_type=func, cnt=np.arange(2 * n) % 16, sqe_type=sqe)
         soc["magic"] = records.DEVICE_MAGIC
         soc["stream_raw"] = np.repeat(ops.stream, 2)
         soc["task_raw"] = np.repeat(task, 2)
         soc["syscnt"][0::2] = start
         soc["syscnt"][1::2] = end
+        subtask = np.where(ops.core == 2, SUBTASK_MIX_AIC, SUBTASK_MIX_AIV).astype(np.uint16)
+        soc["word16"] = np.repeat(np.where(mix, subtask, 0), 2)
+        soc["word20"] = np.repeat(np.where(mix, FFTS_PLUS << 13, 0), 2)
         out[f"stars_soc.data.{d}"] = soc
     else:
         hwts = np.zeros(2 * n, dtype=records.HWTS_LOG.dtype)
@@ -670,29 +694,29 @@ def _device_records(ops: _Ops, t: _Timing, profile: ChipProfile, pmu: bool,
         out[f"hwts.data.{d}"] = hwts
 
     if pmu:
-        cycles, counters = _pmu_counters(ops.core, t.dev_end - t.dev_start, ops.block, profile, rng)
+        if group_rng is None:
+            cycles, counters = _pmu_counters(ops, t, profile, rng)
+        else:
+            cycles, counters = _group_counters(ops, t, profile, main_aic, group_rng)
         if profile.stars:
             ffts = np.zeros(n, dtype=records.FFTS_PMU.dtype)
-            ffts["head"] = _bits(records.FFTS_PMU, "head", func_type=FUNC_CONTEXT_PMU, cnt=np.arange(n) % 16)
             ffts["magic"] = records.DEVICE_MAGIC
             ffts["stream_raw"] = ops.stream
             ffts["task_raw"] = task
-            ffts["word16"] = ops.core                         # subtask type 0 AIC / 1 AIV
-            ffts["word20"] = ops.core.astype(np.uint16) << 13  # ffts type 0 AIC only / 1 AIV only
+            # subtask type 0 AIC / 1 AIV and ffts type 0 AIC only / 1 AIV only; MIX: 6 / 7 and FFTS+
+            ffts["word16"] = np.where(mix, subtask, ops.core)
+            ffts["word20"] = np.where(mix, FFTS_PLUS, ops.core).astype(np.uint16) << 13
             ffts["total_cycle"] = cycles
             ffts["pmu"] = counters
             ffts["start_syscnt"] = start
             ffts["end_syscnt"] = end
-            if ops.mix.any():  # FFTS+ context 0, subtask type MIX_AIC / MIX_AIV; then the blocks, by end time
-                assert mix_rng is not None
-                mixed = ops.mix > 0
-                ffts["word16"] = np.where(mixed, np.where(ops.mix == GE_MIX_AIC, SUBTASK_MIX[GE_MIX_AIC],
-                                                          SUBTASK_MIX[GE_MIX_AIV]), ffts["word16"])
-                ffts["word20"] = np.where(mixed, FFTS_PLUS << 13, ffts["word20"])
-                both = _joined([ffts, _block_pmu(ops, start, end, profile, mix_rng)])
+            if mix.any():
+                assert group_rng is not None
+                both = _joined([_block_records(ops, t, profile, main_aic, start, end, task, group_rng), ffts])
                 ffts = _sorted(both, both["end_syscnt"])
-                func = records.bit_field(records.FFTS_PMU, "head", "func_type", ffts["head"])
-                ffts["head"] = _bits(records.FFTS_PMU, "head", func_type=func, cnt=np.arange(len(ffts)) % 16)
+            ffts["head"] = _bits(records.FFTS_PMU, "head", func_type=np.where(
+                ffts["head"] == FUNC_BLOCK_PMU, FUNC_BLOCK_PMU, FUNC_CONTEXT_PMU).astype(np.uint64),
+                cnt=np.arange(len(ffts)) % 16)
             out[f"ffts_profile.data.{d}"] = ffts
         else:
             aic = np.zeros(n, dtype=records.AIC_PMU.dtype)
@@ -740,58 +764,91 @@ def _device_records(ops: _Ops, t: _Timing, profile: ChipProfile, pmu: bool,
     return out
 
 
-def _pmu_counters(core: np.ndarray, ticks: np.ndarray, blocks: np.ndarray, profile: ChipProfile,
+def _pmu_counters(ops: _Ops, t: _Timing, profile: ChipProfile,
                   rng: np.random.Generator) -> Tuple[np.ndarray, np.ndarray]:
-    """total_cycle and the 8 counters of each record (core 0 AIC / 1 AIV events, duration in
-    device ticks, blocks counted): cycles ~ busy fraction x duration x frequency x blocks, each
-    counter = cycles x a ratio below its cap (icache misses below requests)."""
-    n = len(core)
-    dur_us = ticks * profile.tick_ns / 1000.0
+    """total_cycle and the 8 counters of each task: cycles ~ busy fraction x duration x frequency
+    x blocks, each counter = cycles x a ratio below its cap (icache misses below requests)."""
+    n = ops.n
+    dur_us = (t.dev_end - t.dev_start) * profile.tick_ns / 1000.0
     busy = rng.uniform(0.4, 0.95, n)
-    cycles = np.floor(dur_us * int(profile.aic_frequency) * blocks * busy).astype(np.uint64)
+    cycles = np.floor(dur_us * int(profile.aic_frequency) * ops.block * busy).astype(np.uint64)
     caps = np.zeros((n, 8))
     miss_col: Dict[int, Tuple[int, int]] = {}
-    for c, events in ((0, profile.aic_events), (1, profile.aiv_events)):
+    for core, events in ((0, profile.aic_events), (1, profile.aiv_events)):
         ids = [int(e, 16) for e in events.split(",")]
-        row = np.array([0.0 if c == 1 and e in _AIV_ZERO else _RATIO_CAP.get(e, 0.5) for e in ids])
-        caps[core == c] = row
+        row = np.array([0.0 if core == 1 and e in _AIV_ZERO else _RATIO_CAP.get(e, 0.5) for e in ids])
+        caps[ops.core == core] = row
         if 0x54 in ids and 0x55 in ids:
-            miss_col[c] = (ids.index(0x54), ids.index(0x55))
+            miss_col[core] = (ids.index(0x54), ids.index(0x55))
     ratios = rng.random((n, 8)) * caps
-    for c, (req, miss) in miss_col.items():
-        sel = core == c
+    for core, (req, miss) in miss_col.items():
+        sel = ops.core == core
         ratios[sel, miss] = ratios[sel, req] * rng.uniform(0.0, 0.5, int(sel.sum()))
     counters = np.floor(cycles[:, None] * ratios).astype(np.uint64)
     return cycles, counters
 
 
-def _block_pmu(ops: _Ops, start: np.ndarray, end: np.ndarray, profile: ChipProfile,
-               rng: np.random.Generator) -> np.ndarray:
-    """Block PMU records of the MIX ops' other core: block num x MIX_RATIO per op, block k
-    running from the task's start to (k + 1) / (blocks + 1) of its duration (one block each)."""
-    mixed = np.flatnonzero(ops.mix > 0)
-    blocks = ops.block[mixed].astype(np.int64) * MIX_RATIO
-    op = np.repeat(mixed, blocks)
-    k = np.arange(op.size) - np.repeat(np.cumsum(blocks) - blocks, blocks)
-    n_of = np.repeat(blocks, blocks)
-    b_start = start[op].astype(np.int64)
-    b_end = b_start + (end[op].astype(np.int64) - b_start) * (k + 1) // (n_of + 1)
-    other = 1 - ops.core[op].astype(np.int64)      # 1: AIV blocks of a MIX_AIC op
-    cycles, counters = _pmu_counters(other, b_end - b_start, np.ones(op.size), profile, rng)
-    blk = np.zeros(op.size, dtype=records.FFTS_PMU.dtype)
-    blk["head"] = _bits(records.FFTS_PMU, "head", func_type=FUNC_BLOCK_PMU)
+def _event_counters(cycles: np.ndarray, events: str, rng: np.random.Generator) -> np.ndarray:
+    """(n, 8) counters for one event list: counter = cycles x a fraction in the event's range
+    (`_GROUP_RANGE`), at least 1 where cycles are; icache misses (0x55) a fraction of requests."""
+    ids = [int(e, 16) for e in events.split(",")][:8]
+    n = len(cycles)
+    frac = np.zeros((n, 8))
+    for i, e in enumerate(ids):
+        lo, hi = _GROUP_RANGE.get(e, (0.05, 0.6))
+        frac[:, i] = rng.uniform(lo, hi, n)
+    if 0x54 in ids and 0x55 in ids:
+        frac[:, ids.index(0x55)] = frac[:, ids.index(0x54)] * rng.uniform(0.1, 0.5, n)
+    counters = np.floor(cycles.astype(np.float64)[:, None] * frac).astype(np.uint64)
+    counters[:, :len(ids)] = np.maximum(counters[:, :len(ids)], (cycles > 0).astype(np.uint64)[:, None])
+    return counters
+
+
+def _group_counters(ops: _Ops, t: _Timing, profile: ChipProfile, main_aic: np.ndarray,
+                    rng: np.random.Generator) -> Tuple[np.ndarray, np.ndarray]:
+    """total_cycle and counters of each task's (main core's) record when a metric group is given:
+    cycles ~ busy fraction x duration x frequency x blocks; counters per `_event_counters` of the
+    core's event list (AI Core: ai_core_profiling_events, AI Vector Core: aiv_profiling_events)."""
+    dur_us = (t.dev_end - t.dev_start) * profile.tick_ns / 1000.0
+    busy = rng.uniform(0.4, 0.95, ops.n)
+    cycles = np.floor(dur_us * int(profile.aic_frequency) * ops.block * busy).astype(np.uint64)
+    counters = np.zeros((ops.n, 8), dtype=np.uint64)
+    for is_aic, events in ((True, profile.aic_events), (False, profile.aiv_events)):
+        sel = main_aic == is_aic
+        counters[sel] = _event_counters(cycles[sel], events, rng)
+    return cycles, counters
+
+
+def _block_records(ops: _Ops, t: _Timing, profile: ChipProfile, main_aic: np.ndarray, start: np.ndarray,
+                   end: np.ndarray, task: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Block PMU records of the MIX ops' secondary core (block num x mix ratio of them per op),
+    each ending inside its task, with the other core's event list (device_formats.md §4.2)."""
+    mix = np.flatnonzero(ops.core >= 2)
+    per_op = ops.block[mix].astype(np.int64) * ops.mix_ratio[mix]
+    op = np.repeat(mix, per_op)
+    k = np.arange(len(op)) - np.repeat(np.cumsum(per_op) - per_op, per_op)   # block index within its op
+    blk = np.zeros(len(op), dtype=records.FFTS_PMU.dtype)
+    blk["head"] = FUNC_BLOCK_PMU   # the func type alone for now: the caller fills the header bits
     blk["magic"] = records.DEVICE_MAGIC
     blk["stream_raw"] = ops.stream[op]
-    blk["task_raw"] = (ops.seq[op] & 0xFFFF).astype(np.uint16)
-    blk["word16"] = np.array([SUBTASK_MIX.get(m, 0) for m in range(8)], dtype=np.uint16)[ops.mix[op]]
-    cores = np.where(other == 1, profile.aiv_num, profile.ai_core_num)
-    # byte 20: bit 0 core type, bits 1-7 core id; byte 21 bits 5-7: ffts type
-    blk["word20"] = (other | ((k % cores) << 1) | (FFTS_PLUS << 13)).astype(np.uint16)
+    blk["task_raw"] = task[op]
+    blk["word16"] = np.where(ops.core[op] == 2, SUBTASK_MIX_AIC, SUBTASK_MIX_AIV)
+    # byte 20: bit 0 core type (1 AIV: the secondary core of MIX_AIC), bits 1-7 core id; byte 21
+    # bits 5-7: ffts type
+    core_type = main_aic[op].astype(np.uint16)
+    blk["word20"] = core_type | ((k % 48).astype(np.uint16) << 1) | np.uint16(FFTS_PLUS << 13)
     blk["block_id"] = k
+    blk["start_syscnt"] = start[op] + np.uint64(1)
+    blk["end_syscnt"] = np.maximum(end[op] - (per_op[np.searchsorted(mix, op)] - k).astype(np.uint64),
+                                   start[op] + np.uint64(2))
+    dur_us = (blk["end_syscnt"] - blk["start_syscnt"]).astype(np.float64) * profile.tick_ns / 1000.0
+    cycles = np.floor(dur_us * int(profile.aic_frequency) * rng.uniform(0.5, 0.95, len(op))).astype(np.uint64)
     blk["total_cycle"] = cycles
+    counters = np.zeros((len(op), 8), dtype=np.uint64)
+    for is_aic, events in ((True, profile.aic_events), (False, profile.aiv_events)):
+        sel = ~main_aic[op] == is_aic   # the secondary core is the other one
+        counters[sel] = _event_counters(cycles[sel], events, rng)
     blk["pmu"] = counters
-    blk["start_syscnt"] = b_start
-    blk["end_syscnt"] = b_end
     return blk
 
 
@@ -870,10 +927,34 @@ def _write_control(result_dir: str, profile: ChipProfile, device: Optional[int],
 # Entry points
 
 
+def _group_events(metrics: str) -> str:
+    return metrics.split(":", 1)[1] if metrics.startswith("Custom:") else GROUP_EVENTS[metrics]
+
+
+def with_metrics(profile: ChipProfile, metrics: str, events: Optional[str] = None,
+                 aiv_metrics: Optional[str] = None) -> ChipProfile:
+    """The chip's profile with another metric group for both cores, as the collector writes
+    sample.json: the group's events from GROUP_EVENTS (or `events`; a "Custom:<list>" group
+    defaults to its list); on 910B an AI Core PipeUtilizationExct keeps PipeUtilization on the
+    AI Vector Core. `aiv_metrics`: another group (with its own events) for the AI Vector Core."""
+    if events is None:
+        events = _group_events(metrics)
+    aiv_events = events
+    if aiv_metrics is not None:
+        aiv_events = _group_events(aiv_metrics)
+    elif metrics == "PipeUtilizationExct" and profile.stars:
+        aiv_metrics, aiv_events = "PipeUtilization", EVENTS_PIPE
+    else:
+        aiv_metrics = metrics
+    return dataclasses.replace(profile, aic_metrics=metrics, aic_events=events, aiv_metrics=aiv_metrics,
+                               aiv_events=aiv_events)
+
+
 def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, devices: int = 1,
                      pmu: bool = True, tensors: bool = True, model_fraction: float = 0.0, seed: int = 0,
                      slices: int = 1, name: Optional[str] = None, straddle: bool = True,
-                     mix_fraction: float = 0.0, steps: bool = False,
+                     metrics: Optional[str] = None, events: Optional[str] = None,
+                     aiv_metrics: Optional[str] = None, mix_fraction: float = 0.0, steps: bool = False,
                      host_ns: bool = False, host_start: bool = True) -> str:
     """Write a synthetic raw collection under `out_dir`; return the PROF directory's path.
 
@@ -898,14 +979,18 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
     straddle:       cut slices at arbitrary byte positions, inside records (default); False
                     cuts on record boundaries.
     name:           directory name; default `PROF_000001_20231125090304544_<8 letters A-R>`.
-    mix_fraction:   910B only: about this fraction of the op names (eager and model pools alike)
-                    are MIX ops, alternately of MIX_OP_TYPES (MIX_AIC, MIX_AIV, ...): GE task
-                    type 4 / 5, KERNEL_MIX_AIC / _AIV, block num 4..12 with mix ratio MIX_RATIO,
-                    one context_id_info (context 0); on the device FFTS+ subtask logs instead of
-                    ACSQ logs, a context PMU record of subtask type MIX_AIC / MIX_AIV from the main
-                    core and block num x MIX_RATIO block PMU records from the other core. The other
-                    draws stay those of the same call without MIX ops (but op types, names and
-                    blocks of the chosen entries change).
+    metrics:        a metric group (GROUP_EVENTS' keys, or "Custom:0x8,0x9,..."): sample.json names
+                    it and its events (`with_metrics`), and every counter of the group's events is
+                    nonzero (`_event_counters`); default: the chip's pipe groups, as before.
+    events:         with `metrics`, an explicit event list instead of the group's.
+    aiv_metrics:    with `metrics`, another group (and its events) for the AI Vector Core.
+    mix_fraction:   910B only: about this fraction of the ops (at least 2) become MIX_AIC / MIX_AIV
+                    ops, alternately in op order: GE task type 4 / 5, KERNEL_MIX_AIC / _AIV, block
+                    num 4..24 with mix ratio MIX_RATIO, one context_id_info (context 0); on the
+                    device FFTS+ subtask logs instead of ACSQ logs, a context PMU record of subtask
+                    type MIX_AIC / MIX_AIV from the main core and block num x MIX_RATIO block PMU
+                    records from the other core. Counters are drawn as with `metrics` (every one
+                    nonzero), of the chip's own groups when `metrics` is not given.
     steps:          step-trace tags: ts_track MODEL_START / MODEL_END (model 1, index = execution
                     index) 1 us before and after each execution's device tasks; each takes a task
                     id on the model stream, before and after the execution's ops.
@@ -923,13 +1008,17 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
     if n_tasks < 0 or devices < 1 or slices < 1 or not 0.0 <= model_fraction <= 1.0:
         raise ValueError("need n_tasks >= 0, devices >= 1, slices >= 1 and 0 <= model_fraction <= 1")
     profile = CHIPS[key]
+    if not 0.0 <= mix_fraction <= 1.0 or (mix_fraction > 0 and not profile.stars):
+        raise ValueError("mix_fraction is a fraction, and MIX ops need a 910B chip")
+    if metrics is not None:
+        profile = with_metrics(profile, metrics, events, aiv_metrics)
+    elif events is not None or aiv_metrics is not None:
+        raise ValueError("events and aiv_metrics need a metric group (metrics=...)")
     rng = np.random.default_rng(seed)
     letters = "".join(chr(ord("A") + int(k)) for k in rng.integers(0, 18, 8))
     prof = os.path.join(out_dir, name or f"PROF_000001_20231125090304544_{letters}")
     cut_rng = np.random.default_rng([seed, 1])  # slice cuts never disturb the data's randomness
 
-    if mix_fraction < 0 or mix_fraction > 1 or (mix_fraction > 0 and not profile.stars):
-        raise ValueError("mix_fraction is a fraction, and MIX ops need a 910B chip")
     ops = _plan_ops(n_tasks, profile, model_fraction, rng, mix_fraction, np.random.default_rng([seed, 4]), steps)
     timings = [_plan_timing(ops, d, profile, np.random.default_rng([seed, 2, d])) for d in range(devices)]
 
@@ -952,8 +1041,10 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
                           HOST_MONO0_NS + int(t.dev_end.max()) * profile.tick_ns)
         dev_data = os.path.join(prof, f"device_{t.device}", "data")
         os.makedirs(dev_data)
-        streams = _device_records(ops, t, profile, pmu, np.random.default_rng([seed, 3, t.device]),
-                                  np.random.default_rng([seed, 5, t.device]), steps)
+        grouped = metrics is not None or mix_fraction > 0
+        group_rng = np.random.default_rng([seed, 5, t.device]) if grouped else None
+        streams = _device_records(ops, t, profile, pmu, np.random.default_rng([seed, 3, t.device]), group_rng,
+                                  steps)
         for stem, arr in sorted(streams.items()):
             _write_stream(dev_data, stem, arr, slices, straddle, cut_rng)
     end_ns = last_ns + END_MARGIN_NS
@@ -1000,15 +1091,19 @@ def _main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-pmu", action="store_true")
     parser.add_argument("--no-tensors", action="store_true")
-    parser.add_argument("--mix-fraction", type=float, default=0.0)
-    parser.add_argument("--steps", action="store_true")
+    parser.add_argument("--metrics", default=None, help="metric group, or Custom:<event list>")
+    parser.add_argument("--events", default=None, help="with --metrics: an explicit event list")
+    parser.add_argument("--mix-fraction", type=float, default=0.0, help="910B: fraction of MIX ops")
+    parser.add_argument("--steps", action="store_true", help="MODEL_START / MODEL_END step-trace tags")
+    parser.add_argument("--name", default=None, help="PROF directory name")
     args = parser.parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
     began = time.perf_counter()
     path = write_collection(args.out_dir, chip=args.chip, n_tasks=args.n_tasks, devices=args.devices,
                             pmu=not args.no_pmu, tensors=not args.no_tensors,
                             model_fraction=args.model_fraction, seed=args.seed, slices=args.slices,
-                            mix_fraction=args.mix_fraction, steps=args.steps)
+                            metrics=args.metrics, events=args.events, mix_fraction=args.mix_fraction,
+                            steps=args.steps, name=args.name)
     seconds = time.perf_counter() - began
     size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs)
     print(f"{path}: {args.n_tasks} tasks x {args.devices} device(s), {size / 2 ** 20:.1f} MiB "

@@ -172,6 +172,50 @@ def test_910b_collection(tmp_path) -> None:
     assert np.all(ns[0::2] > tracks["timestamp"].astype(np.int64) * 10)
 
 
+def test_910b_metric_group_and_mix_ops(tmp_path) -> None:
+    """metrics= names the group and its events in sample.json; mix_fraction= turns some ops into
+    MIX_AIC / MIX_AIV ops: FFTS+ subtask logs, a context_id_info, and block num x MIX_RATIO block PMU
+    records of the other core inside the task; every counter of the group's events is nonzero."""
+    n = 40
+    prof = synth.write_collection(str(tmp_path), chip="910B", n_tasks=n, metrics="MemoryAccess",
+                                  mix_fraction=0.3, seed=3)
+    sample = json.load(open(os.path.join(prof, "device_0", "sample.json")))
+    assert sample["ai_core_metrics"] == sample["aiv_metrics"] == "MemoryAccess"
+    assert sample["ai_core_profiling_events"] == sample["aiv_profiling_events"] == synth.GROUP_EVENTS["MemoryAccess"]
+
+    tracks = host_tracks(prof)
+    tracks = tracks[np.argsort(tracks["timestamp"], kind="stable")]
+    mix = np.isin(tracks["task_type"], (synth.KERNEL_MIX_AIC, synth.KERNEL_MIX_AIV))
+    assert mix.sum() == 12 and {108, 109} <= set(tracks["task_type"].tolist())
+    assert np.all(field(R.TASK_TRACK, "sched", "ratio", tracks["sched"])[mix] == synth.MIX_RATIO)
+    data = os.path.join(prof, "host", "data")
+    ctx = [read_stream(data, f"{c}.additional.context_id_info", R.CONTEXT_ID_INFO) for c in ("aging", "unaging")]
+    assert sum(len(c) for c in ctx) == mix.sum()
+
+    dev = os.path.join(prof, "device_0", "data")
+    soc = read_stream(dev, "stars_soc.data.0", R.STARS_LOG)
+    func = field(R.STARS_LOG, "head", "func_type", soc["head"])
+    assert np.array_equal(func[0::2], np.where(mix, 34, 0)) and np.array_equal(func[1::2], np.where(mix, 35, 1))
+    pmu = read_stream(dev, "ffts_profile.data.0", R.FFTS_PMU)
+    kind = field(R.FFTS_PMU, "head", "func_type", pmu["head"])
+    assert field(R.FFTS_PMU, "head", "cnt", pmu["head"]).tolist() == [k % 16 for k in range(len(pmu))]
+    assert np.all(np.diff(pmu["end_syscnt"].astype(np.int64)) >= 0)
+    context, blocks = pmu[kind == 40], pmu[kind == 41]
+    assert len(context) == n
+    assert len(blocks) == int((tracks["num_blocks"][mix].astype(np.int64) * synth.MIX_RATIO).sum())
+    for row in np.flatnonzero(mix):
+        def of_task(recs: np.ndarray) -> np.ndarray:
+            return recs[(recs["stream_raw"] == tracks["stream_id"][row]) & (recs["task_raw"] == tracks["task_id"][row])]
+        mine, task = of_task(blocks), of_task(context)
+        assert len(mine) == tracks["num_blocks"][row] * synth.MIX_RATIO and len(task) == 1
+        assert np.all((mine["end_syscnt"] >= task["start_syscnt"][0]) & (mine["end_syscnt"] <= task["end_syscnt"][0]))
+        # core type: the secondary core (AIV blocks for MIX_AIC)
+        assert np.all((mine["word20"] & 1) == (tracks["task_type"][row] == synth.KERNEL_MIX_AIC))
+    assert np.all(pmu["pmu"] > 0)
+    col = synth.GROUP_EVENTS["MemoryAccess"].split(",")
+    assert np.all(pmu["pmu"][:, col.index("0x206")] < pmu["pmu"][:, col.index("0x32")])
+
+
 def test_host_call_shape(tmp_path) -> None:
     n = 80
     prof = synth.write_collection(str(tmp_path), n_tasks=n, model_fraction=0.25, seed=11)
@@ -350,6 +394,10 @@ def test_same_seed_same_bytes(tmp_path) -> None:
 
 
 def test_mix_ops_and_step_trace(tmp_path) -> None:
+    """mix_fraction= without a metric group (the chip's own groups, every counter drawn nonzero)
+    and steps=: the host side of MIX ops in op order, FFTS+ subtask logs on the device, and the
+    MODEL_START / MODEL_END step-trace tags around each execution (the MIX ops' PMU records are
+    covered by test_910b_metric_group_and_mix_ops)."""
     n = 40
     prof = synth.write_collection(str(tmp_path), n_tasks=n, model_fraction=0.75, mix_fraction=0.3, steps=True,
                                   seed=1)
@@ -371,9 +419,10 @@ def test_mix_ops_and_step_trace(tmp_path) -> None:
     tracks = tracks[np.argsort(tracks["timestamp"], kind="stable")]
     ge = nbi["task_type"]
     mix = np.isin(ge, (4, 5))
-    assert set(ge.tolist()) == {0, 2, 4, 5} and 8 <= mix.sum() <= 16
+    assert set(ge.tolist()) == {0, 2, 4, 5} and mix.sum() == 12
+    assert (ge[mix] == 4).sum() == (ge[mix] == 5).sum() == 6  # alternately, in op order
     assert np.array_equal(nbi["block_dim"] >> 16, np.where(mix, 2, 0))
-    assert np.all((nbi["block_dim"][mix] & 0xFFFF) >= 4) and np.all((nbi["block_dim"][mix] & 0xFFFF) <= 12)
+    assert np.all((nbi["block_dim"][mix] & 0xFFFF) >= 4) and np.all((nbi["block_dim"][mix] & 0xFFFF) <= 24)
     assert np.array_equal(tracks["task_type"], np.select([ge == 4, ge == 5, ge == 0], [108, 109, 0], 66))
     assert np.array_equal(field(R.TASK_TRACK, "sched", "ratio", tracks["sched"]), np.where(mix, 2, 0))
     cids = np.concatenate([read_stream(data, f"{c}.additional.context_id_info", R.CONTEXT_ID_INFO)
@@ -381,34 +430,14 @@ def test_mix_ops_and_step_trace(tmp_path) -> None:
     assert sorted(cids["op_name"].tolist()) == sorted(nbi["op_name"][mix].tolist())
     assert np.all(cids["ctx_num"] == 1) and np.all(cids["ctx_ids"] == 0) and np.all(cids["data_len"] == 16)
 
-    # device: FFTS+ subtask logs for MIX ops, ACSQ logs for the others
+    # device: FFTS+ subtask logs for MIX ops, ACSQ logs for the others; every PMU counter nonzero
     dev = os.path.join(prof, "device_0", "data")
     soc = read_stream(dev, "stars_soc.data.0", R.STARS_LOG)
     start, end = soc[0::2], soc[1::2]
-    assert np.array_equal(field(R.STARS_LOG, "head", "func_type", start["head"]), np.where(mix, 34, 0))
-    assert np.array_equal(field(R.STARS_LOG, "head", "func_type", end["head"]), np.where(mix, 35, 1))
     assert np.array_equal(start["word16"], np.select([ge == 4, ge == 5], [6, 7], 0))
     assert np.array_equal(start["word20"] >> 13, np.where(mix, 4, 0))
     assert np.array_equal(start["task_raw"], tracks["task_id"])
-
-    # PMU: a context record per task (MIX: subtask type 6 / 7, ffts type 4), then block records of
-    # the other core, block num x 2 per MIX op, inside the task; the file is in end-time order
-    pmu = read_stream(dev, "ffts_profile.data.0", R.FFTS_PMU)
-    func = field(R.FFTS_PMU, "head", "func_type", pmu["head"])
-    assert np.all(np.diff(pmu["end_syscnt"].astype(np.int64)) >= 0)
-    assert field(R.FFTS_PMU, "head", "cnt", pmu["head"]).tolist() == [k % 16 for k in range(len(pmu))]
-    ctx, blk = pmu[func == 40], pmu[func == 41]
-    assert len(ctx) == n and np.array_equal(ctx["end_syscnt"], end["syscnt"])
-    assert np.array_equal(ctx["word16"], np.select([ge == 4, ge == 5, ge == 0], [6, 7, 0], 1))
-    blocks = (nbi["block_dim"] & 0xFFFF).astype(np.int64)
-    assert len(blk) == int((blocks[mix] * 2).sum())
-    op = np.searchsorted(end["syscnt"], blk["end_syscnt"])  # the task each block ends in
-    assert np.all(blk["task_raw"] == start["task_raw"][op]) and np.all(mix[op])
-    assert np.all((blk["start_syscnt"] == start["syscnt"][op]) & (blk["end_syscnt"] > blk["start_syscnt"]))
-    assert np.array_equal(blk["word20"] & 1, np.where(ge[op] == 4, 1, 0))  # AIV blocks of MIX_AIC ops
-    assert np.array_equal(blk["word20"] >> 13, np.full(len(blk), 4))
-    assert np.array_equal(np.bincount(op, minlength=n)[mix], blocks[mix] * 2)
-    assert np.all(blk["total_cycle"] > 0) and np.all(blk["pmu"] <= blk["total_cycle"][:, None])
+    assert np.all(read_stream(dev, "ffts_profile.data.0", R.FFTS_PMU)["pmu"] > 0)
 
     # step trace: MODEL_START / MODEL_END around each execution's tasks, ids taken on stream 3
     ts = read_stream(dev, "ts_track.data.0", R.TS_TRACK)
@@ -429,6 +458,8 @@ def test_mix_ops_and_step_trace(tmp_path) -> None:
 def test_mix_ops_need_910b() -> None:
     with pytest.raises(ValueError, match="910B"):
         synth.write_collection("/nonexistent", chip="310P", mix_fraction=0.2)
+    with pytest.raises(ValueError, match="metric group"):
+        synth.write_collection("/nonexistent", events="0x8,0x9")
 
 
 def test_task_id_wrap(tmp_path) -> None:

@@ -38,7 +38,7 @@ from .. import native_impl
 from ..forked import Forked, can_fork
 from ..progress import label
 from ..native_impl import Slot, fixed_slot, format_rows, int_slot, overlay, text_slot, text_table, trim_slot
-from ..arrays import SortedKeys, ascending, group_ids, in_marked_groups
+from ..arrays import SortedKeys, ascending, group_ids, in_marked_groups, near_half, py_round_units, scaled_exact
 from .context import ExportContext, RowReader
 
 NA = "N/A"
@@ -119,29 +119,6 @@ def repr_us(ns: np.ndarray) -> np.ndarray:
     return decimal_text(ns, 3, strip=True)
 
 
-def _near_half(scaled: np.ndarray) -> np.ndarray:
-    """Where x · 10^d is too close to a half for float64 to decide its rounding."""
-    frac = scaled - np.floor(scaled)
-    return np.abs(frac - 0.5) <= np.maximum(1e-9, np.abs(scaled) * 1e-14)
-
-
-def _scaled_exact(x: np.ndarray, decimals: int) -> np.ndarray:
-    """x · 10^decimals in 80-bit long double: exact for decimals ≤ 3 (53 + 10 bits)."""
-    return x.astype(np.longdouble) * (np.longdouble(10) ** decimals)
-
-
-def py_round_units(x: np.ndarray, decimals: int) -> np.ndarray:
-    """Python's round(x, decimals) in integer units of 10^-decimals: correctly rounded from the
-    exact binary value, halves to even (numpy's np.round rounds x · 10^d to double first)."""
-    x = np.asarray(x, dtype=np.float64)
-    scaled = x * 10.0 ** decimals
-    k = np.rint(scaled)
-    near = _near_half(scaled)
-    if near.any():
-        k[near] = np.rint(_scaled_exact(x[near], decimals)).astype(np.float64)
-    return k.astype(np.int64)
-
-
 def sqlite_round_units(x: np.ndarray, decimals: int = 3) -> np.ndarray:
     """SQLite's ROUND(x, decimals) in integer units of 10^-decimals (both paths round PMU values
     in SQL).
@@ -153,7 +130,7 @@ def sqlite_round_units(x: np.ndarray, decimals: int = 3) -> np.ndarray:
     mag = np.abs(x)
     scaled = mag * 10.0 ** decimals
     k = np.floor(scaled + 0.5)
-    near = _near_half(scaled)
+    near = near_half(scaled)
     if near.any():
         m = mag[near]
         base = 0.5 / 10 ** decimals
@@ -168,7 +145,7 @@ def sqlite_round_units(x: np.ndarray, decimals: int = 3) -> np.ndarray:
 def printf_units(x: np.ndarray, decimals: int) -> np.ndarray:
     """printf("%.<d>f") rounding (C++ std::fixed, std::to_string) in integer units of 10^-d."""
     x = np.asarray(x, dtype=np.float64)
-    return np.rint(_scaled_exact(x, decimals)).astype(np.int64)
+    return np.rint(scaled_exact(x, decimals)).astype(np.int64)
 
 
 def with_na(cells: np.ndarray, ok: np.ndarray) -> np.ndarray:
