@@ -6,9 +6,13 @@ import os
 import shutil
 import stat
 
+import pytest
+
 from conftest import SHARED
 
 REAL = os.path.join(SHARED, "data", "real")
+#: skips a test when ../shared/data/real is not beside the repository
+needs_real = pytest.mark.skipif(not os.path.isdir(REAL), reason="../shared/data/real is not beside the repo")
 
 
 def writable_copy(src: str, dest: str) -> str:

@@ -15,10 +15,9 @@ import synth_job
 from msprof_kit import compare as C
 from msprof_kit.errors import BadOption, Diagnostics
 
-from realdata import REAL, copy_real
+from realdata import REAL, copy_real, needs_real
 from conftest import copy_input, needs_shared, run, tree_hashes
 
-needs_real = pytest.mark.skipif(not os.path.isdir(REAL), reason="../shared/data/real is not beside the repo")
 OAM = "oam-tools-experience"
 MATMUL_BOARD = "msprof_cli_matmul_910B3_cann852/20260624_matmul_basic_api_board"
 TORCH_MLP = "torch_npu_mlp_cann910"

@@ -20,13 +20,12 @@ import pytest
 
 import synth
 from conftest import run, tree_hashes
-from realdata import REAL, copy_real
+from realdata import REAL, copy_real, needs_real
 from users import RunAs, bound_by_permissions
 
 from msprof_kit import tables as T
 from msprof_kit.errors import Diagnostics
 
-needs_real = pytest.mark.skipif(not os.path.isdir(REAL), reason="../shared/data/real is not beside the repo")
 
 NAME = "PROF_000001_20231125090304544_EXPORTED"
 BOARD = "oam-tools-experience/msprof_cli_matmul_910B3_cann852/20260624_matmul_basic_api_board"

@@ -14,14 +14,13 @@ from msprof_kit import plot as P
 from msprof_kit import tables as T
 from msprof_kit.errors import BadOption, Diagnostics, InvalidIteration
 
-from realdata import REAL, copy_real
+from realdata import REAL, copy_real, needs_real
 from conftest import GOLDEN, copy_input, needs_shared, run, tree_hashes
 import synth
 
 # matplotlib is an install requirement (setup.cfg install_requires); skip only where it is not there yet
 pytest.importorskip("matplotlib", reason="matplotlib is not installed (setup.cfg install_requires lists it)")
 
-needs_real = pytest.mark.skipif(not os.path.isdir(REAL), reason="../shared/data/real is not beside the repo")
 TORCH_MLP = "oam-tools-experience/torch_npu_mlp_cann910"
 PT_LEVEL1_RANK0 = "msinsight-testdata/test_data_pytorch/text/level1/rank0_ascend_pt"
 MINDINSIGHT = "mindinsight-prof910a-timeline"

@@ -20,13 +20,12 @@ from typing import Dict, Tuple
 import pandas as pd
 import pytest
 
-from realdata import REAL, copy_real
+from realdata import REAL, copy_real, needs_real
 from conftest import GOLDEN, INTACT_CASES, copy_input, needs_shared, run, tree_hashes
 
 from msprof_kit import cli, tables
 from msprof_kit.errors import Diagnostics
 
-needs_real = pytest.mark.skipif(not os.path.isdir(REAL), reason="../shared/data/real is not beside the repo")
 
 PT_TEXT = "msinsight-testdata/test_data_pytorch/text"
 PT_DB = "msinsight-testdata/test_data_pytorch/db"
