@@ -15,7 +15,7 @@ import synth_job
 from msprof_kit import compare as C
 from msprof_kit.errors import BadOption, Diagnostics
 
-from realdata import REAL, copy_real, needs_real
+from realdata import copy_real, needs_real
 from conftest import copy_input, needs_shared, run, tree_hashes
 
 OAM = "oam-tools-experience"

@@ -20,7 +20,7 @@ import pytest
 
 import synth
 from conftest import run, tree_hashes
-from realdata import REAL, copy_real, needs_real
+from realdata import copy_real, needs_real
 from users import RunAs, bound_by_permissions
 
 from msprof_kit import tables as T

@@ -14,7 +14,7 @@ from msprof_kit import plot as P
 from msprof_kit import tables as T
 from msprof_kit.errors import BadOption, Diagnostics, InvalidIteration
 
-from realdata import REAL, copy_real, needs_real
+from realdata import copy_real, needs_real
 from conftest import GOLDEN, copy_input, needs_shared, run, tree_hashes
 import synth
 
