@@ -44,6 +44,15 @@ UNIFIED: Dict[str, Sequence[Column]] = {
     "ENUM_OVERLAP_ANALYSIS_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
 }
 
+# The unified tables' columns that hold STRING_IDS ids (TASK_PMU_INFO.name: the metric names).
+STRING_ID_COLUMNS: Dict[str, Sequence[str]] = {
+    "TASK": ("taskType",),
+    "COMPUTE_TASK_INFO": ("name", "taskType", "opType", "inputFormats", "inputDataTypes", "inputShapes",
+                          "outputFormats", "outputDataTypes", "outputShapes", "attrInfo", "opState", "hf32Eligible"),
+    "CANN_API": ("name",),
+    "TASK_PMU_INFO": ("name",),
+}
+
 # msprof-kit extensions (docs/store.md).
 EXTENSIONS: Dict[str, Sequence[Column]] = {
     # column-wise storage of the per-task extension tables (COLUMNAR below): one row per column,

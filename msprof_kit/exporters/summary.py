@@ -1164,13 +1164,16 @@ def _api_blocks(ctx: ExportContext, strings: np.ndarray) -> Iterator[Tuple[np.nd
     the level.
 
     A graph export keeps the APIs that start inside its host window or span the window's start
-    (docs/research/iteration_export.md §3.6). The Python path never counts Event pairs."""
-    names = ("startNs", "endNs", "type", "name")
+    (docs/research/iteration_export.md §3.6). The Python path never counts Event pairs. The C++
+    path leaves out the APIs before the collection start that it drops (msprof_kit.before_start);
+    the Python path counts them."""
+    names = ("startNs", "endNs", "type", "name", "globalTid")
     window = None if ctx.scope.all_export else ctx.scope.api_window()
     events = [i for i, v in enumerate(strings) if v in EVENT_PAIR_APIS] if ctx.flavour == "python" else []
+    rule = ctx.api_rule("cpp") if summary_flavour(ctx) == "cpp" else None
     for _, _, cols in ctx.blocks("CANN_API", names, API_BLOCK):
-        start, end, level, name = (cols[c] for c in names)
-        keep = np.ones(len(start), dtype=bool)
+        start, end, level, name, tid = (cols[c] for c in names)
+        keep = np.ones(len(start), dtype=bool) if rule is None else rule.keep(start, end, tid)
         if window is not None:
             lo, hi = (int(x) for x in window)
             keep &= ((start >= lo) & (start <= hi)) | ((start <= lo) & (end >= lo))
