@@ -89,7 +89,7 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
 COLUMNAR: Dict[str, Sequence[str]] = {
     # one entry per TASK row, in TASK order (taskRow = position)
     "KIT_TASK": ["taskRow", "globalTaskId", "batchId", "requestId", "deviceTaskType", "kernelName", "threadId",
-                 "matched", "trackNs"],
+                 "matched", "trackNs", "infoNs"],
     # one entry per CANN_API row: its connectionId, the reference's struct type ("Mode" in the
     # timeline) and item id text
     "KIT_API": ["connectionId", "mode", "itemId"],
