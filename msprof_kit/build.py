@@ -29,7 +29,7 @@ from .api_windows import ApiWindows
 from .spill import Runs
 from .arrays import Numbering, first_seen, isin, last_seen, numbered_by_first_row, run_ranks
 from .forked import Forked, can_fork
-from .errors import BadControlFile, Diagnostics, MissingControlFile, NoData
+from .errors import BadControlFile, Diagnostics, MissingControlFile, MsprofKitError, NoData
 from .layout import FREQ_TEXT, NPU_NAMES, Chip, Collection, ResultDir, data_files
 from .progress import label
 from .timebase import Clock, device_clock, host_clock, wall_offset_ns
@@ -891,7 +891,8 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
     """Host compute tasks: task tracks under a node launch with a KERNEL* type (op info from the
     launch's first node_basic_info / tensor_info / context_id_info), or kernel tracks without a
     launch (named by their kernel). The op records carry their launch API (`conn`), in stream
-    order; `tensors`' texts are rows of the tensor table."""
+    order; `tensors`' texts are rows of the tensor table. `info_ts`: the time stamp (host ticks)
+    of the node_basic_info the op info comes from, -1 without one."""
     names = tracks["type_name"].to_numpy()
     kernel_like = _where_text(names, lambda t: t.startswith(("KERNEL", "STARS_COMMON")) or t == "FFTS_PLUS")
     under_node = tracks["parent_level"].to_numpy() == LEVEL_NODE
@@ -911,10 +912,12 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
     flag = _texts(n, "N/A")
     state = _texts(n, "N/A")
     has_info = np.zeros(n, dtype=bool)
+    info_ts = np.full(n, -1, dtype=np.int64)
     if not nbi.empty:
         src = _first_under(nbi["conn"].to_numpy(), parents)
         found = (src >= 0) & ~sel_fallback
         src = src[found]
+        info_ts[found] = nbi["timestamp"].to_numpy()[src].astype(np.int64)
         op_name[found] = _hash_names(nbi["op_name"].to_numpy()[src], hashes)
         op_type[found] = _hash_names(nbi["op_type"].to_numpy()[src], hashes)
         ge_type[found] = _ge_names(nbi["task_type"].to_numpy()[src])
@@ -949,7 +952,7 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
         "batch": sel["batch"].to_numpy(), "ctx": ctx_id, "op_name": op_name, "op_type": op_type,
         "ge_type": ge_type, "block": block, "mix": mix, "hf32": flag, "state": state, "tensors": text_row,
         "model_id": sel["model_id"].to_numpy(), "request_id": sel["request_id"].to_numpy(),
-        "conn": sel["conn"].to_numpy(),
+        "conn": sel["conn"].to_numpy(), "info_ts": info_ts,
     })
     return out
 
@@ -1239,7 +1242,8 @@ def global_ids(first: pd.DataFrame, then: pd.DataFrame) -> Tuple[np.ndarray, np.
 # Host tasks, spilled for the match (docs/benchmarks.md, issue 6)
 
 MATCH_CTX_INVALID, MATCH_CTX_OTHER = 0x10000, 0x10001
-ENTRY_PAYLOAD = ("type", "conn", "model_id", "request_id", "batch", "kernel", "thread_id", "ts_ns", "block", "mix")
+ENTRY_PAYLOAD = ("type", "conn", "model_id", "request_id", "batch", "kernel", "thread_id", "ts_ns", "block", "mix",
+                 "info_ts")
 COMPUTE_TEXTS = ("op_name", "ge_type", "op_type", "state", "hf32")
 TASK_ROWS = 1 << 18  # device tasks matched and written at a time
 
@@ -1292,11 +1296,13 @@ class HostTasks:
         ctx_of = np.full(n, INVALID_CTX, dtype=np.int64)
         block = np.zeros(n, dtype=np.int64)
         mix = np.zeros(n, dtype=np.int64)
+        info_ts = np.full(n, -1, dtype=np.int64)
         if len(compute):
             at = np.searchsorted(pos, compute["track"].to_numpy())
             ctx_of[at] = compute["ctx"].to_numpy()
             block[at] = compute["block"].to_numpy()
             mix[at] = compute["mix"].to_numpy()
+            info_ts[at] = compute["info_ts"].to_numpy()
         codes, names = _distinct(tracks["type_raw"].to_numpy(), self.type_name)
         type_code = np.array([self.texts.id(t) for t in names], dtype=np.int64)[codes]
         is_mix = np.array([t in MIX_TYPES for t in names], dtype=bool)[codes]
@@ -1312,7 +1318,7 @@ class HostTasks:
                    "model_id": tracks["model_id"].to_numpy(), "request_id": tracks["request_id"].to_numpy(),
                    "batch": tracks["batch"].to_numpy(), "kernel": kernel_code,
                    "thread_id": tracks["thread_id"].to_numpy(), "ts_ns": tracks["ts_ns"].to_numpy(),
-                   "block": block, "mix": mix}
+                   "block": block, "mix": mix, "info_ts": info_ts}
         self.largest["batch"] = max(self.largest["batch"], int(payload["batch"].max(initial=0)))
         seg = np.repeat(np.arange(3, dtype=np.int8), [n, len(has_ctx), len(zero)])
         order = np.lexsort((seg, payload["ts_ns"][rows]))  # match order (rows are by position within a segment)
@@ -1918,6 +1924,26 @@ def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1, scratch
     return info
 
 
+def _pmu_host_clock(rd: ResultDir, coll: Collection) -> Optional[Clock]:
+    """Host time as the reference's Python PMU pass of a device reads it: host ticks through that
+    device folder's host_start.log.N and its info.json's CPU frequency, placed by its start_info.N
+    (mscalculate/aic/pmu_calculator.py:118-137 compares the GE task info's stamps with the start in
+    those terms; without host/host_start.log that is not how the host's own clock reads them).
+    None where that folder cannot convert host ticks (its warnings are the host clock's, and not
+    repeated)."""
+    try:
+        return host_clock_of(rd, coll, Diagnostics())
+    except MsprofKitError:
+        return None
+
+
+def _info_ns(clock: Optional[Clock], ticks: np.ndarray) -> np.ndarray:
+    """KIT_TASK.infoNs: host ticks of node_basic_info stamps (-1: none) as local ns, -1 kept."""
+    if clock is None:
+        return np.full(len(ticks), -1, dtype=np.int64)
+    return np.where(ticks >= 0, clock.to_ns(np.maximum(ticks, 0)), -1)
+
+
 def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], devices: List[Tuple[ResultDir, DeviceData]],
                       strings: StringPool, put: Sink, info: List[Tuple[int, str, str]], diag: Diagnostics) -> None:
     """COMPUTE_TASK_INFO, then the device tasks matched with the host's, a device after the other
@@ -1977,6 +2003,7 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
             edges = runs.edges(TASK_ROWS)
             runs.cut(edges)
             entries = host_tasks.entries.get(dev.device_id) if host_tasks is not None else None
+            info_clock = _pmu_host_clock(rd, coll)
             if entries is not None:
                 entries.cut(edges)
             match = _Match(host_tasks.first.get(dev.device_id) if host_tasks is not None else None)
@@ -2010,7 +2037,8 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                     "requestId": np.where(matched, e["request_id"].astype(np.int64), -1), "deviceTaskType": CodedTexts(dev_type, dev_names),
                     "kernelName": CodedTexts(np.where(matched, e["kernel"], 0), texts),
                     "threadId": np.where(matched, e["thread_id"].astype(np.int64), -1), "matched": matched.astype(np.int64),
-                    "trackNs": np.where(matched, e["ts_ns"].astype(np.int64), -1)}, last=False)
+                    "trackNs": np.where(matched, e["ts_ns"].astype(np.int64), -1),
+                    "infoNs": _info_ns(info_clock, np.where(matched, e["info_ts"].astype(np.int64), -1))}, last=False)
                 if pmu is not None:
                     got = pmu.step(w, {
                         "key": key, "stream_id": t["stream_id"].to_numpy(), "task_id": t["task_id"].to_numpy(),

@@ -458,7 +458,7 @@ def _put_tasks(ops: pd.DataFrame, tasks: pd.DataFrame, pid: int, strings: String
         "taskRow": np.arange(n, dtype=np.int64), "globalTaskId": task_gid,
         "batchId": tasks["batch"].to_numpy(dtype=np.int64), "requestId": np.full(n, -1, np.int64),
         "deviceTaskType": dev_type, "kernelName": np.full(n, "", dtype=object), "threadId": np.full(n, -1, np.int64),
-        "matched": linked.astype(np.int64), "trackNs": np.full(n, -1, np.int64)})
+        "matched": linked.astype(np.int64), "trackNs": np.full(n, -1, np.int64), "infoNs": np.full(n, -1, np.int64)})
     return report
 
 

@@ -44,6 +44,15 @@ UNIFIED: Dict[str, Sequence[Column]] = {
     "ENUM_OVERLAP_ANALYSIS_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
 }
 
+# The unified tables' columns that hold STRING_IDS ids (TASK_PMU_INFO.name: the metric names).
+STRING_ID_COLUMNS: Dict[str, Sequence[str]] = {
+    "TASK": ("taskType",),
+    "COMPUTE_TASK_INFO": ("name", "taskType", "opType", "inputFormats", "inputDataTypes", "inputShapes",
+                          "outputFormats", "outputDataTypes", "outputShapes", "attrInfo", "opState", "hf32Eligible"),
+    "CANN_API": ("name",),
+    "TASK_PMU_INFO": ("name",),
+}
+
 # msprof-kit extensions (docs/store.md).
 EXTENSIONS: Dict[str, Sequence[Column]] = {
     # column-wise storage of the per-task extension tables (COLUMNAR below): one row per column,
@@ -80,7 +89,7 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
 COLUMNAR: Dict[str, Sequence[str]] = {
     # one entry per TASK row, in TASK order (taskRow = position)
     "KIT_TASK": ["taskRow", "globalTaskId", "batchId", "requestId", "deviceTaskType", "kernelName", "threadId",
-                 "matched", "trackNs"],
+                 "matched", "trackNs", "infoNs"],
     # one entry per CANN_API row: its connectionId, the reference's struct type ("Mode" in the
     # timeline) and item id text
     "KIT_API": ["connectionId", "mode", "itemId"],

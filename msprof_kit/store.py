@@ -24,12 +24,13 @@ import threading
 import time
 import urllib.parse
 import zlib
+from dataclasses import dataclass
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 import pandas as pd
 
-from . import pages, schema
+from . import before_start, pages, schema
 from .arrays import ascending, first_seen
 from .build import CodedTexts, build, text_codes
 from .job import build_job
@@ -42,7 +43,8 @@ STORE_DIR = "sqlite"
 STORE_NAME = "msprof_kit.db"
 STORE_ENV = "MSPROF_KIT_STORE"  # a folder for the stores (one sub-folder per collection); --store sets it
 CACHE_NAME = "msprof-kit"  # the per-user cache folder's name, in $XDG_CACHE_HOME or ~/.cache
-STORE_VERSION = 1  # PRAGMA user_version of the stores this msprof-kit writes and reads
+STORE_VERSION = 2  # PRAGMA user_version of the stores this msprof-kit writes and reads (2: per-group PMU
+# columns, KIT_TASK.infoNs, names by task id in legacy JOBs; a store of another version is imported again)
 APPLICATION_ID = 0x4D534B54  # PRAGMA application_id of a store ("MSKT")
 NO_STORE = "there is no store"
 # A unified DB msprof-kit exported says which store it was made from, in its header (no table or
@@ -62,6 +64,7 @@ LEFTOVER = re.compile(r"\.(?:msprof_kit|msprof_\d{14})\.db\.tmp-(\d+)(?:\.parts)
 BATCH_ROWS = 50_000
 ROWS_PER_INSERT = 200
 PMU_CHUNK = 100_000
+API_ROWS = 1 << 22  # CANN_API rows judged at a time (before_start) when the DB leaves some out
 TEMP_CACHE_KIB = 64 * 1024  # page cache of the temporary wide PMU table
 RUN_GAP = 1 << 16  # rows between two wanted rows of a column beyond which they are read apart
 Table = Union[pd.DataFrame, Dict[str, Union[np.ndarray, CodedTexts]]]
@@ -1004,7 +1007,9 @@ def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
 
     The tables are copied inside sqlite (the store is attached to the new database), so no row
     passes through Python. TASK_PMU_INFO (one row per task and metric) is built from the store's
-    wide PMU table on chips whose unified DB carries it (the STARS family)."""
+    wide PMU table on chips whose unified DB carries it (the STARS family). As the reference's
+    C++ writer (the only one of this file), CANN_API leaves out the host APIs before the
+    collection start that it drops (before_start), and STRING_IDS the names only those had."""
     src = open_store(collection_path)
     try:
         present = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -1012,16 +1017,27 @@ def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
             if "KIT_INFO" in present else {}
         made_from = store_identity(collection_path)
         out = db_path(output_root(collection_path), stamp or time.strftime("%Y%m%d%H%M%S"))
+        mirrored = "KIT_COLUMNS" in present
+        rule = before_start.api_rule(src, "cpp", StoredColumns(src, "CANN_API") if mirrored else None)
+        dropped = _dropped_apis(src, rule, mirrored) if rule is not None else None
         with TableWriter(out) as dest:
             dest.attach(store_path(collection_path))
-            paged = dest.paged and "KIT_COLUMNS" in present
+            paged = dest.paged and mirrored
             for name, cols in schema.UNIFIED.items():
                 if name in present:
-                    if paged and name in schema.MIRRORED and _paged_mirror(dest, name, cols, StoredColumns(src, name)):
+                    out_of = dropped if dropped is not None and name == "CANN_API" else None
+                    if paged and name in schema.MIRRORED and _paged_mirror(
+                            dest, name, cols, StoredColumns(src, name), out_of.rows if out_of is not None else None):
                         continue
                     dest.copy(name, cols)
-            if info.get("pmu_prefixed") == "1" and "KIT_COLUMNS" in present and "STRING_IDS" in present:
+                    if out_of is not None:
+                        dest.conn.executemany("DELETE FROM main.CANN_API WHERE connectionId = ?",
+                                              ((int(c),) for c in out_of.conns))
+            pmu = info.get("pmu_prefixed") == "1" and mirrored and "STRING_IDS" in present
+            if pmu:
                 _put_long_pmu(dest, src)
+            if dropped is not None and len(dropped.names) and "STRING_IDS" in present:
+                _drop_unused_strings(dest, src, dropped.names, present, pmu)
             dest.conn.execute(f"PRAGMA application_id = {DB_APPLICATION_ID}")   # made from this store
             dest.conn.execute(f"PRAGMA user_version = {made_from}")
     finally:
@@ -1055,22 +1071,87 @@ def blob_slice(conn: sqlite3.Connection, rowid: int, start: int, length: int,
     return bytes(row.fetchone()[0])
 
 
-def _paged_mirror(dest: "TableWriter", table: str, cols: Sequence[schema.Column], stored: StoredColumns) -> bool:
-    """Write a mirrored table from its column-wise copy as pages, pages.CHUNK_ROWS rows at a time
-    (False, and nothing written, when the mirror lacks a column)."""
+def _paged_mirror(dest: "TableWriter", table: str, cols: Sequence[schema.Column], stored: StoredColumns,
+                  drop: Optional[np.ndarray] = None) -> bool:
+    """Write a mirrored table from its column-wise copy as pages, pages.CHUNK_ROWS rows at a time,
+    but the rows `drop` marks (False, and nothing written, when the mirror lacks a column)."""
     if any(name not in stored for name, _ in cols):
         return False
     n = len(stored)
-    if n == 0:
+    if n == 0 or (drop is not None and drop.all()):
         return True
     kinds = b"".join(b"k" if "PRIMARY KEY" in decl else b"i" for _, decl in cols)
     dest.create(table, cols)
     with dest.pages_of(table) as out:
         for lo in range(0, n, pages.CHUNK_ROWS):
             hi = min(n, lo + pages.CHUNK_ROWS)
-            out.add(kinds, [stored.read(name, lo, hi).astype(np.int64, copy=False) for name, _ in cols], hi - lo)
+            part = [stored.read(name, lo, hi).astype(np.int64, copy=False) for name, _ in cols]
+            if drop is not None and drop[lo:hi].any():
+                keep = ~drop[lo:hi]
+                part = [values[keep] for values in part]
+            out.add(kinds, part, len(part[0]))
     dest.index(table)
     return True
+
+
+@dataclass
+class DroppedApis:
+    """The CANN_API rows a unified DB leaves out: which (bool per row, in row order), their
+    connection ids, and the name ids that only they have."""
+    rows: np.ndarray
+    conns: np.ndarray
+    names: np.ndarray
+
+
+def _dropped_apis(src: sqlite3.Connection, rule: before_start.ApiRule, mirrored: bool) -> DroppedApis:
+    """The CANN_API rows of the store `rule` drops, read API_ROWS at a time."""
+    names = ("startNs", "endNs", "globalTid", "connectionId", "name")
+    stored = StoredColumns(src, "CANN_API") if mirrored else None
+    if stored is not None and all(c in stored for c in names):
+        n = len(stored)
+        blocks: Iterator[Dict[str, np.ndarray]] = (
+            {c: stored.read(c, lo, lo + API_ROWS).astype(np.int64) for c in names} for lo in range(0, n, API_ROWS))
+    else:
+        cursor = src.execute(f"SELECT {', '.join(names)} FROM CANN_API ORDER BY rowid")
+        blocks = (dict(zip(names, np.array(rows, dtype=np.int64).reshape(-1, len(names)).T))
+                  for rows in iter(lambda: cursor.fetchmany(API_ROWS), []))
+    drop, conns, dropped_names, kept_names = [], [], [], []
+    for b in blocks:
+        gone = ~rule.keep(b["startNs"], b["endNs"], b["globalTid"])
+        drop.append(gone)
+        conns.append(b["connectionId"][gone])
+        dropped_names.append(np.unique(b["name"][gone]))
+        kept_names.append(np.unique(b["name"][~gone]))
+    if not drop:
+        return DroppedApis(np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    only = np.setdiff1d(np.concatenate(dropped_names), np.concatenate(kept_names))
+    return DroppedApis(np.concatenate(drop), np.concatenate(conns), only)
+
+
+def _drop_unused_strings(dest: "TableWriter", src: sqlite3.Connection, candidates: np.ndarray, present: Set[str],
+                         pmu: bool) -> None:
+    """Delete from the DB's STRING_IDS the `candidates` (ids) that none of its other tables uses
+    (schema.STRING_ID_COLUMNS; TASK_PMU_INFO's names are the PMU metric names), as the reference
+    writes only the strings its tables refer to."""
+    used: List[np.ndarray] = []
+    for table, columns in schema.STRING_ID_COLUMNS.items():
+        if table == "CANN_API" or table not in present:
+            continue
+        stored = StoredColumns(src, table) if table in schema.MIRRORED else None
+        for column in columns:
+            if stored is not None and column in stored:
+                values = stored.read(column)
+            else:
+                values = np.array([r[0] for r in src.execute(f"SELECT DISTINCT {column} FROM {table}")
+                                   if isinstance(r[0], int)], dtype=np.int64)
+            used.append(np.unique(values).astype(np.int64))
+    metrics = [m for m in StoredColumns(src, "KIT_TASK_PMU").names if m not in ("taskRow", "globalTaskId")] \
+        if pmu else []
+    if metrics:
+        used.append(np.array([r[0] for r in src.execute(
+            f"SELECT id FROM STRING_IDS WHERE value IN ({','.join('?' * len(metrics))})", metrics)], dtype=np.int64))
+    unused = np.setdiff1d(candidates, np.concatenate(used)) if used else candidates
+    dest.conn.executemany("DELETE FROM main.STRING_IDS WHERE id = ?", ((int(i),) for i in unused))
 
 
 def _put_long_pmu(dest: "TableWriter", src: sqlite3.Connection) -> None:

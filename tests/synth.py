@@ -20,13 +20,14 @@ were generated with (../../shared/golden/README.md, "Conventions shared by all i
 * optional (910B): MIX_AIC / MIX_AIV ops (`mix_fraction`), run as FFTS+ tasks with one context,
   a context PMU record from the main core and `block num x MIX_RATIO` block PMU records from the
   other core; and step-trace tags (`steps`): a ts_track MODEL_START / MODEL_END pair around each
-  model execution, each taking a task id on the model stream.
+  model execution, each taking a task id on the model stream;
+* optional (`early_apis`): host API records before the collection start, some inside a ModelLoad.
 
 Every record array is built column-wise with numpy (no per-record Python loop), so 10^6 tasks
 take a few seconds. Record layouts come from `parsers.records` and are not re-declared here.
 
 Run as a script to time the generator: `python3 tests/synth.py OUT_DIR [N] [--chip 310P]
-[--model-fraction F] [--metrics GROUP] [--mix-fraction F] [--steps] [--seed S]`.
+[--model-fraction F] [--metrics GROUP] [--mix-fraction F] [--steps] [--early-apis K] [--seed S]`.
 """
 from __future__ import annotations
 
@@ -77,6 +78,10 @@ MODEL_NAME = "synth_model"
 OPS_PER_EXECUTION = 10                   #: model ops per aclmdlExecute (last one may hold fewer)
 NAME_POOL = 10_000                       #: distinct op names per kind; larger runs reuse them
 FIRST_THREAD_ID = 4012                   #: OS thread id of device 0's host thread (+d for device d)
+OTHER_THREAD_OFFSET = 800                #: early_apis: another host thread, tid + this
+EARLY_LAST_NS = 10_000                   #: early_apis: the last early op's slot begins this long before the start
+MODEL_LOAD_NS = 200_000                  #: early_apis: length of the ModelLoad, ns
+MODEL_LOAD_GAP_NS = 100_000              #: early_apis: from the ModelLoad's end to the first early op's slot, ns
 PID = "4001"
 
 # Host levels, types and type names (host_formats.md §2.1).
@@ -84,11 +89,13 @@ LEVEL_ACL, LEVEL_MODEL, LEVEL_NODE, LEVEL_RUNTIME = 20000, 15000, 10000, 5000
 ACL_NN, ACL_MODEL = 5, 2
 TYPE_ACLMDL_EXECUTE = (ACL_MODEL << 16) | 1
 TYPE_MODEL_EXECUTE = 1                   # level 15000 event pair
+TYPE_MODEL_LOAD = 2                      # level 15000 event pair (unaging)
 TYPE_GRAPH_ID_MAP = 0                    # level 15000 additional
 TYPE_NODE_BASIC_INFO, TYPE_TENSOR_INFO, TYPE_LAUNCH = 0, 1, 5   # level 10000
 TYPE_TASK_TRACK, TYPE_KERNEL_LAUNCH = 802, 1001                  # level 5000
 KERNEL_AICORE, KERNEL_AIVEC, FLIP_TASK = 0, 66, 98               # runtime task types
 KERNEL_MIX_AIC, KERNEL_MIX_AIV = 108, 109
+TYPE_STREAM_CREATE, TYPE_MODEL_BIND_STREAM = 1010, 1011         # level 5000 (early_apis only)
 GE_AI_CORE, GE_AI_VECTOR_CORE, GE_MIX_AIC, GE_MIX_AIV = 0, 2, 4, 5  # node_basic_info task types
 TYPE_CONTEXT_ID_INFO = 4                                         # level 10000 additional
 SQE_AI_CORE, SQE_AIV = 0, 2                                      # STARS sqe types
@@ -388,6 +395,45 @@ def _plan_timing(ops: _Ops, device: int, profile: ChipProfile, rng: np.random.Ge
                    launch_end, acl_end, dev_start.astype(np.int64), dev_end.astype(np.int64))
 
 
+def _early_slots(k: int) -> np.ndarray:
+    """Host slot starts of the first `k` ops with `early_apis`: one OP_PERIOD_NS apart, the last
+    EARLY_LAST_NS before the collection start (its ACL API and KernelLaunch straddle the start:
+    they end at least 19 us after the slot begins), the others' calls all end before it, ns."""
+    return HOST_MONO0_NS - EARLY_LAST_NS - (k - 1 - np.arange(k, dtype=np.int64)) * OP_PERIOD_NS
+
+
+def _moved_early(t: _Timing, k: int) -> _Timing:
+    """`t` with the host calls of the first `k` ops moved to `_early_slots` (every host time of an
+    op shifted alike, so the call shape holds); their device tasks keep their times, after the start."""
+    if k == 0:
+        return t
+    shift = np.zeros(len(t.slot), dtype=np.int64)
+    shift[:k] = _early_slots(k) - t.slot[:k]
+    moved = {name: getattr(t, name) + shift
+             for name in ("slot", "launch_begin", "kernel_begin", "kernel_end", "launch_end", "acl_end")}
+    return _Timing(t.device, t.thread_id, dev_start=t.dev_start, dev_end=t.dev_end, **moved)
+
+
+def _early_apis(streams: "_Streams", t: _Timing, k: int) -> None:
+    """The host APIs `early_apis` adds before the collection start on the thread of `t` (times in
+    ns from the first early op's slot S): a ModelLoad event pair [S - 300 us, S - 100 us] (model
+    MODEL_ID, request 0, unaging) holding a runtime StreamCreate [+20 us, +30 us of its begin];
+    a runtime ModelBindStream that begins 20 us before the ModelLoad ends and ends 30 us after;
+    and on another thread (tid + OTHER_THREAD_OFFSET) a StreamCreate inside the ModelLoad's span."""
+    tid = t.thread_id
+    load_end = int(_early_slots(k)[0]) - MODEL_LOAD_GAP_NS
+    load_begin = load_end - MODEL_LOAD_NS
+    for when in (load_begin, load_end):
+        streams.add("unaging.api_event.data", *_apis(1, LEVEL_MODEL, TYPE_MODEL_LOAD, tid, np.array([when]), None,
+                                                     item_id=MODEL_ID))
+    runtime = ((tid, TYPE_STREAM_CREATE, load_begin + 20_000, load_begin + 30_000),
+               (tid, TYPE_MODEL_BIND_STREAM, load_end - 20_000, load_end + 30_000),
+               (tid + OTHER_THREAD_OFFSET, TYPE_STREAM_CREATE, load_begin + 50_000, load_begin + 60_000))
+    for thread, type_, begin, end in runtime:
+        streams.add("aging.api_event.data", *_apis(1, LEVEL_RUNTIME, type_, thread, np.array([begin]),
+                                                   np.array([end])))
+
+
 def _flips(ops: _Ops) -> Tuple[np.ndarray, np.ndarray]:
     """Ops whose task is the first of a new batch on its stream, and their flip numbers."""
     first = np.flatnonzero((ops.seq & 0xFFFF) == 0)
@@ -535,7 +581,7 @@ def _write_stream(data_dir: str, stem: str, arr: np.ndarray, slices: int, stradd
 # Host side
 
 
-def _host_records(ops: _Ops, timings: Sequence[_Timing], tensors: bool) -> _Streams:
+def _host_records(ops: _Ops, timings: Sequence[_Timing], tensors: bool, early: int = 0) -> _Streams:
     streams = _Streams()
     eager = np.flatnonzero(~ops.model)
     model = np.flatnonzero(ops.model)
@@ -549,6 +595,8 @@ def _host_records(ops: _Ops, timings: Sequence[_Timing], tensors: bool) -> _Stre
 
     for t in timings:
         tid = t.thread_id
+        if early:
+            _early_apis(streams, t, early)
         # API records: KernelLaunch for every op; launch + aclnn for eager ops; model ops'
         # launches unaging inside aclmdlExecute ⊃ ModelExecute event pair.
         streams.add("aging.api_event.data", *_apis(ops.n, LEVEL_RUNTIME, TYPE_KERNEL_LAUNCH, tid,
@@ -627,7 +675,7 @@ def _host_records(ops: _Ops, timings: Sequence[_Timing], tensors: bool) -> _Stre
     return streams
 
 
-def _type_info_lines(ops: _Ops) -> List[str]:
+def _type_info_lines(ops: _Ops, early: bool = False) -> List[str]:
     used = sorted(set(ops.type_index.tolist()))
     lines = [f"{LEVEL_RUNTIME}_{KERNEL_AICORE}:KERNEL_AICORE", f"{LEVEL_RUNTIME}_{KERNEL_AIVEC}:KERNEL_AIVEC",
              f"{LEVEL_RUNTIME}_{FLIP_TASK}:FLIP_TASK", f"{LEVEL_RUNTIME}_{TYPE_TASK_TRACK}:task_track",
@@ -643,6 +691,9 @@ def _type_info_lines(ops: _Ops) -> List[str]:
         lines += [f"{LEVEL_RUNTIME}_{KERNEL_MIX_AIC}:KERNEL_MIX_AIC",
                   f"{LEVEL_RUNTIME}_{KERNEL_MIX_AIV}:KERNEL_MIX_AIV",
                   f"{LEVEL_NODE}_{TYPE_CONTEXT_ID_INFO}:context_id_info"]
+    if early:
+        lines += [f"{LEVEL_MODEL}_{TYPE_MODEL_LOAD}:ModelLoad", f"{LEVEL_RUNTIME}_{TYPE_STREAM_CREATE}:StreamCreate",
+                  f"{LEVEL_RUNTIME}_{TYPE_MODEL_BIND_STREAM}:ModelBindStream"]
     return lines
 
 
@@ -955,7 +1006,7 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
                      slices: int = 1, name: Optional[str] = None, straddle: bool = True,
                      metrics: Optional[str] = None, events: Optional[str] = None,
                      aiv_metrics: Optional[str] = None, mix_fraction: float = 0.0, steps: bool = False,
-                     host_ns: bool = False, host_start: bool = True) -> str:
+                     host_ns: bool = False, host_start: bool = True, early_apis: int = 0) -> str:
     """Write a synthetic raw collection under `out_dir`; return the PROF directory's path.
 
     chip:           "910B" (platform 5: stars_soc + ffts_profile, 50 MHz device counter,
@@ -997,6 +1048,16 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
     host_ns:        host time stamps are CLOCK_MONOTONIC_RAW ns instead of 100 MHz counter ticks
                     (info.json still gives CPU[0].Frequency 100 MHz, as it does on some hosts).
     host_start:     write host/host_start.log (False: none, as some real 910B collections have).
+    early_apis:     k > 0: host API records before the collection start (start_info's
+                    clockMonotonicRaw / collectionTimeBegin; host_start.log keeps its sync point).
+                    The host calls of the first k ops (all eager) move before it, one slot apart,
+                    the last slot beginning EARLY_LAST_NS (10 us) before the start: its ACL API,
+                    launch and KernelLaunch straddle the start, the other ops' calls end before it;
+                    their device tasks keep their times. Before them, on each host thread: a
+                    ModelLoad event pair (level 15000 type 2, model MODEL_ID, unaging) of 200 us
+                    ending 100 us before the first early slot, holding a runtime StreamCreate; a
+                    runtime ModelBindStream beginning inside the ModelLoad and ending after it; and
+                    a StreamCreate of another thread (tid + 800) inside the ModelLoad's span.
 
     Times: op i of device d occupies the host slot starting at FIRST_OP_NS + d x 17.32 us +
     i x OP_PERIOD_NS (50 us); host time stamps are multiples of 10 ns, device times multiples
@@ -1021,10 +1082,13 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
 
     ops = _plan_ops(n_tasks, profile, model_fraction, rng, mix_fraction, np.random.default_rng([seed, 4]), steps)
     timings = [_plan_timing(ops, d, profile, np.random.default_rng([seed, 2, d])) for d in range(devices)]
+    if early_apis < 0 or early_apis > ops.n or ops.model[:early_apis].any():
+        raise ValueError("early_apis counts the first ops, which must all be eager ops")
+    host_timings = [_moved_early(t, early_apis) for t in timings]
 
     host_data = os.path.join(prof, "host", "data")
     os.makedirs(host_data)
-    for stem, arr in sorted(_host_records(ops, timings, tensors).merged().items()):
+    for stem, arr in sorted(_host_records(ops, host_timings, tensors, early_apis).merged().items()):
         if host_ns:
             arr = _ticks_to_ns(arr)
         _write_stream(host_data, stem, arr, slices, straddle, cut_rng)
@@ -1032,7 +1096,7 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
     _write_text(os.path.join(host_data, "unaging.additional.hash_dic.slice_0"),
                 "".join(f"{i}:{s}\n" for i, s in zip(cat.ids.tolist(), cat.texts)))
     _write_text(os.path.join(host_data, "unaging.additional.type_info_dic.slice_0"),
-                "".join(f"{line}\n" for line in _type_info_lines(ops)))
+                "".join(f"{line}\n" for line in _type_info_lines(ops, early_apis > 0)))
 
     last_ns = FIRST_OP_NS
     for t in timings:
@@ -1095,6 +1159,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--events", default=None, help="with --metrics: an explicit event list")
     parser.add_argument("--mix-fraction", type=float, default=0.0, help="910B: fraction of MIX ops")
     parser.add_argument("--steps", action="store_true", help="MODEL_START / MODEL_END step-trace tags")
+    parser.add_argument("--early-apis", type=int, default=0, help="the first K eager ops' APIs before the start")
     parser.add_argument("--name", default=None, help="PROF directory name")
     args = parser.parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
@@ -1103,7 +1168,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> None:
                             pmu=not args.no_pmu, tensors=not args.no_tensors,
                             model_fraction=args.model_fraction, seed=args.seed, slices=args.slices,
                             metrics=args.metrics, events=args.events, mix_fraction=args.mix_fraction,
-                            steps=args.steps, name=args.name)
+                            steps=args.steps, early_apis=args.early_apis, name=args.name)
     seconds = time.perf_counter() - began
     size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs)
     print(f"{path}: {args.n_tasks} tasks x {args.devices} device(s), {size / 2 ** 20:.1f} MiB "

@@ -455,6 +455,46 @@ def test_mix_ops_and_step_trace(tmp_path) -> None:
         assert np.array_equal(np.flatnonzero(outside), ops)  # no eager task inside an execution
 
 
+def test_early_apis(tmp_path) -> None:
+    """early_apis=3: the first three eager ops' host calls before the start (the last one's ACL API
+    and KernelLaunch straddle it), their device tasks unmoved; a ModelLoad pair before them holding
+    a StreamCreate, a ModelBindStream leaving it, and another thread's StreamCreate inside it. The
+    rest of the collection is the same as without the option."""
+    k, t0 = 3, synth.HOST_MONO0_NS // 10  # host ticks
+    prof = synth.write_collection(str(tmp_path / "a"), n_tasks=20, model_fraction=0.5, seed=5, early_apis=k)
+    plain = synth.write_collection(str(tmp_path / "b"), n_tasks=20, model_fraction=0.5, seed=5)
+    data = os.path.join(prof, "host", "data")
+    aging = read_stream(data, "aging.api_event.data", R.API_EVENT)
+    unaging = read_stream(data, "unaging.api_event.data", R.API_EVENT)
+    key = np.where(aging["end"] == R.EVENT_FLAG, aging["begin"], aging["end"])
+    assert np.all(np.diff(key.astype(np.int64)) >= 0)
+    kernel = np.sort(aging[(aging["level"] == 5000) & (aging["type"] == 1001)], order="begin")
+    first = kernel["begin"][:k].astype(np.int64)
+    assert np.array_equal(np.diff(first), [synth.OP_PERIOD_NS // 10] * (k - 1))
+    assert np.all(kernel["end"][:k - 1] < t0) and kernel["begin"][k - 1] < t0 <= kernel["end"][k - 1]
+    assert np.all(kernel["begin"][k:] > t0)
+    load = unaging[(unaging["level"] == 15000) & (unaging["type"] == synth.TYPE_MODEL_LOAD)]
+    assert len(load) == 2 and np.all(load["end"] == R.EVENT_FLAG) and np.all(load["item_id"] == synth.MODEL_ID)
+    lo, hi = (int(v) for v in load["begin"])
+    slot0 = first[0] - 800  # KernelLaunch begins 8 us into its slot
+    assert hi == slot0 - synth.MODEL_LOAD_GAP_NS // 10 and hi - lo == synth.MODEL_LOAD_NS // 10
+    rt = aging[(aging["level"] == 5000) & (aging["type"] != 1001)]
+    tid = synth.FIRST_THREAD_ID
+    create = rt[(rt["type"] == synth.TYPE_STREAM_CREATE) & (rt["thread_id"] == tid)]
+    other = rt[rt["thread_id"] == tid + synth.OTHER_THREAD_OFFSET]
+    bind = rt[rt["type"] == synth.TYPE_MODEL_BIND_STREAM]
+    assert len(create) == len(other) == len(bind) == 1
+    assert lo < create["begin"][0] < create["end"][0] < hi and lo < other["begin"][0] < other["end"][0] < hi
+    assert lo < bind["begin"][0] < hi < bind["end"][0] < t0
+    types = open(os.path.join(data, "unaging.additional.type_info_dic.slice_0")).read().splitlines()
+    assert {"15000_2:ModelLoad", "5000_1010:StreamCreate", "5000_1011:ModelBindStream"} <= set(types)
+    for rel in ["host/start_info", "host/host_start.log", "device_0/start_info.0"] + \
+            [os.path.join("device_0", "data", n) for n in os.listdir(os.path.join(prof, "device_0", "data"))]:
+        assert open(os.path.join(prof, rel), "rb").read() == open(os.path.join(plain, rel), "rb").read(), rel
+    with pytest.raises(ValueError, match="eager"):
+        synth.write_collection(str(tmp_path / "c"), n_tasks=20, model_fraction=0.5, seed=0, early_apis=3)
+
+
 def test_mix_ops_need_910b() -> None:
     with pytest.raises(ValueError, match="910B"):
         synth.write_collection("/nonexistent", chip="310P", mix_fraction=0.2)

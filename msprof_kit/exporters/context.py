@@ -11,7 +11,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 import numpy as np
 import pandas as pd
 
-from .. import store
+from .. import before_start, store
 from ..progress import Progress
 
 OUTPUT_DIR = "mindstudio_profiler_output"
@@ -102,6 +102,11 @@ class ExportContext:
 
     def has(self, table: str) -> bool:
         return table in self.tables
+
+    def api_rule(self, flavour: str) -> Optional[before_start.ApiRule]:
+        """Which host APIs before the collection start the flavour keeps (None: all of them)."""
+        mirror = self.stored("CANN_API") if self.has("KIT_COLUMNS") else None
+        return before_start.api_rule(self.conn, flavour, mirror)
 
     def frame(self, sql: str, params: tuple = ()) -> pd.DataFrame:
         return pd.read_sql_query(sql, self.conn, params=params)

@@ -80,6 +80,7 @@ API_LEVELS: Dict[int, str] = {20000: "acl", 15000: "model", 10000: "node", 5500:
 # the level names the Python path knows besides (its LevelDataType)
 PY_API_LEVELS: Dict[int, str] = {**API_LEVELS, 30000: "pytorch_tx", 25000: "pta", 20500: "msproftx", 6000: "aicpu"}
 MODEL_LEVEL = 15000
+NO_MODEL = 4294967295  # model id of eager (single-operator) tasks
 # model-level APIs the collector reports as begin/end Event pairs (host_formats.md §2.2). The
 # Python path keeps events apart from its API table, so its api_statistic never counts them.
 EVENT_PAIR_APIS = ("ModelLoad", "ModelExecute")
@@ -748,26 +749,42 @@ def pmu_columns(metrics: Dict[str, np.ndarray], flavour: str) -> List[PmuColumn]
 MIX_OTHER_CORE = {"MIX_AIC": "aiv_", "MIX_AIV": "aic_"}
 
 
-def graph_export_losses(metrics: Dict[str, np.ndarray], task_type: np.ndarray) -> None:
-    """Zero, in place, the metrics the reference's graph export loses (NaN, no PMU record, stays).
-    Its PMU pass there cannot read the block numbers of the GE task info
-    (docs/research/iteration_export.md §3.2), so:
+def graph_export_losses(metrics: Dict[str, np.ndarray], task_type: np.ndarray,
+                        lost: Optional[np.ndarray] = None) -> None:
+    """Zero, in place, the metrics of the tasks whose block numbers the reference's Python PMU pass
+    does not read (`lost`, bool per task; None: all of them, as in a graph export, where its query
+    for the GE task info fails: docs/research/iteration_export.md §3.2). NaN (no PMU record) stays.
 
     * every time column is 0 (the times derive from the block number); cycles and ratios of the
       core that wrote the context PMU record are unaffected;
     * a MIX op keeps only that core: the other core's cycles and metrics come from the block PMU
       records, which the pass adds only when the op's mix block number is not 0, so they are all
       0 (the AIV side of MIX_AIC, the AIC side of MIX_AIV; docs/exports.md)."""
+    rows = np.ones(len(task_type), dtype=bool) if lost is None else lost
+    if not rows.any():
+        return
     for name, values in metrics.items():
         if name.endswith("time"):
-            values[~np.isnan(values)] = 0.0
+            values[rows & ~np.isnan(values)] = 0.0
     for mix_type, prefix in MIX_OTHER_CORE.items():
-        rows = task_type == mix_type
-        if not rows.any():
+        mixed = rows & (task_type == mix_type)
+        if not mixed.any():
             continue
         for name, values in metrics.items():
             if name.startswith(prefix):
-                values[rows & ~np.isnan(values)] = 0.0
+                values[mixed & ~np.isnan(values)] = 0.0
+
+
+def described_before_start(ctx: ExportContext, rows: np.ndarray, model: np.ndarray, begin: Optional[int]) -> np.ndarray:
+    """Which of these TASK rows are eager ops (no model) whose GE task info (node_basic_info) was
+    stamped before the collection start: the reference's Python PMU pass reads the block numbers
+    of eager tasks stamped at or after the start only (mscalculate/aic/pmu_calculator.py:118-137),
+    so theirs count as 0. False for a store that does not know the stamps (KIT_TASK.infoNs)."""
+    kit = ctx.stored("KIT_TASK")
+    if begin is None or "infoNs" not in kit or not len(rows):
+        return np.zeros(len(rows), dtype=bool)
+    stamp = kit.take("infoNs", rows).astype(np.int64)
+    return (model == NO_MODEL) & (stamp >= 0) & (stamp < begin)
 
 
 def _pmu_cells(col: PmuColumn, ok: np.ndarray) -> Rendered:
@@ -913,21 +930,24 @@ def op_summary_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional
             cols.append(from_strings(header, info(key), s))
         cols.append(Rendered("Context ID", lambda rows: overlay(int_slot(ctx_id[rows]),
                                                                 ctx_id[rows] == INVALID_CONTEXT, NA)))
-        cols += _op_summary_pmu(ctx, pmu, tasks.rows(at), dev, dur, tasks.text(info("taskType")), flavour)
+        cols += _op_summary_pmu(ctx, pmu, tasks.rows(at), dev, dur, tasks.text(info("taskType")), model, flavour)
         return cols
 
     return BlockTable(block, len(idx), () if ctx.stars else STARS_ONLY, counts={"Device_id": devices})
 
 
 def _op_summary_pmu(ctx: ExportContext, pmu: PmuReader, rows: np.ndarray, dev: np.ndarray, dur: np.ndarray,
-                    task_type: np.ndarray, flavour: str) -> List[Column]:
-    """The PMU columns of these TASK rows, then memory_bound and cube_utilization(%) (§4.3)."""
+                    task_type: np.ndarray, model: np.ndarray, flavour: str) -> List[Column]:
+    """The PMU columns of these TASK rows (`model`: their model ids), then memory_bound and
+    cube_utilization(%) (§4.3)."""
     metrics, found = pmu.read(rows)
     if not metrics:
         return []
     ok = found & ~np.isin(task_type, NO_PMU_TYPES)
     if _graph_mode(ctx):
         graph_export_losses(metrics, task_type)
+    elif flavour == "python":
+        graph_export_losses(metrics, task_type, described_before_start(ctx, rows, model, session_start(ctx)))
     columns = pmu_columns(metrics, flavour)
     del metrics
     out: List[Column] = [_pmu_cells(c, ok) for c in columns]
@@ -1141,13 +1161,16 @@ def _api_blocks(ctx: ExportContext, strings: np.ndarray) -> Iterator[Tuple[np.nd
     the level.
 
     A graph export keeps the APIs that start inside its host window or span the window's start
-    (docs/research/iteration_export.md §3.6). The Python path never counts Event pairs."""
-    names = ("startNs", "endNs", "type", "name")
+    (docs/research/iteration_export.md §3.6). The Python path never counts Event pairs. The C++
+    path leaves out the APIs before the collection start that it drops (msprof_kit.before_start);
+    the Python path counts them."""
+    names = ("startNs", "endNs", "type", "name", "globalTid")
     window = None if ctx.scope.all_export else ctx.scope.api_window()
     events = [i for i, v in enumerate(strings) if v in EVENT_PAIR_APIS] if ctx.flavour == "python" else []
+    rule = ctx.api_rule("cpp") if summary_flavour(ctx) == "cpp" else None
     for _, _, cols in ctx.blocks("CANN_API", names, API_BLOCK):
-        start, end, level, name = (cols[c] for c in names)
-        keep = np.ones(len(start), dtype=bool)
+        start, end, level, name, tid = (cols[c] for c in names)
+        keep = np.ones(len(start), dtype=bool) if rule is None else rule.keep(start, end, tid)
         if window is not None:
             lo, hi = (int(x) for x in window)
             keep &= ((start >= lo) & (start <= hi)) | ((start <= lo) & (end >= lo))

@@ -47,7 +47,7 @@ from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence,
 import numpy as np
 import pandas as pd
 
-from .. import memory, store
+from .. import before_start, memory, store
 from ..arrays import SortedKeys, ascending, distinct, first_seen, in_marked_groups, in_sorted, isin
 from ..build import interval_gaps, union_intervals
 from ..forked import Forked
@@ -648,13 +648,16 @@ API_BLOCK = 5 * CHUNK  # CANN_API rows read at a time (whole chunks: the events 
 
 class ApiBlocks:
     """CANN_API rows (API_COLUMNS, int64) by connection id, API_BLOCK store rows at a time: (first
-    store row, last store row + 1, the rows of that range in scope). In an iteration export only
-    the APIs that end at or after the window's start and start at or before its end are in scope.
-    The store keeps CANN_API by connection id in its mirror; a store without one, or not in that
-    order, is read whole once (and sorted)."""
+    store row, last store row + 1, the rows of that range in scope). In scope are the APIs the
+    reference keeps of those recorded before the collection start (`rule`, None: all; see
+    msprof_kit.before_start) and, in an iteration export, that end at or after the window's start
+    and start at or before its end. The store keeps CANN_API by connection id in its mirror; a
+    store without one, or not in that order, is read whole once (and sorted)."""
 
-    def __init__(self, ctx: ExportContext, window: Optional[Tuple[int, int]]) -> None:
-        self.ctx, self.window = ctx, window
+    def __init__(self, ctx: ExportContext, window: Optional[Tuple[int, int]],
+                 rule: Optional[before_start.ApiRule] = None) -> None:
+        self.ctx, self.window, self.rule = ctx, window, rule
+        self._threads: Optional[Set[int]] = None
         self.whole: Optional[Dict[str, np.ndarray]] = None
         mirror = ctx.stored("CANN_API") if ctx.has("KIT_COLUMNS") else None
         if mirror is None or not all(c in mirror for c in API_COLUMNS) or not ascending(mirror.read("connectionId")):
@@ -676,7 +679,12 @@ class ApiBlocks:
 
     def each(self, names: Sequence[str]) -> Iterator[Tuple[int, int, Dict[str, np.ndarray]]]:
         """(first store row, last + 1, these columns of the rows of that range in scope), block by block."""
-        need = list(names) + [c for c in ("startNs", "endNs") if self.window is not None and c not in names]
+        extra: Tuple[str, ...] = ()
+        if self.rule is not None:
+            extra = ("startNs", "endNs", "globalTid")
+        elif self.window is not None:
+            extra = ("startNs", "endNs")
+        need = list(names) + [c for c in extra if c not in names]
         if self.whole is not None:
             n = len(self.whole["connectionId"])
             source: Iterator[Tuple[int, int, Dict[str, np.ndarray]]] = (
@@ -685,17 +693,24 @@ class ApiBlocks:
         else:
             source = self.ctx.blocks("CANN_API", need, API_BLOCK)
         for lo, hi, cols in source:
+            keep = None
+            if self.rule is not None:
+                keep = self.rule.keep(cols["startNs"], cols["endNs"], cols["globalTid"])
             if self.window is not None:
-                keep = (cols["startNs"] <= self.window[1]) & (cols["endNs"] >= self.window[0])
+                inside = (cols["startNs"] <= self.window[1]) & (cols["endNs"] >= self.window[0])
+                keep = inside if keep is None else keep & inside
+            if keep is not None:
                 cols = {c: v[keep] for c, v in cols.items()}
             yield lo, hi, {c: cols[c] for c in names}
 
     def threads(self) -> Set[int]:
-        """The thread ids (globalTid's low 32 bits) of the APIs in scope."""
-        tids: Set[int] = set()
-        for _, _, cols in self.each(("globalTid",)):
-            tids |= set((np.unique(cols["globalTid"]) & 0xFFFFFFFF).tolist())
-        return tids
+        """The thread ids (globalTid's low 32 bits) of the APIs in scope (read once)."""
+        if self._threads is None:
+            tids: Set[int] = set()
+            for _, _, cols in self.each(("globalTid",)):
+                tids |= set((np.unique(cols["globalTid"]) & 0xFFFFFFFF).tolist())
+            self._threads = tids
+        return set(self._threads)
 
 
 @dataclass
@@ -774,7 +789,8 @@ def _write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks
     the arrow starts (None: no arrows)."""
     pid = facts.pid(SORT_CANN)
     tids = blocks.threads() if blocks is not None else set()
-    tids |= tasks.threads
+    if arrows is not None:  # the threads of the arrows that start on host task records
+        tids |= tasks.threads
     if not tids:
         return
     meta = _process_meta(pid, "CANN", "CPU", SORT_CANN)
@@ -1122,16 +1138,24 @@ def write_timeline(ctx: ExportContext) -> None:
     cann, ascend = ctx.layer_on("cann"), ctx.layer_on("ascend")
     blocks = None
     if cann and ctx.has("CANN_API"):
-        # an iteration export: the APIs that start in the API window or span its start
-        blocks = ApiBlocks(ctx, facts.scope.api_window() if facts.scoped else None)
+        # an iteration export: the APIs that start in the API window or span its start; of the
+        # APIs before the collection start, those the flavour keeps (the Python rule in an
+        # iteration export, which the reference's Python path writes on every chip)
+        blocks = ApiBlocks(ctx, facts.scope.api_window() if facts.scoped else None,
+                           ctx.api_rule(facts.flavour))
     arrows = Arrows.of(tasks) if cann and ascend else None
+    if facts.python_rules and (blocks is None or not blocks.threads()):
+        # the Python path draws host-to-device arrows only when the timeline shows some API
+        # (viewer/association/host_connect_device.py:306-307)
+        arrows = None
     started = arrows.started(blocks) if arrows is not None and blocks is not None else np.zeros(0, np.int64)
     path = ctx.path_for("msprof", "json")
     part_path = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.devices")
     memory.give_back(FORK_KEEP_FREE)
     who = label(ctx.collection_path)
     with ctx.progress.phase(f"{who}: timeline device layers") if ctx.jobs < 2 else Phase():
-        device_part = Forked(lambda: _write_device_layers(ctx, part_path, facts, tasks, started, steps, arrows=cann),
+        device_part = Forked(lambda: _write_device_layers(ctx, part_path, facts, tasks, started, steps,
+                                                          arrows=arrows is not None or (cann and not facts.python_rules)),
                              "timeline", inline=ctx.jobs < 2)
     try:
         with TraceWriter(path) as out:
