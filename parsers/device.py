@@ -17,7 +17,6 @@ Columns = Dict[str, np.ndarray]
 ACSQ_START, ACSQ_END = 0, 1
 FFTS_START, FFTS_END = 34, 35
 CTX_PMU, BLOCK_PMU = 40, 41
-KNOWN_STARS_FUNCS = np.array([0, 1, 22, 23, 24, 25, 26, 27, 28, 29, 34, 35, 36, 37])
 FFTS_PLUS = 4
 
 SQE_TYPES = {0: "AI_CORE", 1: "AI_CPU", 2: "AIV_SQE", 3: "PLACE_HOLDER_SQE", 4: "EVENT_RECORD_SQE",
@@ -46,6 +45,8 @@ STARS_VALID = (lambda a: a["magic"] == R.DEVICE_MAGIC, f"without magic 0x{R.DEVI
 
 
 def stars_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Columns]:
+    """STARS soc log records (64 bytes): (ACSQ task logs, FFTS+ subtask logs), each with the
+    records' byte offsets."""
     func = R.bit_field(R.STARS_LOG, "head", "func_type", arr["head"])
     sqe = R.bit_field(R.STARS_LOG, "head", "sqe_type", arr["head"])
     stream, task = stars_ids(arr["stream_raw"], arr["task_raw"])
@@ -67,18 +68,14 @@ def stars_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Column
     return acsq_cols, ffts_cols
 
 
-def decode_stars_soc(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, Columns, List[Issue]]:
-    """STARS soc log (64-byte records): (ACSQ task logs, FFTS+ subtask logs, issues)."""
-    arr, offsets, issues = decode_stream(R.STARS_LOG, buf, pieces, *STARS_VALID)
-    return (*stars_columns(arr, offsets), issues)
-
-
 FFTS_VALID = (lambda a: np.isin(R.bit_field(R.FFTS_PMU, "head", "func_type", a["head"]), (CTX_PMU, BLOCK_PMU)),
                f"with a func type other than {CTX_PMU} (context PMU) or {BLOCK_PMU} (block PMU)")
 
 
 def ffts_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Columns, Columns]:
-    """(context PMU records, block PMU records, {"overflow": count of context records dropped})."""
+    """FFTS PMU records (128 bytes): (context PMU records, block PMU records, {"overflow": count
+    of context records dropped}). Context records with the overflow flag (bit 10 of word 16) are
+    dropped, as the reference does; overflow_issues reports them."""
     func = R.bit_field(R.FFTS_PMU, "head", "func_type", arr["head"])
     stream, task = stars_ids(arr["stream_raw"], arr["task_raw"])
     overflow = (arr["word16"] & 0x400) != 0
@@ -112,22 +109,13 @@ def overflow_issues(issues: List[Issue], dropped: int, pieces: Sequence[Piece]) 
     return issues
 
 
-def decode_ffts_profile(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, Columns, List[Issue]]:
-    """FFTS PMU (128-byte records): (context PMU records, block PMU records, issues).
-
-    Context records with the overflow flag (bit 10 of word 16) are dropped, as the
-    reference does; they are counted in an issue.
-    """
-    arr, offsets, issues = decode_stream(R.FFTS_PMU, buf, pieces, *FFTS_VALID)
-    ctx, blk, over = ffts_columns(arr, offsets)
-    return ctx, blk, overflow_issues(issues, int(over["overflow"].sum()), pieces)
-
-
 HWTS_VALID = (lambda a: (a["magic"] == R.DEVICE_MAGIC) | (R.bit_field(R.HWTS_LOG, "tag", "log_type", a["tag"]) <= 3),
                "with a log type above 3")
 
 
 def hwts_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
+    """HWTS task logs (64-byte records): the start (log type 0) and end (1) records, with their
+    byte offsets; the other log types are left out."""
     log_type = R.bit_field(R.HWTS_LOG, "tag", "log_type", arr["tag"])
     m = log_type <= 1
     return {
@@ -137,12 +125,6 @@ def hwts_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
     }
 
 
-def decode_hwts(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
-    """HWTS task logs (64-byte records): start (log type 0) and end (1) records."""
-    arr, offsets, issues = decode_stream(R.HWTS_LOG, buf, pieces, *HWTS_VALID)
-    return hwts_columns(arr, offsets), issues
-
-
 def _aic_pmu_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
     return {
         "stream_id": (arr["stream_id"] % 2048).astype(np.int64), "task_id": arr["task_id"].astype(np.int64),
@@ -150,14 +132,9 @@ def _aic_pmu_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
     }
 
 
-def decode_aic_pmu(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
-    """AI Core / AI Vector Core task PMU of HWTS chips (128-byte records, no timestamp)."""
-    arr, offsets, issues = decode_stream(R.AIC_PMU, buf, pieces)
-    return _aic_pmu_columns(arr, offsets), issues
-
-
 def read_aic_pmu(paths: Sequence[str]) -> Tuple[Columns, List[Issue]]:
-    """decode_aic_pmu of the files `paths`, read a chunk at a time."""
+    """AI Core / AI Vector Core task PMU of HWTS chips (128-byte records, no timestamp) of the
+    files `paths` (one stream), read a chunk at a time."""
     stream = RecordStream(R.AIC_PMU, paths)
     return read_chunks(stream, _aic_pmu_columns), stream.issues  # type: ignore[return-value]
 
@@ -192,6 +169,7 @@ def decode_ts_track(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Dict[str,
     return out, issues
 
 
+# not called yet: the memory / AI CPU / frequency issue wires it into the import
 def decode_lpm_freq(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
     """AI Core frequency changes (888-byte records): (syscnt, MHz) in record order."""
     arr, _, issues = decode_stream(R.LPM_FREQ, buf, pieces)

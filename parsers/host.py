@@ -72,7 +72,8 @@ def read_api_event(paths: Sequence[str], fields: Optional[Sequence[str]] = None)
 
 
 def compact_columns(kind: str, arr: np.ndarray, offsets: np.ndarray) -> Columns:
-    """The columns of compact or additional records (and their byte offsets)."""
+    """The columns of compact (64-byte) or additional (256-byte) records of kind `kind` (the file
+    tag), and their byte offsets."""
     cols = columns(arr)
     cols["offset"] = offsets
     if kind == "task_track":
@@ -89,12 +90,6 @@ def compact_stream(kind: str, paths: Sequence[str]) -> RecordStream:
     """The records of one compact or additional kind's stream, to be read a chunk at a time (each
     chunk's columns: compact_columns)."""
     return RecordStream(_record_of(kind), paths, _host_valid, _EXPECT)
-
-
-def decode_compact(kind: str, buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
-    """One compact kind (64 bytes) or additional kind (256 bytes), by file tag."""
-    arr, offsets, issues = decode_stream(_record_of(kind), buf, pieces, _host_valid, _EXPECT)
-    return compact_columns(kind, arr, offsets), issues
 
 
 def parse_dictionary(text: str, path: str, typed: bool) -> Tuple[Dict[str, str], List[Issue]]:

@@ -43,7 +43,7 @@ Columns = Dict[str, np.ndarray]
 MAGIC = 0x5A5A  # GE reporter records, AclModule, binary DATA_PREPROCESS
 TAG_TASK_DESC, TAG_TENSOR_DATA, TAG_STEP_INFO = 23, 24, 25  # MsprofDataTag
 TAG_AICPU = 60
-MIX_HASH, MIX_STRING = 0, 1  # MsprofMixData.type: a hash_dic id, or the text itself
+MIX_HASH = 0  # MsprofMixData.type of a hash_dic id; any other type (1) holds the text itself
 TENSOR_SLOTS, TENSOR_DIMS = 5, 8
 
 

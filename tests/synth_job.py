@@ -65,6 +65,7 @@ END_GAP_TICKS = 5_000           #: the iteration-end point follows the iteration
 PID, TID = 4001, 4012
 REDUCE_STREAM = 5
 LEGACY_END = 255
+MIX_STRING = 1  # MsprofMixData.type of a text held inline (the parser reads any type but MIX_HASH so)
 OP_TYPES = ("Conv2D", "MatMul", "Add", "Cast", "Relu", "GetNext", "TransData")
 GE_AI_CORE, GE_AI_CPU = 0, 1
 VM_FORMAT_CODES = {"NCHW": 4, "ND": 3, "NC1HWC0": 7, "DEFAULT": 1}
@@ -234,7 +235,7 @@ def _hwts(plan: JobPlan) -> np.ndarray:
 
 
 def _mix(arr: np.ndarray, kind_field: str, field: str, texts: Sequence[str], hashed: np.ndarray) -> None:
-    arr[kind_field] = np.where(hashed, J.MIX_HASH, J.MIX_STRING)
+    arr[kind_field] = np.where(hashed, J.MIX_HASH, MIX_STRING)
     width = arr.dtype.fields[field][0].itemsize
     values = [double_hash(t).to_bytes(8, "little") if h else t.encode("utf-8")[:width] for t, h in zip(texts, hashed)]
     arr[field] = np.array(values, dtype=f"S{width}")
