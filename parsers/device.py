@@ -9,8 +9,8 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from . import records as R
-from .stream import Issue, Piece, RecordStream, decode_stream, read_chunks
+from . import records
+from .stream import Issue, Piece, RecordStream, Validity, decode_stream, read_chunks
 
 Columns = Dict[str, np.ndarray]
 
@@ -41,14 +41,19 @@ def stars_ids(stream_raw: np.ndarray, task_raw: np.ndarray) -> Tuple[np.ndarray,
     return stream, task
 
 
-STARS_VALID = (lambda a: a["magic"] == R.DEVICE_MAGIC, f"without magic 0x{R.DEVICE_MAGIC:04X}")
+def _stars_valid(arr: np.ndarray) -> np.ndarray:
+    return arr["magic"] == records.DEVICE_MAGIC
+
+
+#: RecordStream's validity check of STARS soc log records, and what it asks for
+STARS_VALID: Tuple[Validity, str] = (_stars_valid, f"without magic 0x{records.DEVICE_MAGIC:04X}")
 
 
 def stars_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Columns]:
     """STARS soc log records (64 bytes): (ACSQ task logs, FFTS+ subtask logs), each with the
     records' byte offsets."""
-    func = R.bit_field(R.STARS_LOG, "head", "func_type", arr["head"])
-    sqe = R.bit_field(R.STARS_LOG, "head", "sqe_type", arr["head"])
+    func = records.bit_field(records.STARS_LOG, "head", "func_type", arr["head"])
+    sqe = records.bit_field(records.STARS_LOG, "head", "sqe_type", arr["head"])
     stream, task = stars_ids(arr["stream_raw"], arr["task_raw"])
     acsq = np.isin(func, (ACSQ_START, ACSQ_END))
     ffts = np.isin(func, (FFTS_START, FFTS_END))
@@ -68,15 +73,20 @@ def stars_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Column
     return acsq_cols, ffts_cols
 
 
-FFTS_VALID = (lambda a: np.isin(R.bit_field(R.FFTS_PMU, "head", "func_type", a["head"]), (CTX_PMU, BLOCK_PMU)),
-               f"with a func type other than {CTX_PMU} (context PMU) or {BLOCK_PMU} (block PMU)")
+def _ffts_valid(arr: np.ndarray) -> np.ndarray:
+    return np.isin(records.bit_field(records.FFTS_PMU, "head", "func_type", arr["head"]), (CTX_PMU, BLOCK_PMU))
+
+
+#: RecordStream's validity check of FFTS PMU records, and what it asks for
+FFTS_VALID: Tuple[Validity, str] = (
+    _ffts_valid, f"with a func type other than {CTX_PMU} (context PMU) or {BLOCK_PMU} (block PMU)")
 
 
 def ffts_columns(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Columns, Columns]:
     """FFTS PMU records (128 bytes): (context PMU records, block PMU records, {"overflow": count
     of context records dropped}). Context records with the overflow flag (bit 10 of word 16) are
     dropped, as the reference does; overflow_issues reports them."""
-    func = R.bit_field(R.FFTS_PMU, "head", "func_type", arr["head"])
+    func = records.bit_field(records.FFTS_PMU, "head", "func_type", arr["head"])
     stream, task = stars_ids(arr["stream_raw"], arr["task_raw"])
     overflow = (arr["word16"] & 0x400) != 0
     out = []
@@ -109,14 +119,19 @@ def overflow_issues(issues: List[Issue], dropped: int, pieces: Sequence[Piece]) 
     return issues
 
 
-HWTS_VALID = (lambda a: (a["magic"] == R.DEVICE_MAGIC) | (R.bit_field(R.HWTS_LOG, "tag", "log_type", a["tag"]) <= 3),
-               "with a log type above 3")
+def _hwts_valid(arr: np.ndarray) -> np.ndarray:
+    log_type = records.bit_field(records.HWTS_LOG, "tag", "log_type", arr["tag"])
+    return (arr["magic"] == records.DEVICE_MAGIC) | (log_type <= 3)
+
+
+#: RecordStream's validity check of HWTS log records, and what it asks for
+HWTS_VALID: Tuple[Validity, str] = (_hwts_valid, "with a log type above 3")
 
 
 def hwts_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
     """HWTS task logs (64-byte records): the start (log type 0) and end (1) records, with their
     byte offsets; the other log types are left out."""
-    log_type = R.bit_field(R.HWTS_LOG, "tag", "log_type", arr["tag"])
+    log_type = records.bit_field(records.HWTS_LOG, "tag", "log_type", arr["tag"])
     m = log_type <= 1
     return {
         "is_start": log_type[m] == 0, "task_type": arr["task_type"][m].astype(np.int64),
@@ -135,7 +150,7 @@ def _aic_pmu_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
 def read_aic_pmu(paths: Sequence[str]) -> Tuple[Columns, List[Issue]]:
     """AI Core / AI Vector Core task PMU of HWTS chips (128-byte records, no timestamp) of the
     files `paths` (one stream), read a chunk at a time."""
-    stream = RecordStream(R.AIC_PMU, paths)
+    stream = RecordStream(records.AIC_PMU, paths)
     return read_chunks(stream, _aic_pmu_columns), stream.issues  # type: ignore[return-value]
 
 
@@ -145,7 +160,7 @@ TS_STEP, TS_MEMCPY, TS_TASK_TYPE, TS_OLD_FLIP, TS_FLIP, TS_BLOCK_NUM = 10, 11, 1
 def decode_ts_track(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Dict[str, Columns], List[Issue]]:
     """ts_track (40-byte records), split by tag: 'step' (10), 'flip' (14), 'block_num' (15)."""
     arr, offsets, issues = decode_stream(
-        R.TS_TRACK, buf, pieces,
+        records.TS_TRACK, buf, pieces,
         lambda a: np.isin(a["tag"], (TS_STEP, TS_MEMCPY, TS_TASK_TYPE, TS_OLD_FLIP, TS_FLIP, TS_BLOCK_NUM)),
         "with an unknown tag (expected 10 to 15)")
     out: Dict[str, Columns] = {}
@@ -172,12 +187,12 @@ def decode_ts_track(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Dict[str,
 # not called yet: the memory / AI CPU / frequency issue wires it into the import
 def decode_lpm_freq(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
     """AI Core frequency changes (888-byte records): (syscnt, MHz) in record order."""
-    arr, _, issues = decode_stream(R.LPM_FREQ, buf, pieces)
+    arr, _, issues = decode_stream(records.LPM_FREQ, buf, pieces)
     if len(arr) == 0:
         return {"syscnt": np.zeros(0, np.int64), "mhz": np.zeros(0, np.int64)}, issues
-    sys_cols = np.stack([arr[f"f{i}_syscnt"] for i in range(R.FREQ_SLOTS)], axis=1).astype(np.int64)
-    mhz_cols = np.stack([arr[f"f{i}_mhz"] for i in range(R.FREQ_SLOTS)], axis=1).astype(np.int64)
-    used = np.arange(R.FREQ_SLOTS)[None, :] < np.minimum(arr["count"], R.FREQ_SLOTS)[:, None]
+    sys_cols = np.stack([arr[f"f{i}_syscnt"] for i in range(records.FREQ_SLOTS)], axis=1).astype(np.int64)
+    mhz_cols = np.stack([arr[f"f{i}_mhz"] for i in range(records.FREQ_SLOTS)], axis=1).astype(np.int64)
+    used = np.arange(records.FREQ_SLOTS)[None, :] < np.minimum(arr["count"], records.FREQ_SLOTS)[:, None]
     return {"syscnt": sys_cols[used], "mhz": mhz_cols[used]}, issues
 
 

@@ -9,36 +9,36 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import records as R
+from . import records
 from .stream import Issue, Piece, RecordStream, TextLines, cap_names, decode_stream, locate, read_chunks, split_lines
 
 Columns = Dict[str, np.ndarray]
 
 KNOWN_LEVELS = np.array([30000, 25000, 20500, 20000, 15000, 10000, 6000, 5500, 5000, 4500, 4000, 3000])
 
-COMPACT_KINDS: Dict[str, R.Record] = {
-    "node_basic_info": R.NODE_BASIC_INFO,
-    "node_attr_info": R.NODE_ATTR_INFO,
-    "task_track": R.TASK_TRACK,
-    "memcpy_info": R.MEMCPY_INFO,
+COMPACT_KINDS: Dict[str, records.Record] = {
+    "node_basic_info": records.NODE_BASIC_INFO,
+    "node_attr_info": records.NODE_ATTR_INFO,
+    "task_track": records.TASK_TRACK,
+    "memcpy_info": records.MEMCPY_INFO,
 }
-ADDITIONAL_KINDS: Dict[str, R.Record] = {
-    "tensor_info": R.TENSOR_INFO,
-    "context_id_info": R.CONTEXT_ID_INFO,
-    "graph_id_map": R.GRAPH_ID_MAP,
-    "fusion_op_info": R.FUSION_OP_INFO,
+ADDITIONAL_KINDS: Dict[str, records.Record] = {
+    "tensor_info": records.TENSOR_INFO,
+    "context_id_info": records.CONTEXT_ID_INFO,
+    "graph_id_map": records.GRAPH_ID_MAP,
+    "fusion_op_info": records.FUSION_OP_INFO,
 }
 
 
 def _host_valid(arr: np.ndarray) -> np.ndarray:
     # thread 0 is the kernel's idle task, never a thread that reports; a time of 0 is no time
-    ok = (arr["magic"] == R.HOST_MAGIC) & np.isin(arr["level"], KNOWN_LEVELS) & (arr["thread_id"] != 0)
+    ok = (arr["magic"] == records.HOST_MAGIC) & np.isin(arr["level"], KNOWN_LEVELS) & (arr["thread_id"] != 0)
     if "timestamp" in (arr.dtype.names or ()):  # compact and additional records
         ok &= arr["timestamp"] != 0
     return ok
 
 
-_EXPECT = (f"without magic 0x{R.HOST_MAGIC:04X}, a known level, a thread id and (compact and additional records) "
+_EXPECT = (f"without magic 0x{records.HOST_MAGIC:04X}, a known level, a thread id and (compact and additional records) "
            "a time")
 
 
@@ -51,7 +51,7 @@ def columns(arr: np.ndarray, names: Optional[Sequence[str]] = None) -> Columns:
 def _api_columns(arr: np.ndarray, offsets: np.ndarray, fields: Optional[Sequence[str]] = None) -> Columns:
     """The records' fields (only `fields` when given, then without `offset`) and `is_event`."""
     cols = columns(arr, fields)
-    cols["is_event"] = arr["end"] == np.uint64(R.EVENT_FLAG)
+    cols["is_event"] = arr["end"] == np.uint64(records.EVENT_FLAG)
     if fields is None:
         cols["offset"] = offsets
     return cols
@@ -59,14 +59,14 @@ def _api_columns(arr: np.ndarray, offsets: np.ndarray, fields: Optional[Sequence
 
 def decode_api_event(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
     """API and event records (40 bytes). Adds `is_event` (end field all ones) and `offset`."""
-    arr, offsets, issues = decode_stream(R.API_EVENT, buf, pieces, _host_valid, _EXPECT)
+    arr, offsets, issues = decode_stream(records.API_EVENT, buf, pieces, _host_valid, _EXPECT)
     return _api_columns(arr, offsets), issues
 
 
 def read_api_event(paths: Sequence[str], fields: Optional[Sequence[str]] = None) -> Tuple[Columns, List[Issue]]:
     """decode_api_event of the files `paths` (one stream), read a chunk at a time; of the
     record's own fields only `fields` when given (`is_event` always)."""
-    stream = RecordStream(R.API_EVENT, paths, _host_valid, _EXPECT)
+    stream = RecordStream(records.API_EVENT, paths, _host_valid, _EXPECT)
     return read_chunks(stream, lambda arr, offsets: _api_columns(arr, offsets, fields)), \
         stream.issues  # type: ignore[return-value]
 
@@ -78,11 +78,11 @@ def compact_columns(kind: str, arr: np.ndarray, offsets: np.ndarray) -> Columns:
     cols["offset"] = offsets
     if kind == "task_track":
         cols["device_id"] = cols["device"] & 0x0FFF
-        cols["ratio"] = R.bit_field(R.TASK_TRACK, "sched", "ratio", cols["sched"])
+        cols["ratio"] = records.bit_field(records.TASK_TRACK, "sched", "ratio", cols["sched"])
     return cols
 
 
-def _record_of(kind: str) -> R.Record:
+def _record_of(kind: str) -> records.Record:
     return COMPACT_KINDS.get(kind) or ADDITIONAL_KINDS[kind]
 
 
@@ -223,7 +223,7 @@ def _render_payload(row: np.ndarray) -> Tuple[List[Tuple[str, str, str]], List[T
     """(inputs, outputs) of one tensor record: each a list of (shape, dtype, format) texts."""
     ins: List[Tuple[str, str, str]] = []
     outs: List[Tuple[str, str, str]] = []
-    for s in range(min(int(row["tensor_num"]), R.TENSOR_SLOT)):
+    for s in range(min(int(row["tensor_num"]), records.TENSOR_SLOT)):
         dims = row[f"t{s}_shape"]
         zero = np.flatnonzero(dims == 0)
         used = dims[: zero[0]] if len(zero) else dims
@@ -248,8 +248,8 @@ def render_tensors(arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]
     """
     if len(arr) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.empty((0, 6), dtype=object)
-    records = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), R.TENSOR_INFO.size)
-    first, inverse = _distinct_rows(records, start=32)  # the tensor payload follows a 32-byte header
+    raw = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), records.TENSOR_INFO.size)
+    first, inverse = _distinct_rows(raw, start=32)  # the tensor payload follows a 32-byte header
     rendered = [_render_payload(arr[i]) for i in first]
     return _tensor_table(arr["op_name"], arr["timestamp"], arr["thread_id"], inverse, rendered)
 
@@ -290,13 +290,13 @@ class TensorPayloads:
 
     def __init__(self) -> None:
         self.known = np.zeros(0, dtype=np.uint64)
-        self.reps = np.zeros(0, dtype=R.TENSOR_INFO.dtype)
+        self.reps = np.zeros(0, dtype=records.TENSOR_INFO.dtype)
 
     def hashes(self, arr: np.ndarray) -> Optional[np.ndarray]:
         """The payload hash of each record of a chunk, its new payloads kept; None when two
         different payloads share a hash (the caller then compares them exactly: render_tensors)."""
-        records = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), R.TENSOR_INFO.size)
-        h = _row_hash(records, start=32)
+        raw = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), records.TENSOR_INFO.size)
+        h = _row_hash(raw, start=32)
         uniq, idx = np.unique(h, return_index=True)
         known = self.known
         pos = np.searchsorted(known, uniq)
@@ -307,8 +307,8 @@ class TensorPayloads:
             reps = np.concatenate([self.reps, arr[idx[new]]])
             order = np.argsort(known, kind="stable")
             self.known, self.reps = known[order], reps[order]
-        rep_bytes = self.reps.view(np.uint8).reshape(len(self.reps), R.TENSOR_INFO.size)
-        if not np.array_equal(records[:, 32:], rep_bytes[np.searchsorted(self.known, h), 32:]):
+        rep_bytes = self.reps.view(np.uint8).reshape(len(self.reps), records.TENSOR_INFO.size)
+        if not np.array_equal(raw[:, 32:], rep_bytes[np.searchsorted(self.known, h), 32:]):
             return None
         return h
 

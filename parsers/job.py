@@ -34,7 +34,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from . import records as R
+from . import records
 from .host import dtype_name, format_name
 from .stream import Issue, Piece, TextLines, cap_names, locate, split_lines
 
@@ -60,7 +60,7 @@ class RecordError(ValueError):
 # ------------------------------------------------------------------------------------------------
 # Record tables
 
-LEGACY_HWTS = R._check(R.Record("hwts_log", [
+LEGACY_HWTS = records.checked(records.Record("hwts_log", [
     ("tag", "B", "bits 0-2 log type (0 task start, 1 task end, 2 block start, 3 block end, 4 block PMU), "
                  "bit 3 warn/overflow, bits 4-7 sequence counter"),
     ("task_type", "B", "task type of start/end logs (0 AI_CORE, 1 AI_CPU, 2 AI_VECTOR_CORE); core id of block logs"),
@@ -72,7 +72,7 @@ LEGACY_HWTS = R._check(R.Record("hwts_log", [
     ("_pad", "44x", "reserved (block PMU payload for log type 4)"),
 ], size=64, bits={"tag": [("log_type", 3), ("warn", 1), ("cnt", 4)]}))
 
-TRAINING_TRACE = R._check(R.Record("training_trace", [
+TRAINING_TRACE = records.checked(records.Record("training_trace", [
     ("tag_id", "Q", "0 or > 255 iteration start (the job id), 1 FP start, 2 BP end, 255 iteration end, "
                     "3-254 all-reduce start/end points"),
     ("task_id", "H", "task that recorded the point"),
@@ -80,7 +80,7 @@ TRAINING_TRACE = R._check(R.Record("training_trace", [
     ("syscnt", "Q", "device system counter ticks"),
 ], size=20))
 
-ACL_API = R._check(R.Record("acl_api", [
+ACL_API = records.checked(records.Record("acl_api", [
     ("magic", "H", "0x5A5A"),
     ("data_tag", "H", "0"),
     ("api_type", "I", "API category"),
@@ -94,7 +94,7 @@ ACL_API = R._check(R.Record("acl_api", [
 
 _MIX = "type 0: hash_dic id in the first 8 bytes; type 1: the text, NUL padded"
 
-GE_TASK_DESC = R._check(R.Record("ge_task_desc", [
+GE_TASK_DESC = records.checked(records.Record("ge_task_desc", [
     ("magic", "H", "0x5A5A"),
     ("data_tag", "H", "23"),
     ("task_type", "I", "0 AI_CORE, 1 AI_CPU, 2 AI_VECTOR_CORE, 10 HCCL, 11 RTS, 1000 unknown"),
@@ -115,7 +115,7 @@ GE_TASK_DESC = R._check(R.Record("ge_task_desc", [
     ("_rsv2", "16x", ""),
 ], size=256))
 
-GE_TENSOR_DATA = R._check(R.Record("ge_tensor_data", [
+GE_TENSOR_DATA = records.checked(records.Record("ge_tensor_data", [
     ("magic", "H", "0x5A5A"),
     ("data_tag", "H", "24"),
     ("model_id", "I", "model (graph) id"),
@@ -133,7 +133,7 @@ GE_TENSOR_DATA = R._check(R.Record("ge_tensor_data", [
     ("_rsv1", "8x", ""),
 ], size=256))
 
-GE_STEP_INFO = R._check(R.Record("ge_step_info", [
+GE_STEP_INFO = records.checked(records.Record("ge_step_info", [
     ("magic", "H", "0x5A5A"),
     ("data_tag", "H", "25"),
     ("model_id", "I", "model (graph) id"),
@@ -146,7 +146,7 @@ GE_STEP_INFO = R._check(R.Record("ge_step_info", [
     ("_rsv", "27x", ""),
 ], size=64))
 
-AICPU_PREPROCESS = R._check(R.Record("aicpu_preprocess", [
+AICPU_PREPROCESS = records.checked(records.Record("aicpu_preprocess", [
     ("magic", "H", "0x5A5A"),
     ("data_tag", "H", "60"),
     ("stream_id", "H", "stream id"),
@@ -172,7 +172,7 @@ AICPU_PREPROCESS = R._check(R.Record("aicpu_preprocess", [
     ("_pad", "9x", ""),
 ], size=128))
 
-REGISTRY: Dict[str, R.Record] = {r.name: r for r in (
+REGISTRY: Dict[str, records.Record] = {r.name: r for r in (
     LEGACY_HWTS, TRAINING_TRACE, ACL_API, GE_TASK_DESC, GE_TENSOR_DATA, GE_STEP_INFO, AICPU_PREPROCESS)}
 
 # Enumerations the texts are rendered with.
@@ -201,7 +201,7 @@ NA = "N/A"
 # ------------------------------------------------------------------------------------------------
 # Shared helpers
 
-def whole_records(record: R.Record, buf: np.ndarray, pieces: Sequence[Piece],
+def whole_records(record: records.Record, buf: np.ndarray, pieces: Sequence[Piece],
                   complete: bool) -> Tuple[np.ndarray, np.ndarray, List[Issue]]:
     """`buf` (the concatenated slices) as records from offset 0, with their stream offsets.
 
@@ -278,10 +278,10 @@ def decode_hwts(buf: np.ndarray, pieces: Sequence[Piece], complete: bool) -> Tup
     """Task start (log type 0) and end (1) records of a legacy HWTS log. Block logs (2-4) are
     skipped; log types 5-7 do not exist and are reported."""
     arr, offsets, issues = whole_records(LEGACY_HWTS, buf, pieces, complete)
-    log_type = R.bit_field(LEGACY_HWTS, "tag", "log_type", arr["tag"])
+    log_type = records.bit_field(LEGACY_HWTS, "tag", "log_type", arr["tag"])
     arr, offsets = _keep(arr, offsets, log_type <= 4, pieces,
                          "hwts_log record with log type above 4 (expected 0-4)", issues)
-    log_type = R.bit_field(LEGACY_HWTS, "tag", "log_type", arr["tag"])
+    log_type = records.bit_field(LEGACY_HWTS, "tag", "log_type", arr["tag"])
     m = log_type <= 1
     return {
         "is_start": log_type[m] == 0, "task_type": arr["task_type"][m].astype(np.int64),

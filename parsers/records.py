@@ -75,7 +75,9 @@ class Record:
         return int(self.dtype.fields[name][1])  # type: ignore[index]
 
 
-def _check(record: Record) -> Record:
+def checked(record: Record) -> Record:
+    """`record`, once its byte order is '<', its fields make its declared size and its bit fields fit
+    their integer fields (an AssertionError otherwise, when the module declaring it is imported)."""
     if record.byte_order != "<":
         raise AssertionError(f"{record.name}: byte order must be '<'")
     computed = struct.calcsize(record.fmt)
@@ -134,7 +136,7 @@ _HOST_HEADER: List[Field] = [
     ("thread_id", "I", "OS thread id of the reporter"),
 ]
 
-API_EVENT = _check(Record("api_event", [
+API_EVENT = checked(Record("api_event", [
     *_HOST_HEADER,
     ("reserve", "I", "request/index id for model-level records (Event: requestId), else 0"),
     ("begin", "Q", "begin time, host counter ticks (Event: its timestamp)"),
@@ -150,7 +152,7 @@ _COMPACT_HEADER: List[Field] = [
     ("timestamp", "Q", "host counter ticks"),
 ]
 
-NODE_BASIC_INFO = _check(Record("node_basic_info", [
+NODE_BASIC_INFO = checked(Record("node_basic_info", [
     *_COMPACT_HEADER,
     ("op_name", "Q", "hash id of the op name"),
     ("task_type", "I", "GE task type: 0 AI_CORE, 1 AI_CPU, 2 AI_VECTOR_CORE, 4 MIX_AIC, 5 MIX_AIV ..."),
@@ -161,7 +163,7 @@ NODE_BASIC_INFO = _check(Record("node_basic_info", [
     ("_pad", "11x", ""),
 ], size=64))
 
-NODE_ATTR_INFO = _check(Record("node_attr_info", [
+NODE_ATTR_INFO = checked(Record("node_attr_info", [
     *_COMPACT_HEADER,
     ("op_name", "Q", "hash id of the op name"),
     ("attr_type", "I", "0 = OP_ATTR"),
@@ -169,7 +171,7 @@ NODE_ATTR_INFO = _check(Record("node_attr_info", [
     ("_pad", "20x", ""),
 ], size=64))
 
-TASK_TRACK = _check(Record("task_track", [
+TASK_TRACK = checked(Record("task_track", [
     *_COMPACT_HEADER,
     ("device", "H", "bits 0-11 device id, bits 12-15 device type (0 NPU)"),
     ("stream_id", "H", "exposed stream id"),
@@ -182,7 +184,7 @@ TASK_TRACK = _check(Record("task_track", [
     ("_pad", "11x", ""),
 ], size=64, bits={"sched": [("ratio", 3), ("sched_mode", 2), ("_rsv", 3)]}))
 
-MEMCPY_INFO = _check(Record("memcpy_info", [
+MEMCPY_INFO = checked(Record("memcpy_info", [
     *_COMPACT_HEADER,
     ("data_size", "Q", "bytes copied"),
     ("max_size", "Q", "largest bytes per task"),
@@ -193,7 +195,7 @@ MEMCPY_INFO = _check(Record("memcpy_info", [
 TENSOR_SLOT = 5
 TENSOR_DIMS = 8
 
-TENSOR_INFO = _check(Record("tensor_info", [
+TENSOR_INFO = checked(Record("tensor_info", [
     *_COMPACT_HEADER,
     ("op_name", "Q", "hash id of the op name"),
     ("tensor_num", "I", "tensors in this record (1..5)"),
@@ -205,14 +207,14 @@ TENSOR_INFO = _check(Record("tensor_info", [
     )],
 ], size=256))
 
-CONTEXT_ID_INFO = _check(Record("context_id_info", [
+CONTEXT_ID_INFO = checked(Record("context_id_info", [
     *_COMPACT_HEADER,
     ("op_name", "Q", "hash id of the op name"),
     ("ctx_num", "I", "number of context ids used (<= 55)"),
     ("ctx_ids", "55I", "context ids"),
 ], size=256))
 
-GRAPH_ID_MAP = _check(Record("graph_id_map", [
+GRAPH_ID_MAP = checked(Record("graph_id_map", [
     *_COMPACT_HEADER,
     ("model_name", "Q", "hash id of the model name"),
     ("graph_id", "I", "graph id"),
@@ -220,7 +222,7 @@ GRAPH_ID_MAP = _check(Record("graph_id_map", [
     ("_pad", "216x", ""),
 ], size=256))
 
-FUSION_OP_INFO = _check(Record("fusion_op_info", [
+FUSION_OP_INFO = checked(Record("fusion_op_info", [
     *_COMPACT_HEADER,
     ("op_name", "Q", "hash id of the fused op name"),
     ("fusion_num", "I", "fused ops in this record (<= 8)"),
@@ -238,7 +240,7 @@ FUSION_OP_INFO = _check(Record("fusion_op_info", [
 
 DEVICE_MAGIC = 0x6BD3
 
-HWTS_LOG = _check(Record("hwts_log", [
+HWTS_LOG = checked(Record("hwts_log", [
     ("tag", "B", "bits 0-2 log type (0 start, 1 end), bits 4-7 sequence counter"),
     ("task_type", "B", "task type of the log"),
     ("magic", "H", "0x6BD3 (not checked by the reference)"),
@@ -249,7 +251,7 @@ HWTS_LOG = _check(Record("hwts_log", [
     ("_pad", "44x", ""),
 ], size=64, bits={"tag": [("log_type", 3), ("_rsv", 1), ("cnt", 4)]}))
 
-AIC_PMU = _check(Record("aic_pmu", [
+AIC_PMU = checked(Record("aic_pmu", [
     ("tag", "B", "bits 4-7 sequence counter"),
     ("_rsv0", "1x", ""),
     ("magic", "H", "0x6BD3 (not checked)"),
@@ -271,7 +273,7 @@ _STARS_HEADER: List[Field] = [
 ]
 _STARS_BITS: Dict[str, Sequence[BitField]] = {"head": [("func_type", 6), ("cnt", 4), ("sqe_type", 6)]}
 
-STARS_LOG = _check(Record("stars_log", [
+STARS_LOG = checked(Record("stars_log", [
     *_STARS_HEADER,
     ("syscnt", "Q", "device system counter ticks"),
     ("word16", "H", "ACSQ: reserved; FFTS: bits 0-7 subtask type"),
@@ -281,7 +283,7 @@ STARS_LOG = _check(Record("stars_log", [
     ("_pad", "40x", ""),
 ], size=64, bits=_STARS_BITS))
 
-FFTS_PMU = _check(Record("ffts_pmu", [
+FFTS_PMU = checked(Record("ffts_pmu", [
     *_STARS_HEADER,
     ("_rsv0", "8x", ""),
     ("word16", "H", "bits 0-7 subtask type, bit 10 overflow flag"),
@@ -298,7 +300,7 @@ FFTS_PMU = _check(Record("ffts_pmu", [
     ("end_syscnt", "Q", "device system counter ticks"),
 ], size=128, bits=_STARS_BITS))
 
-TS_TRACK = _check(Record("ts_track", [
+TS_TRACK = checked(Record("ts_track", [
     ("mode", "B", "0 host, 1 device"),
     ("tag", "B", "10 step trace, 11 memcpy, 12 task type, 14 task flip, 15 block num"),
     ("buf_size", "H", "40"),
@@ -314,7 +316,7 @@ TS_TRACK = _check(Record("ts_track", [
 
 FREQ_SLOTS = 55
 
-LPM_FREQ = _check(Record("lpm_freq", [
+LPM_FREQ = checked(Record("lpm_freq", [
     ("count", "I", "valid entries (<= 55)"),
     ("_rsv", "4x", ""),
     *[f for i in range(FREQ_SLOTS) for f in (
