@@ -1,7 +1,7 @@
 """Device-side decoders (device_N/data): task logs, PMU records, ts_track, frequency changes.
 
-Pure functions over bytes already read. Each returns column arrays and `Issue`s; times stay
-raw device syscnt. device_formats.md §3 (logs), §4 (PMU), §5.3 (frequency), §6 (ts_track).
+Pure functions from records or bytes already read to column arrays (and `Issue`s), except
+read_aic_pmu, which reads its files through a RecordStream. Times stay raw device syscnt. device_formats.md §3 (logs), §4 (PMU), §5.3 (frequency), §6 (ts_track).
 """
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 from . import records
-from .stream import Issue, Piece, RecordStream, Validity, decode_stream, read_chunks
+from .stream import Columns, Issue, Piece, RecordStream, Validity, decode_stream, read_chunks
 
-Columns = Dict[str, np.ndarray]
 
 ACSQ_START, ACSQ_END = 0, 1
 FFTS_START, FFTS_END = 34, 35
@@ -32,8 +31,8 @@ HWTS_TASK_TYPES = {0: "AI_CORE", 1: "AI_CPU", 2: "AI_VECTOR_CORE"}
 
 def stars_ids(stream_raw: np.ndarray, task_raw: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """Stream and task ids of STARS records without stream expansion (device_formats.md §3.2)."""
-    s = stream_raw.astype(np.int64)
-    t = task_raw.astype(np.int64)
+    s: np.ndarray = stream_raw.astype(np.int64)
+    t: np.ndarray = task_raw.astype(np.int64)
     flag_a = (s & 0x1000) != 0
     flag_b = ~flag_a & ((s & 0x2000) != 0)
     stream = np.where(flag_b, (t & 0x0FFF) % 2048, s % 2048)
@@ -151,7 +150,7 @@ def read_aic_pmu(paths: Sequence[str]) -> Tuple[Columns, List[Issue]]:
     """AI Core / AI Vector Core task PMU of HWTS chips (128-byte records, no timestamp) of the
     files `paths` (one stream), read a chunk at a time."""
     stream = RecordStream(records.AIC_PMU, paths)
-    return read_chunks(stream, _aic_pmu_columns), stream.issues  # type: ignore[return-value]
+    return read_chunks(stream, _aic_pmu_columns), stream.issues
 
 
 TS_STEP, TS_MEMCPY, TS_TASK_TYPE, TS_OLD_FLIP, TS_FLIP, TS_BLOCK_NUM = 10, 11, 12, 13, 14, 15
@@ -202,7 +201,7 @@ def pairing_order(keys: Sequence[np.ndarray], time: np.ndarray, is_start: np.nda
     then as given): (that order, whether each record in it is followed by one of its key, whether
     each is a start followed by an end of its key, i.e. a pair)."""
     order = np.lexsort((*reversed(list(last)), ~is_start, time, *reversed(list(keys))))
-    same_key = np.ones(max(len(time) - 1, 0), dtype=bool)
+    same_key: np.ndarray = np.ones(max(len(time) - 1, 0), dtype=bool)
     for k in keys:
         ks = k[order]
         same_key &= ks[1:] == ks[:-1]
@@ -220,7 +219,7 @@ def pair_start_end(keys: Sequence[np.ndarray], time: np.ndarray,
     """
     n = len(time)
     if n == 0:
-        empty = np.zeros(0, dtype=np.int64)
+        empty: np.ndarray = np.zeros(0, dtype=np.int64)
         return empty, empty, 0, 0
     order, _, pair = pairing_order(keys, time, is_start)
     starts = order[:-1][pair]

@@ -1,7 +1,8 @@
 """Host-side decoders (host/data): API/event records, compact and additional records, dictionaries.
 
-Pure functions over bytes already read: each returns column arrays (dict of numpy arrays)
-and a list of `Issue`s. Timestamps stay raw host ticks; clock conversion happens elsewhere.
+Pure functions from records, bytes or lines already read to column arrays (dict of numpy arrays)
+and a list of `Issue`s, except read_api_event and compact_stream, which read files through a
+RecordStream. Timestamps stay raw host ticks; clock conversion happens elsewhere.
 """
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import records
-from .stream import Issue, Piece, RecordStream, TextLines, cap_names, decode_stream, locate, read_chunks, split_lines
+from .stream import (Columns, Issue, Piece, RecordStream, TextLines, cap_names, decode_stream, locate, read_chunks,
+                     split_lines)
 
-Columns = Dict[str, np.ndarray]
 
 KNOWN_LEVELS = np.array([30000, 25000, 20500, 20000, 15000, 10000, 6000, 5500, 5000, 4500, 4000, 3000])
 
@@ -67,8 +68,7 @@ def read_api_event(paths: Sequence[str], fields: Optional[Sequence[str]] = None)
     """decode_api_event of the files `paths` (one stream), read a chunk at a time; of the
     record's own fields only `fields` when given (`is_event` always)."""
     stream = RecordStream(records.API_EVENT, paths, _host_valid, _EXPECT)
-    return read_chunks(stream, lambda arr, offsets: _api_columns(arr, offsets, fields)), \
-        stream.issues  # type: ignore[return-value]
+    return read_chunks(stream, lambda arr, offsets: _api_columns(arr, offsets, fields)), stream.issues
 
 
 def compact_columns(kind: str, arr: np.ndarray, offsets: np.ndarray) -> Columns:
@@ -219,10 +219,16 @@ def _group_keys(*cols: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return group, np.bincount(group)
 
 
-def _render_payload(row: np.ndarray) -> Tuple[List[Tuple[str, str, str]], List[Tuple[str, str, str]]]:
+#: one tensor's (shape, dtype, format) texts
+TensorDesc = Tuple[str, str, str]
+#: (inputs, outputs) of one tensor_info record's payload
+Payload = Tuple[List[TensorDesc], List[TensorDesc]]
+
+
+def _render_payload(row: np.ndarray) -> Payload:
     """(inputs, outputs) of one tensor record: each a list of (shape, dtype, format) texts."""
-    ins: List[Tuple[str, str, str]] = []
-    outs: List[Tuple[str, str, str]] = []
+    ins: List[TensorDesc] = []
+    outs: List[TensorDesc] = []
     for s in range(min(int(row["tensor_num"]), records.TENSOR_SLOT)):
         dims = row[f"t{s}_shape"]
         zero = np.flatnonzero(dims == 0)
@@ -233,6 +239,7 @@ def _render_payload(row: np.ndarray) -> Tuple[List[Tuple[str, str, str]], List[T
     return ins, outs
 
 
+#: a row of the tensor text table: input shapes, dtypes, formats, output shapes, dtypes, formats
 TensorText = Tuple[str, str, str, str, str, str]
 
 
@@ -255,14 +262,14 @@ def render_tensors(arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def group_ops(op_name: np.ndarray, timestamp: np.ndarray, thread_id: np.ndarray, inverse: np.ndarray,
-              rendered: list, rows: List[TensorText]) -> Tuple[np.ndarray, np.ndarray]:
+              rendered: List[Payload], rows: List[TensorText]) -> Tuple[np.ndarray, np.ndarray]:
     """Records (in stream order) grouped into ops by key, and each op's row of the text table
     `rows`: its payload's (`inverse`: each record's number in `rendered`, whose row it is) when
     the op has one record, else a joined row appended to `rows`. Returns (group number of each
     record, numbered by first sight; text row of each group)."""
     group, counts = _group_keys(op_name, timestamp, thread_id)
     single = counts[group] == 1
-    text_row = np.zeros(len(counts), dtype=np.int64)
+    text_row: np.ndarray = np.zeros(len(counts), dtype=np.int64)
     text_row[group[single]] = inverse[single]
     by_group: Dict[int, List[int]] = {}
     for i in np.flatnonzero(~single):  # only ops whose tensors span several records
@@ -274,12 +281,12 @@ def group_ops(op_name: np.ndarray, timestamp: np.ndarray, thread_id: np.ndarray,
 
 
 def _tensor_table(op_name: np.ndarray, timestamp: np.ndarray, thread_id: np.ndarray, inverse: np.ndarray,
-                  rendered: list) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  rendered: List[Payload]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """render_tensors' result from each record's key and distinct-payload number (`inverse`, into
     `rendered`)."""
     rows = tensor_rows(rendered)
     group, text_row = group_ops(op_name, timestamp, thread_id, inverse, rendered, rows)
-    table = np.empty((len(rows), 6), dtype=object)
+    table: np.ndarray = np.empty((len(rows), 6), dtype=object)
     table[:] = rows
     return group.astype(np.int64), text_row, table
 
@@ -312,17 +319,17 @@ class TensorPayloads:
             return None
         return h
 
-    def rendered(self) -> list:
+    def rendered(self) -> List[Payload]:
         """(inputs, outputs) of each payload, in the order of `known`."""
         return [_render_payload(r) for r in self.reps]
 
 
-def tensor_rows(rendered: list) -> List[TensorText]:
+def tensor_rows(rendered: List[Payload]) -> List[TensorText]:
     """The text table's row of each payload alone."""
     return [_join([r]) for r in rendered]
 
 
-def _join(parts: List[Tuple[List[Tuple[str, str, str]], List[Tuple[str, str, str]]]]) -> TensorText:
+def _join(parts: List[Payload]) -> TensorText:
     ins = [t for p in parts for t in p[0]]
     outs = [t for p in parts for t in p[1]]
     return ('"' + ";".join(t[0] for t in ins) + '"', ";".join(t[1] for t in ins), ";".join(t[2] for t in ins),

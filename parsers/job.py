@@ -30,15 +30,14 @@ framework_struct, aicpu_data_parser, step_trace_parser}.py`, the GE reporter hea
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
 from . import records
 from .host import dtype_name, format_name
-from .stream import Issue, Piece, TextLines, cap_names, locate, split_lines
+from .stream import Columns, Issue, Piece, TextLines, cap_names, locate, split_lines
 
-Columns = Dict[str, np.ndarray]
 
 MAGIC = 0x5A5A  # GE reporter records, AclModule, binary DATA_PREPROCESS
 TAG_TASK_DESC, TAG_TENSOR_DATA, TAG_STEP_INFO = 23, 24, 25  # MsprofDataTag
@@ -234,7 +233,7 @@ def _keep(arr: np.ndarray, offsets: np.ndarray, ok: np.ndarray, pieces: Sequence
 
 def first_copies(arr: np.ndarray) -> np.ndarray:
     """True for each record whose bytes no earlier record of `arr` has (a structured array)."""
-    keep = np.zeros(len(arr), dtype=bool)
+    keep: np.ndarray = np.zeros(len(arr), dtype=bool)
     if len(arr):
         raw = np.ascontiguousarray(arr).view(np.dtype((np.void, arr.dtype.itemsize)))
         keep[np.unique(raw, return_index=True)[1]] = True
@@ -353,7 +352,7 @@ def store_step_tags(tag: np.ndarray) -> np.ndarray:
     legacy trace counts the gap before an iteration's start as part of it), an all-reduce point t
     -> 10000 + t."""
     tag = np.asarray(tag, dtype=np.int64)
-    out = STORE_REDUCE_BASE + tag
+    out: np.ndarray = STORE_REDUCE_BASE + tag
     out = np.where((tag == 0) | (tag > LEGACY_END_TAG), STORE_MODEL_START, out)
     out = np.where(tag == 1, STORE_FP_START, out)
     out = np.where(tag == 2, STORE_BP_END, out)
@@ -570,7 +569,7 @@ def parse_graph_desc_text(text: TextLines, backend: str) -> Tuple[Dict[str, Grap
         if columns:
             columns[j], capped = cap_names(columns[j], where, pieces, what)
             issues.extend(capped)
-    out: Dict[str, GraphInfo] = {row[0]: row[1:] for row in zip(*columns)}  # type: ignore[misc]
+    out: Dict[str, GraphInfo] = {row[0]: row[1:] for row in zip(*columns)}
     return out, issues
 
 
@@ -664,7 +663,7 @@ def parse_aicpu_text(text: TextLines) -> Tuple[Columns, List[Issue]]:
                      int(end_nums[1]) if len(end_nums) > 1 else -1, float(dispatch.group(1)),
                      float(total.group(1)), off))
     n = len(rows)
-    col = list(zip(*rows)) if rows else [()] * 8
+    col: List[Tuple[Any, ...]] = list(zip(*rows)) if rows else [()] * 8
     if rows:
         names, capped = cap_names(list(col[0]), list(col[7]), pieces, "node names")
         col[0] = tuple(names)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -44,12 +44,17 @@ class Record:
 
     @property
     def dtype(self) -> np.dtype:
+        """The numpy structured dtype of the record: its fields (padding left out) at their
+        offsets, byte order `byte_order`, itemsize `size`."""
         names: List[str] = []
         formats: List[object] = []
         offsets: List[int] = []
         offset = 0
         for name, code, _ in self.fields:
-            count_text, kind = _CODE.match(code).groups()  # type: ignore[union-attr]
+            match = _CODE.match(code)
+            if match is None:
+                raise ValueError(f"{self.name}.{name}: {code!r} is not a field code (see the module docstring)")
+            count_text, kind = match.groups()
             count = int(count_text) if count_text else 1
             if kind == "x":
                 offset += count
@@ -69,10 +74,17 @@ class Record:
 
     @property
     def names(self) -> List[str]:
+        """The field names in record order, padding left out."""
         return [name for name, code, _ in self.fields if not code.endswith("x")]
 
     def offset_of(self, name: str) -> int:
-        return int(self.dtype.fields[name][1])  # type: ignore[index]
+        """Byte offset of field `name` in the record."""
+        return int(_fields(self.dtype)[name][1])
+
+
+def _fields(dtype: np.dtype) -> Mapping[str, Union[Tuple[np.dtype, int], Tuple[np.dtype, int, Any]]]:
+    """(dtype, byte offset[, title]) of each field of a structured dtype."""
+    return dtype.fields or {}
 
 
 def checked(record: Record) -> Record:
@@ -84,7 +96,7 @@ def checked(record: Record) -> Record:
     if computed != record.size:
         raise AssertionError(f"{record.name}: fields make {computed} bytes, declared {record.size}")
     for host, parts in record.bits.items():
-        width = 8 * np.dtype(record.dtype.fields[host][0]).itemsize  # type: ignore[index]
+        width = 8 * _fields(record.dtype)[host][0].itemsize
         if sum(n for _, n in parts) > width:
             raise AssertionError(f"{record.name}.{host}: bit fields exceed {width} bits")
     return record

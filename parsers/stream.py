@@ -1,19 +1,23 @@
-"""Pure decoding of record streams: bytes in, structured arrays and issues out.
+"""Record streams: reading the slice files of one data kind, and decoding their bytes into
+structured arrays and issues.
 
 A stream is the concatenation of the slices of one data kind (`x.slice_0`, `x.slice_1`, ...),
-decoded as one byte string because records may straddle slice boundaries: `read_stream` reads it
-whole, `RecordStream` a chunk of whole records at a time, `read_lines` a text stream by lines of
-bounded length. Only regular files are opened (`open_regular`): a FIFO would block, /dev/zero never
-ends. Nothing here logs or prints: problems come back as `Issue` values for the caller to report.
+decoded as one byte string because records may straddle slice boundaries. Decoding is pure
+(`decode_stream`, `split_lines`: bytes in, arrays out), but this module also reads files:
+`read_stream` reads a stream whole, `RecordStream` a chunk of whole records at a time, `read_lines`
+a text stream by lines of bounded length (that reading is to move to the import, issue 24). Only
+regular files are opened (`open_regular`): a FIFO would block, /dev/zero never ends. Nothing here
+logs or prints: problems come back as `Issue` values for the caller to report.
 """
 from __future__ import annotations
 
 import errno
+import io
 import itertools
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union, cast
 
 import numpy as np
 
@@ -57,7 +61,12 @@ def locate(pieces: Sequence[Piece], offset: int) -> Tuple[str, int]:
     return last.path, offset - last.start
 
 
+#: a validity check: a structured array of records in, a boolean mask of the valid ones out
 Validity = Callable[[np.ndarray], np.ndarray]
+#: column arrays by name, all of one length
+Columns = Dict[str, np.ndarray]
+#: what a chunk converter of read_chunks gives: one dict of columns, or a tuple of them
+ChunkColumns = TypeVar("ChunkColumns", bound=Union[Columns, Tuple[Columns, ...]])
 
 LINE_CAP = 1 << 20  # bytes: a longer line of a text file keeps only its first LINE_CAP bytes (docs/store.md)
 NAME_CAP = 4096     # characters: a longer name or text taken from a collection is cut to this (docs/store.md)
@@ -81,7 +90,7 @@ def file_kind(mode: int) -> str:
     return "not a file"
 
 
-def open_regular(path: str) -> BinaryIO:
+def open_regular(path: str) -> io.BufferedReader:
     """`path` opened for reading when it is a regular file (symlinks followed); else NotRegularFile.
     The open does not block (O_NONBLOCK: a FIFO without a writer would), and the check is made on
     what was opened (fstat), so a file swapped after a listing cannot slip through."""
@@ -166,10 +175,11 @@ def read_lines(paths: Sequence[str], sep: bytes = b"\n", cap: int = LINE_CAP) ->
     return TextLines(lines, pieces, cut, cap)
 
 
-def split_lines(buf: object, pieces: Sequence[Piece], sep: bytes = b"\n", cap: int = LINE_CAP) -> TextLines:
+def split_lines(buf: Union[bytes, np.ndarray], pieces: Sequence[Piece], sep: bytes = b"\n",
+                cap: int = LINE_CAP) -> TextLines:
     """TextLines of a text stream already in memory (bytes or a uint8 array): the lines read_lines
     gives for the same bytes."""
-    data = buf.tobytes() if isinstance(buf, np.ndarray) else bytes(buf)  # type: ignore[call-overload]
+    data = buf.tobytes() if isinstance(buf, np.ndarray) else bytes(buf)
     parts = data.split(sep)
     if parts[-1] == b"":
         parts.pop()  # the stream ends with a separator, or is empty
@@ -374,22 +384,24 @@ class Repeats:
     was dropped. No two real records of a stream are equal: each carries its own time."""
 
     def __init__(self, record: Record) -> None:
-        self.kind = np.dtype((np.void, record.size))
+        self.kind: np.dtype = np.dtype((np.void, record.size))
         #: a 64-bit field (a time, a cycle count) compared first: only records equal there are
         #: compared whole
-        fields = record.dtype.fields or {}
-        self.key = next((name for name, (dt, *_) in fields.items() if dt == np.dtype("<u8")), None)
+        fields = record.dtype.fields
+        self.key = next((name for name, (dt, *_) in fields.items() if dt == np.dtype("<u8")), None) if fields else None
         self.last: Optional[np.ndarray] = None
         self.count = 0
         self.first = -1
 
     def drop(self, arr: np.ndarray, offsets: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """The records of a chunk (and their offsets) less those repeating one before them, in
+        this chunk or at the end of the chunk before."""
         if len(arr) == 0:
             return arr, offsets
         raw = np.ascontiguousarray(arr).view(self.kind).ravel()
         n = len(raw)
         key = raw.view(arr.dtype)[self.key] if self.key is not None else raw
-        same = np.zeros(n, dtype=bool)
+        same: np.ndarray = np.zeros(n, dtype=bool)
         for lag in range(1, REPEAT_LAGS + 1):
             if lag < n:
                 hit = np.flatnonzero(key[lag:] == key[:-lag]) + lag
@@ -411,18 +423,18 @@ class Repeats:
         return arr[~same], offsets[~same]
 
 
-def read_chunks(stream: RecordStream, convert: Callable[[np.ndarray, np.ndarray], object]) -> object:
+def read_chunks(stream: RecordStream, convert: Callable[[np.ndarray, np.ndarray], ChunkColumns]) -> ChunkColumns:
     """convert(records, offsets) of each chunk of `stream`, joined end to end (convert of no
     records where the stream has none). `convert` gives a dict of column arrays, or a tuple of
     such dicts, with at most one row per record: each column is allocated once for as many rows
     as the stream has records (pages never written cost no memory) and filled chunk by chunk, so
     the chunks' own columns are freed as they come instead of being held for a final join."""
-    out: Optional[list] = None
+    out: Optional[List[Filling]] = None
     several = False
     for arr, offsets in stream.chunks():
         part = convert(arr, offsets)
         several = isinstance(part, tuple)
-        leaves = list(part) if several else [part]
+        leaves: List[Columns] = list(part) if isinstance(part, tuple) else [part]
         if out is None:
             out = [Filling(leaf, stream.count) for leaf in leaves]
         for filling, leaf in zip(out, leaves):
@@ -431,21 +443,23 @@ def read_chunks(stream: RecordStream, convert: Callable[[np.ndarray, np.ndarray]
     if out is None:
         return convert(np.zeros(0, dtype=stream.record.dtype), np.zeros(0, dtype=np.int64))
     done = [filling.columns() for filling in out]
-    return tuple(done) if several else done[0]
+    return cast(ChunkColumns, tuple(done) if several else done[0])  # the shape `convert` gave
 
 
 class Filling:
     """Columns of up to `rows` rows, filled a part at a time."""
 
-    def __init__(self, first: Dict[str, np.ndarray], rows: int) -> None:
+    def __init__(self, first: Columns, rows: int) -> None:
         self.cols = {k: np.empty((rows,) + v.shape[1:], dtype=v.dtype) for k, v in first.items()}
         self.n = 0
 
-    def add(self, part: Dict[str, np.ndarray]) -> None:
+    def add(self, part: Columns) -> None:
+        """Append the rows of `part` (the same columns as the first part)."""
         m = len(next(iter(part.values()))) if part else 0
         for k, v in part.items():
             self.cols[k][self.n:self.n + m] = v
         self.n += m
 
-    def columns(self) -> Dict[str, np.ndarray]:
+    def columns(self) -> Columns:
+        """The columns of the rows added so far."""
         return {k: v[:self.n] for k, v in self.cols.items()}
