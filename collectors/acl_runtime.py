@@ -34,10 +34,10 @@ def _wants_emulator(emulate: Optional[bool]) -> bool:
 def _real_acl() -> Optional[ModuleType]:
     """The importable `acl` module, if any (pyACL is installed with CANN, not from PyPI)."""
     try:
-        import acl  # type: ignore[import-not-found]
+        import acl  # type: ignore[import-not-found]  # pyACL comes with CANN: no package or stub to install
     except ImportError:
         return None
-    return acl  # type: ignore[no-any-return]
+    return acl
 
 
 def _is_pyacl(module: ModuleType) -> bool:

@@ -54,7 +54,7 @@ from msprof_kit.interrupt import terminate_as_interrupt
 from .acljson import dumps_acl_json, soc_profiler_config
 
 if TYPE_CHECKING:  # paramiko is the `ssh` extra, imported when a board is contacted
-    import paramiko  # type: ignore[import-untyped]
+    import paramiko
 
 __all__ = ["collect_board", "read_board_ini", "BoardConfig", "Runner", "SAFE_PATH", "mount_command"]
 
@@ -320,7 +320,7 @@ def fingerprint(key: "paramiko.PKey") -> str:
 
 
 def _host_key_policy(paramiko: Any, known_hosts: str, accept_new: bool, diag: Diagnostics) -> Any:
-    class Policy(paramiko.MissingHostKeyPolicy):  # type: ignore[misc, name-defined]
+    class Policy(paramiko.MissingHostKeyPolicy):
         """A host key seen for the first time: refused, or with `accept_new` trusted and appended to
         known_hosts. (paramiko raises BadHostKeyException itself when a recorded key differs.)"""
 
@@ -791,6 +791,7 @@ class _Session:
         assert self.sftp is not None
         if not JOB_NAME.match(name):  # _job_dirs let only such names through; checked again where it matters
             raise CopyBackFailed(f"the board's JOB folder {name!r} is not a JOB folder name; nothing was copied")
+        copy_errors: Tuple[Type[BaseException], ...] = (UnicodeDecodeError,) + self.errors
         partial = tempfile.mkdtemp(prefix=f".{name}.partial-", dir=out)
         try:
             try:
@@ -805,7 +806,7 @@ class _Session:
                         raise CopyBackFailed(f"copying {remote} back failed: {rel} has {got} bytes here, "
                                              f"{size} on the board; the partial copy was removed")
                 _verify_tree(partial, files, f"copying {remote} back failed")
-            except (UnicodeDecodeError,) + self.errors as exc:
+            except copy_errors as exc:
                 raise CopyBackFailed(f"copying {remote} back failed: {self._reason(exc)}; the partial copy was "
                                      "removed") from None
             final = _claim(out, name)

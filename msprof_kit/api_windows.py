@@ -48,7 +48,7 @@ class _Pairing:
         by_key = np.argsort(group, kind="stable")
         grouped = group[by_key]
         first = run_ranks(grouped) % 2 == 0
-        last_of_key = np.ones(n, dtype=bool)
+        last_of_key: np.ndarray = np.ones(n, dtype=bool)
         last_of_key[:-1] = grouped[1:] != grouped[:-1]
         left = by_key[first & last_of_key]  # a key's first-of-a-pair with no partner yet
         left.sort()
@@ -152,4 +152,5 @@ class ApiWindows:
             yield window
 
     def close(self) -> None:
+        """Remove the scratch files."""
         self.runs.close()

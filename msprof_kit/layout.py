@@ -65,14 +65,17 @@ class ResultDir:
 
     @property
     def is_host(self) -> bool:
+        """Whether this is `host/` (device id HOST_ID)."""
         return self.device_id == HOST_ID
 
     @property
     def data_dir(self) -> str:
+        """The folder of its raw slices, `data/`."""
         return os.path.join(self.path, "data")
 
     @property
     def name(self) -> str:
+        """The name of its folder ('host', 'device_0'; a JOB folder's for a JOB device)."""
         return os.path.basename(self.path)
 
     def _device_info(self) -> Dict[str, object]:
@@ -157,9 +160,11 @@ class Collection:
 
     @property
     def name(self) -> str:
+        """The folder's name ('PROF_...', 'JOB...')."""
         return os.path.basename(os.path.normpath(self.path))
 
     def result_dirs(self) -> List[ResultDir]:
+        """`host/` (when there is one), then the devices."""
         return ([self.host] if self.host else []) + self.devices
 
     def chip(self) -> Chip:
@@ -252,9 +257,9 @@ def read_json(path: str) -> Dict[str, object]:
         raise BadControlFile("JSON nested too deeply; expected one JSON object of settings", path=path,
                              offset=0) from exc
     except json.JSONDecodeError:
-        try:
+        try:  # text that is not blank has a first line
             value = json.loads(text.splitlines()[0]) if text.strip() else None
-        except (json.JSONDecodeError, IndexError) as exc:
+        except json.JSONDecodeError as exc:
             raise BadControlFile(f"not valid JSON ({exc.msg} at character {exc.pos}); expected one JSON object",
                                  path=path, offset=exc.pos) from exc
     if not isinstance(value, dict):

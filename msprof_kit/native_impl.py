@@ -37,13 +37,14 @@ from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Tup
 
 import numpy as np
 from numpy.dtypes import StringDType
+from numpy.typing import ArrayLike
 
 from .errors import MsprofKitError
 
-try:  # typed by native/_native.pyi
-    from . import _native  # type: ignore[attr-defined]
+try:  # typed by native/_native.pyi (mypy reads it as .typecheck/msprof_kit/_native.pyi)
+    from . import _native
 except ImportError:  # built without a compiler: the twin serves
-    _native = None
+    _native = None  # type: ignore[assignment]  # mypy's idiom for an optional module: None when absent
 
 INT, FIXED, TRIM, FLOAT, TEXT = range(5)
 KIND_NAMES = ("INT", "FIXED", "TRIM", "FLOAT", "TEXT")
@@ -68,6 +69,7 @@ class TextTable(NamedTuple):
         return len(self.offsets) - 1
 
     def texts(self) -> List[str]:
+        """The texts, decoded."""
         off = self.offsets.tolist()
         return [self.blob[a:b].decode("utf-8", "surrogateescape") for a, b in zip(off, off[1:])]
 
@@ -75,7 +77,7 @@ class TextTable(NamedTuple):
 def text_table(texts: Iterable[str]) -> TextTable:
     """A TextTable of these texts (UTF-8)."""
     encoded = [t.encode("utf-8") for t in texts]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    offsets: np.ndarray = np.zeros(len(encoded) + 1, dtype=np.int64)
     if encoded:
         np.cumsum([len(b) for b in encoded], out=offsets[1:])
     return TextTable(b"".join(encoded), offsets)
@@ -94,33 +96,36 @@ class Slot(NamedTuple):
         return self._replace(values=self.values[rows], alt=None if self.alt is None else self.alt[rows])
 
 
-def _ints(values: object) -> np.ndarray:
+def _ints(values: ArrayLike) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.int64)
 
 
-def int_slot(values: object) -> Slot:
+def int_slot(values: ArrayLike) -> Slot:
+    """Integers as decimal text."""
     return Slot(INT, _ints(values))
 
 
-def fixed_slot(values: object, decimals: int = 3) -> Slot:
+def fixed_slot(values: ArrayLike, decimals: int = 3) -> Slot:
     """Integer counts of 10^-decimals with `decimals` decimals."""
     return Slot(FIXED, _ints(values), decimals)
 
 
-def trim_slot(values: object, decimals: int = 3) -> Slot:
+def trim_slot(values: ArrayLike, decimals: int = 3) -> Slot:
     """Integer counts of 10^-decimals, trailing zeros of the fraction dropped."""
     return Slot(TRIM, _ints(values), decimals)
 
 
-def float_slot(values: object) -> Slot:
+def float_slot(values: ArrayLike) -> Slot:
+    """Floats as Python's repr."""
     return Slot(FLOAT, np.ascontiguousarray(values, dtype=np.float64))
 
 
-def text_slot(codes: object, table: TextTable) -> Slot:
-    codes = np.asarray(codes)
-    if codes.dtype != np.int32:
-        codes = codes.astype(np.int64, copy=False)
-    return Slot(TEXT, np.ascontiguousarray(codes), table)
+def text_slot(codes: ArrayLike, table: TextTable) -> Slot:
+    """Texts of `table` by code (int32 codes as they are, other integers as int64)."""
+    arr = np.asarray(codes)
+    if arr.dtype != np.int32:
+        arr = arr.astype(np.int64, copy=False)
+    return Slot(TEXT, np.ascontiguousarray(arr), table)
 
 
 def overlay(slot: Slot, where: np.ndarray, text: str) -> Slot:
@@ -195,19 +200,19 @@ def _by_table(k: np.ndarray, style: str, decimals: int, general: Callable[[np.nd
         return _small_texts(style, decimals)[k]
     if not small.any():
         return general(k)
-    out = np.empty(len(k), dtype=object)
+    out: np.ndarray = np.empty(len(k), dtype=object)
     out[small] = _small_texts(style, decimals)[k[small]]
     out[~small] = general(k[~small]).astype(object)
     return out
 
 
-def int_texts(values: object) -> np.ndarray:
+def int_texts(values: ArrayLike) -> np.ndarray:
     """Integers as decimal texts."""
     k = _ints(values)
     return _by_table(k, "int", 0, lambda v: v.astype(SD))
 
 
-def decimal_texts(values: object, decimals: int, trim: bool = False) -> np.ndarray:
+def decimal_texts(values: ArrayLike, decimals: int, trim: bool = False) -> np.ndarray:
     """Integer counts of 10^-decimals as decimal texts (FIXED, or TRIM with trim=True)."""
     if not 1 <= decimals <= MAX_DECIMALS:
         raise ValueError(f"decimals must be 1 to {MAX_DECIMALS}, not {decimals}")
@@ -216,7 +221,7 @@ def decimal_texts(values: object, decimals: int, trim: bool = False) -> np.ndarr
                      functools.partial(_decimal_general, decimals=decimals, trim=trim))
 
 
-def float_texts(values: object) -> np.ndarray:
+def float_texts(values: ArrayLike) -> np.ndarray:
     """Python's repr of each float."""
     x = np.asarray(values, dtype=np.float64)
     return np.array(list(map(repr, x.tolist())), dtype=object)

@@ -123,15 +123,16 @@ class Appender:
         key = next((np.asarray(a, dtype=np.int64) for k, a in zip(kinds, arrays) if k == ord("k")), None)
         for lo in range(0, n, CHUNK_ROWS):
             hi = min(n, lo + CHUNK_ROWS)
+            ids: Union[int, np.ndarray]  # the first rowid, or every row's
             if key is None:
-                ids: Union[int, np.ndarray] = (self.last_rowid or 0) + 1
+                ids = (self.last_rowid or 0) + 1
                 last = (self.last_rowid or 0) + (hi - lo)
             else:
-                ids = np.ascontiguousarray(key[lo:hi])
-                if self.last_rowid is not None and len(ids) and ids[0] <= self.last_rowid:
-                    raise StoreError(f"cannot write table {self.table}: rowid {ids[0]} does not follow "
+                rowids = np.ascontiguousarray(key[lo:hi])
+                if self.last_rowid is not None and len(rowids) and rowids[0] <= self.last_rowid:
+                    raise StoreError(f"cannot write table {self.table}: rowid {rowids[0]} does not follow "
                                      f"{self.last_rowid}", path=self.db_path)
-                last = int(ids[-1])
+                ids, last = rowids, int(rowids[-1])
             cols = [_as_packed(k, a[lo:hi]) for k, a in zip(kinds, arrays)]  # a chunk converted at a time
             try:
                 leaves, keys = native_impl.table_leaves(kinds, cols, hi - lo, PAGE_SIZE, ids)
@@ -143,10 +144,13 @@ class Appender:
 
     def add_frame(self, frame: Union[pd.DataFrame, Dict[str, np.ndarray]], names: Sequence[str],
                   kinds: bytes) -> None:
+        """`add` the columns `names` of `frame` (all its rows), of the packer kinds `kinds`."""
         arrays = [np.asarray(frame[name]) for name in names]
         self.add(kinds, arrays, len(arrays[0]) if arrays else 0)
 
     def finish(self) -> None:
+        """Write the interior pages above the leaves added, the top page over the table's root
+        page, and the header's page count."""
         keys = np.concatenate(self.keys) if self.keys else np.zeros(0, np.int64)
         children = np.concatenate(self.leaves) if self.leaves else np.zeros(0, np.int64)
         if len(children) == 1:  # the leaf is the root: moved there, the file shortened again
@@ -167,6 +171,7 @@ class Appender:
         self.file.write(self.count.to_bytes(4, "big"))
 
     def close(self) -> None:
+        """Close the database file."""
         self.file.close()
 
 
@@ -208,6 +213,7 @@ def _interior_level(children: np.ndarray, keys: np.ndarray) -> Tuple[List[bytes]
 
 
 def root_page(conn: sqlite3.Connection, table: str) -> int:
+    """The root page number sqlite gave `table`; a StoreError when there is no such table."""
     row = conn.execute("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
     if row is None:
         raise StoreError(f"internal: table {table} was not created")

@@ -34,6 +34,7 @@ class Orphans:
     task_id: int = 0
 
     def add(self, cols: Columns, rows: np.ndarray) -> None:
+        """Count the records `rows` of `cols` (a window of records) as orphans."""
         if not len(rows):
             return
         self.count += len(rows)
@@ -71,10 +72,10 @@ class Pairing:
             order, same_key, pair = pairing_order([cols[k] for k in keys], cols[self.time], is_start,
                                                   [cols["offset"]])
             starts, ends = order[:-1][pair], order[1:][pair]
-            last = np.ones(n, dtype=bool)  # the last record of its key
+            last: np.ndarray = np.ones(n, dtype=bool)  # the last record of its key
             last[:-1] = ~same_key
             carried = order[last & is_start[order]]
-            used = np.zeros(n, dtype=bool)
+            used: np.ndarray = np.zeros(n, dtype=bool)
             used[starts] = used[ends] = used[carried] = True
             self.lost_end.add(cols, np.flatnonzero(~used & is_start))
             self.lost_start.add(cols, np.flatnonzero(~used & ~is_start))

@@ -8,7 +8,7 @@ Five kinds, each one file (docs/plot_compare.md shows an example of each):
 * `gantt`: device tasks per stream for one iteration (or the whole run when the collection has no
   iterations), with lanes of host API calls (per thread and level) above the device lanes;
 * `pmu`: the AI Core PMU pipe ratios (mac, vec, scalar, mte1/2/3, fixpipe, ...) of the top
-  operators as stacked bars;
+  operators as a heatmap, each operator's largest ratio framed;
 * `freq`: the AI Core frequency over time, when it was recorded.
 
 The data comes from `tables.py` (store, exported CSVs, unified DBs or timelines, whatever the
@@ -25,7 +25,7 @@ import re
 import warnings
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -171,6 +171,7 @@ def relative(source: str, root: str) -> str:
 
 
 def title(fig: "Figure", text: str, sub: str = "") -> None:
+    """The figure's bold title, and a grey subtitle under it (both cut to fit)."""
     fig.suptitle(label(text, 160), fontsize=14, fontweight="bold", y=0.985)
     if sub:
         fig.text(0.5, 0.935, label(sub, 220), ha="center", va="center", fontsize=9, color="#555555")
@@ -264,6 +265,8 @@ def _op_rows(ops: pd.DataFrame, top: int) -> Tuple[pd.DataFrame, int]:
 
 
 def plot_top_ops(data: Data, path: str, top: int) -> str:
+    """Draw `top_ops` to `path`: the `top` operators (0: MAX_BARS) by total device time. Returns
+    what it shows, for the 'Wrote' line."""
     ops = data.tables.op_rows
     assert ops is not None
     rows, total_ops = _op_rows(ops, top)
@@ -272,7 +275,8 @@ def plot_top_ops(data: Data, path: str, top: int) -> str:
     ax = fig.add_axes((0.30, 0.08, 0.53, 0.82))   # the legend goes right of the axes, over no bar
     div, unit = time_unit(float(rows["Total Time(us)"].max()))
     values = rows["Total Time(us)"].to_numpy(np.float64) / div
-    first_type = rows[T.TASK_TYPE].astype(str).str.split("/").str[0]
+    task_types: pd.Series = rows[T.TASK_TYPE].astype(str)
+    first_type = task_types.str.split("/").str[0]
     colors = color_map(first_type)
     y = np.arange(len(rows))
     ax.barh(y, values, color=[colors[t] for t in first_type], height=0.7)
@@ -311,6 +315,8 @@ def _type_frame(data: Data) -> Tuple[Optional[pd.DataFrame], str]:
 
 
 def plot_op_types(data: Data, path: str, top: int) -> str:
+    """Draw `op_types` to `path`: total time per operator type (the `top` ones, 0: MAX_BARS),
+    stacked by core type, and per core type. Returns what it shows."""
     frame, source = _type_frame(data)
     assert frame is not None
     fig = new_figure("op_types")
@@ -491,7 +497,7 @@ def merge_bars(lane: np.ndarray, start: np.ndarray, end: np.ndarray, key: np.nda
     prev_end = np.empty_like(run_end)
     prev_end[0] = -np.inf
     prev_end[1:] = run_end[:-1]
-    new = np.ones(len(lane), dtype=bool)
+    new: np.ndarray = np.ones(len(lane), dtype=bool)
     new[1:] = (lane[1:] != lane[:-1]) | (start[1:] > prev_end[1:] + px)
     group = np.cumsum(new) - 1
     g_lane = lane[new]
@@ -543,11 +549,15 @@ def bar_texts(names: np.ndarray, width_px: np.ndarray) -> Tuple[np.ndarray, np.n
 
 def _level_rank(level: pd.Series) -> pd.Series:
     rank = {name: i for i, name in enumerate(LEVEL_ORDER)}
-    return level.astype(str).str.lower().map(rank).fillna(len(LEVEL_ORDER))
+    names: pd.Series = level.astype(str)
+    return names.str.lower().map(rank).fillna(len(LEVEL_ORDER))
 
 
 def plot_gantt(data: Data, path: str, iteration: Optional[int], start: Optional[float] = None,
                end: Optional[float] = None) -> str:
+    """Draw `gantt` to `path`: host API lanes above device stream lanes, over iteration
+    `iteration` (None: the median-length one, or the whole run) or the window `start`..`end`
+    (µs after the run's start). Returns what it shows."""
     from matplotlib.collections import PolyCollection
     trace = data.trace
     lo, hi, what = choose_window(trace, iteration, data.tables.path, start, end)
@@ -594,15 +604,16 @@ def plot_gantt(data: Data, path: str, iteration: Optional[int], start: Optional[
             width = np.maximum(lanes.end - lanes.start, px * 0.8)   # at least about a pixel, so every bar shows
             x0 = lanes.start / div
             x1 = (lanes.start + width) / div
-            y = (lanes.lane + offset).astype(np.float64)
+            y: np.ndarray = (lanes.lane + offset).astype(np.float64)
             verts = np.stack([np.column_stack([x0, y - 0.38]), np.column_stack([x0, y + 0.38]),
                               np.column_stack([x1, y + 0.38]), np.column_stack([x1, y - 0.38])], axis=1)
             faces = rgba(lanes.key, colors)
             if lanes.fill is not None:   # a merged bar is as opaque as its span is busy
                 faces[:, 3] = MIN_ALPHA + (1 - MIN_ALPHA) * lanes.fill
-            # an (n, 4, 2) array, not a list: PolyCollection's vectorized path (the stubs want a sequence)
-            ax.add_collection(PolyCollection(verts, facecolors=faces, edgecolors="none",  # type: ignore[arg-type]
-                                             linewidths=0))
+            # an (n, 4, 2) array, not a list: PolyCollection's vectorized path (the stubs say a sequence of
+            # (4, 2) arrays, which the array is to everything PolyCollection does with it)
+            polygons = cast(Sequence[np.ndarray], verts)
+            ax.add_collection(PolyCollection(polygons, facecolors=faces, edgecolors="none", linewidths=0))
             if lanes.text is not None:   # op (API) names inside the bars wide enough to hold them
                 at, texts = bar_texts(lanes.text, (lanes.end - lanes.start) / px)
                 for i, text in zip(at.tolist(), texts.tolist()):
@@ -731,6 +742,8 @@ def plot_pmu(data: Data, path: str, top: int) -> str:
 
 
 def plot_freq(data: Data, path: str) -> str:
+    """Draw `freq` to `path`: the recorded AI Core frequency over time, one line per device.
+    Returns what it shows."""
     freq = data.tables.freq
     assert freq is not None
     rec = freq[(freq[T.FREQ_SOURCE] == "recorded") & freq[T.FREQ_TIME].notna()]

@@ -69,7 +69,7 @@ class _BarPhase(Phase):
     def __init__(self, owner: "BarProgress", name: str, total: Optional[int], unit: str) -> None:
         from tqdm import tqdm
 
-        class Bar(tqdm):  # type: ignore[type-arg, misc]
+        class Bar(tqdm):
             monitor_interval = 0  # no monitor thread: the work forks, and a fork copies no thread
 
         self.owner = owner
@@ -93,6 +93,7 @@ class BarProgress(_Owned):
     """A live tqdm bar on a terminal, one phase at a time; a finished phase's bar is removed."""
 
     def phase(self, name: str, total: Optional[int] = None, unit: str = "") -> Phase:
+        """A phase drawn as a bar (silent in another process than the one that made the reporter)."""
         return _BarPhase(self, name, total, unit) if self.mine() else Phase()
 
 
@@ -138,6 +139,7 @@ class LineProgress(_Owned):
         self.every = every
 
     def phase(self, name: str, total: Optional[int] = None, unit: str = "") -> Phase:
+        """A phase written as lines (silent in another process than the one that made the reporter)."""
         return _LinePhase(self, name, total, unit) if self.mine() else Phase()
 
 

@@ -18,7 +18,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import pandas as pd
@@ -70,6 +70,8 @@ def newest_collection(cwd: str) -> str:
 
 @dataclass
 class View:
+    """One report as shown: its rows, where they came from and their order."""
+
     report: str
     frame: pd.DataFrame      # all rows, in display order
     source: str              # where the data came from
@@ -106,7 +108,8 @@ def _with_device(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
         cols.insert(1 if cols and cols[0] == T.DEVICE else 0, "Model Name")
     if not _several_devices(frame):
         cols = [c for c in cols if c != T.DEVICE]
-    return frame[cols]
+    # a list of labels selects a frame (pandas-stubs, read for Python 3.9, take it for one label)
+    return cast(pd.DataFrame, frame[cols])
 
 
 def build_views(tables: T.Tables, reports: Sequence[str]) -> List[View]:

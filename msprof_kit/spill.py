@@ -9,8 +9,9 @@ window w those with edges[w - 1] <= key < edges[w].
 """
 from __future__ import annotations
 
+import io
 import os
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -37,21 +38,22 @@ class Runs:
 
     def __init__(self, folder: str, prefix: str, key: str, sample_every: int = 0) -> None:
         self.folder, self.prefix, self.key, self.sample_every = folder, prefix, key, sample_every
-        self.files: Dict[str, object] = {}
+        self.files: Dict[str, io.BufferedIOBase] = {}  # open scratch files, by column
         self.dtypes: Dict[str, np.dtype] = {}
-        self.shapes: Dict[str, tuple] = {}
+        self.shapes: Dict[str, Tuple[int, ...]] = {}
         self.bounds: List[int] = [0]  # row where each run starts, and the end
         self.sample: List[np.ndarray] = []
         self.cuts: List[np.ndarray] = []
 
     @property
     def rows(self) -> int:
+        """Rows spilled so far, all runs together."""
         return self.bounds[-1]
 
     def _path(self, name: str) -> str:
         return os.path.join(self.folder, f"{self.prefix}.{name}")
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> Dict[str, Any]:
         for f in self.files.values():
             f.flush()
         state = dict(self.__dict__)
@@ -59,6 +61,7 @@ class Runs:
         return state
 
     def add(self, cols: Columns) -> None:
+        """Spill `cols` (equal-length columns, `key` among them) as one more run, sorted by `key`."""
         n = len(cols[self.key])
         if n == 0:
             return
@@ -73,7 +76,7 @@ class Runs:
                     self.files[name] = open(path, "w+b")
                     self.dtypes[name] = values.dtype
                     self.shapes[name] = values.shape[1:]
-                self.files[name].write(memoryview(values.astype(self.dtypes[name], copy=False)).cast("B"))
+                self.files[name].write(values.astype(self.dtypes[name], copy=False).data.cast("B"))
             except OSError as exc:
                 raise scratch_error(exc, path) from exc
             if name == self.key and self.sample_every:
@@ -81,6 +84,7 @@ class Runs:
         self.bounds.append(self.bounds[-1] + n)
 
     def read(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """Rows [lo, hi) of column `name`, counted across all runs."""
         f = self.files.get(name)
         if f is None:
             f = self.files[name] = open(self._path(name), "rb")
@@ -88,8 +92,8 @@ class Runs:
         size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
         f.seek(lo * size)
         out = np.empty((hi - lo,) + shape, dtype=dtype)
-        if hi > lo and f.readinto(memoryview(out).cast("B")) != (hi - lo) * size:
-            raise OSError(f"{f.name}: scratch file shorter than written")
+        if hi > lo and f.readinto(out.data.cast("B")) != (hi - lo) * size:
+            raise OSError(f"{self._path(name)}: scratch file shorter than written")
         return out
 
     def edges(self, rows: int) -> np.ndarray:

@@ -130,7 +130,7 @@ def pack(record: Record, **values: object) -> bytes:
     """Bytes of one record; fields not given are zero. Arrays take sequences."""
     arr = np.zeros(1, dtype=record.dtype)
     for name, value in values.items():
-        if name not in arr.dtype.names:
+        if name not in (arr.dtype.names or ()):
             raise KeyError(f"{record.name} has no field {name}")
         arr[name][0] = value
     return arr.tobytes()

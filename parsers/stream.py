@@ -235,7 +235,7 @@ def read_stream(paths: Sequence[str]) -> Tuple[np.ndarray, List[Piece]]:
     start = 0
     for path, size in zip(paths, sizes):
         with open_regular(path) as f:
-            got = f.readinto(memoryview(buf)[start:start + size]) if size else 0
+            got = f.readinto(buf.data[start:start + size]) if size else 0
             rest = f.read()  # a slice still being written: whatever came after the size was taken
         if rest or got != size:
             return _read_stream_again(paths)
@@ -321,7 +321,7 @@ class RecordStream:
                 continue
             with open_regular(piece.path) as f:
                 f.seek(lo - piece.start)
-                got = f.readinto(memoryview(out)[at:at + hi - lo])
+                got = f.readinto(out.data[at:at + hi - lo])
             if got != hi - lo:
                 raise OSError(f"{piece.path} became shorter while being read ({piece.size} bytes expected)")
             at += hi - lo

@@ -1,0 +1,1 @@
+../../native/_native.pyi
