@@ -47,6 +47,7 @@ def _bad(expected: str, code: Optional[int] = ACL_ERROR_INVALID_PARAM, why: str 
 
 
 def one_of(*values: str) -> Check:
+    """A check that the value is one of `values`."""
     def check(value: str) -> Optional[Problem]:
         return None if value in values else _bad("one of " + ", ".join(values))
     return check
@@ -63,6 +64,7 @@ def switch_rule(value: str) -> Optional[Problem]:
 
 
 def int_range(low: int, high: int) -> Check:
+    """A check that the value is a decimal integer from `low` to `high`."""
     def check(value: str) -> Optional[Problem]:
         if re.fullmatch(r"[0-9]+", value) and low <= int(value) <= high:
             return None
@@ -71,6 +73,7 @@ def int_range(low: int, high: int) -> Check:
 
 
 def subset_of(*values: str) -> Check:
+    """A check that the value is a comma-separated list of distinct items of `values`."""
     def check(value: str) -> Optional[Problem]:
         items = value.split(",")
         if value and all(i in values for i in items) and len(set(items)) == len(items):
@@ -80,6 +83,7 @@ def subset_of(*values: str) -> Check:
 
 
 def storage_limit(value: str) -> Optional[Problem]:
+    """storage_limit: '<N>MB', N from 200 to 2^32 - 1."""
     m = re.fullmatch(r"([0-9]+)MB", value)
     if m and 200 <= int(m.group(1)) <= 4294967295:
         return None
@@ -87,10 +91,12 @@ def storage_limit(value: str) -> Optional[Problem]:
 
 
 def non_empty(value: str) -> Optional[Problem]:
+    """Any text but a blank one."""
     return None if value.strip() else _bad("a non-empty string")
 
 
 def optype(value: str) -> Optional[Problem]:
+    """Comma-separated operator types, none empty, at most 256 characters in all."""
     items = value.split(",")
     if value and len(value) <= 256 and all(items):
         return None
@@ -98,6 +104,7 @@ def optype(value: str) -> Optional[Problem]:
 
 
 def aic_metrics(value: str) -> Optional[Problem]:
+    """aic_metrics: a metric group name, or Custom: and up to 8 hex event ids."""
     if value in AICORE_METRIC_NAMES:
         return None
     if value == "":
@@ -116,6 +123,7 @@ MAX_PATH = 4096
 
 
 def cann_path(value: str) -> Optional[Problem]:
+    """A CANN output path: not empty, none of CANN_BAD_PATH_CHARS, at most MAX_PATH bytes."""
     if value == "":
         return _bad("a directory; leave the key out for the default (the program's directory)", None,
                     "no source says what the runtime does with an empty output")
@@ -137,6 +145,7 @@ def soc_path(value: str) -> Optional[Problem]:
 
 
 def soc_aac_metrics(value: str) -> Optional[Problem]:
+    """The SoC's AA-core metrics: only ArithmeticUtilization."""
     if value == "ArithmeticUtilization":
         return None
     return _bad("ArithmeticUtilization (the only group the SoC supports)", None,
@@ -144,6 +153,7 @@ def soc_aac_metrics(value: str) -> Optional[Problem]:
 
 
 def soc_interval(value: str) -> Optional[Problem]:
+    """A SoC sampling interval: a decimal integer >= 0 (inference rounds)."""
     if re.fullmatch(r"[0-9]+", value):
         return None
     return _bad("an integer >= 0 (sample every N inference rounds)")

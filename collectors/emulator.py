@@ -103,6 +103,8 @@ def _monotonic_raw_ns() -> int:
 
 @dataclass
 class ProfConfig:
+    """What acl.prof.create_config was given: device ids, AI Core metric group, data type bits."""
+
     devices: Tuple[int, ...]
     metrics: int
     data_types: int
@@ -121,6 +123,8 @@ class Collection:
 
 @dataclass
 class Subscription:
+    """A model subscription: its subscribe config handle."""
+
     config: int
 
 
@@ -157,64 +161,82 @@ class EmulatedProf(_Namespace):
     """EMULATION of `acl.prof` (see the module docstring for the rules and their sources)."""
 
     def init(self, profiler_result_path: str) -> int:
+        """acl.prof.init: the profiling result folder; an ACL error code."""
         return self._acl._call("acl.prof.init", (profiler_result_path,), lambda: self._acl._prof_init(profiler_result_path))
 
     def create_config(self, device_list: Sequence[int], aicore_metrics: int, aicore_events: Any,
                       data_type_config: int) -> int:
+        """acl.prof.create_config: a config handle (0 when refused)."""
         args = (list(device_list) if isinstance(device_list, (list, tuple)) else device_list, aicore_metrics,
                 aicore_events, data_type_config)
         return self._acl._call("acl.prof.create_config", args, lambda: self._acl._create_config(*args))
 
     def destroy_config(self, prof_config: int) -> int:
+        """acl.prof.destroy_config; an ACL error code."""
         return self._acl._call("acl.prof.destroy_config", (prof_config,), lambda: self._acl._destroy_config(prof_config))
 
     def start(self, prof_config: int) -> int:
+        """acl.prof.start: a collection begins on the config's devices; an ACL error code."""
         return self._acl._call("acl.prof.start", (prof_config,), lambda: self._acl._start(prof_config))
 
     def stop(self, prof_config: int) -> int:
+        """acl.prof.stop: the config's collections are written; an ACL error code."""
         return self._acl._call("acl.prof.stop", (prof_config,), lambda: self._acl._stop(prof_config))
 
     def finalize(self) -> int:
+        """acl.prof.finalize; an ACL error code."""
         return self._acl._call("acl.prof.finalize", (), self._acl._prof_finalize)
 
     def create_stamp(self) -> int:
+        """acl.prof.create_stamp: a stamp handle (0 when refused)."""
         return self._acl._call("acl.prof.create_stamp", (), self._acl._create_stamp)
 
     def destroy_stamp(self, stamp: int) -> None:
+        """acl.prof.destroy_stamp (no result, as pyACL's)."""
         self._acl._call("acl.prof.destroy_stamp", (stamp,), lambda: self._acl._destroy_stamp(stamp))
 
     def set_stamp_trace_message(self, stamp: int, msg: str, msg_len: int) -> int:
+        """acl.prof.set_stamp_trace_message; an ACL error code."""
         return self._acl._call("acl.prof.set_stamp_trace_message", (stamp, msg, msg_len),
                                lambda: self._acl._set_message(stamp, msg, msg_len))
 
     def mark(self, stamp: int) -> int:
+        """acl.prof.mark: an instant event; an ACL error code."""
         return self._acl._call("acl.prof.mark", (stamp,), lambda: self._acl._mark(stamp))
 
     def push(self, stamp: int) -> int:
+        """acl.prof.push: opens a range on this thread; an ACL error code."""
         return self._acl._call("acl.prof.push", (stamp,), lambda: self._acl._push(stamp))
 
     def pop(self) -> int:
+        """acl.prof.pop: closes this thread's last pushed range; an ACL error code."""
         return self._acl._call("acl.prof.pop", (), self._acl._pop)
 
     def range_start(self, stamp: int) -> Tuple[int, int]:
+        """acl.prof.range_start: (range id, ACL error code)."""
         return self._acl._call("acl.prof.range_start", (stamp,), lambda: self._acl._range_start(stamp))
 
     def range_stop(self, range_id: int) -> int:
+        """acl.prof.range_stop; an ACL error code."""
         return self._acl._call("acl.prof.range_stop", (range_id,), lambda: self._acl._range_stop(range_id))
 
     def create_subscribe_config(self, time_info_switch: int, aicore_metrics: int, fd: int) -> int:
+        """acl.prof.create_subscribe_config: a config handle."""
         return self._acl._call("acl.prof.create_subscribe_config", (time_info_switch, aicore_metrics, fd),
                                self._acl._create_subscribe_config)
 
     def destroy_subscribe_config(self, config: int) -> int:
+        """acl.prof.destroy_subscribe_config; an ACL error code."""
         return self._acl._call("acl.prof.destroy_subscribe_config", (config,),
                                lambda: self._acl._destroy_subscribe_config(config))
 
     def model_subscribe(self, model_id: int, subscribe_config: int) -> int:
+        """acl.prof.model_subscribe; an ACL error code."""
         return self._acl._call("acl.prof.model_subscribe", (model_id, subscribe_config),
                                lambda: self._acl._model_subscribe(model_id, subscribe_config))
 
     def model_un_subscribe(self, model_id: int) -> int:
+        """acl.prof.model_un_subscribe; an ACL error code."""
         return self._acl._call("acl.prof.model_un_subscribe", (model_id,),
                                lambda: self._acl._model_un_subscribe(model_id))
 
@@ -223,18 +245,23 @@ class EmulatedRt(_Namespace):
     """EMULATION of the few `acl.rt` calls an inference runner needs."""
 
     def set_device(self, device_id: int) -> int:
+        """acl.rt.set_device; an ACL error code."""
         return self._acl._call("acl.rt.set_device", (device_id,), lambda: self._acl._set_device(device_id))
 
     def reset_device(self, device_id: int) -> int:
+        """acl.rt.reset_device; an ACL error code."""
         return self._acl._call("acl.rt.reset_device", (device_id,), lambda: self._acl._reset_device(device_id))
 
     def get_device_count(self) -> Tuple[int, int]:
+        """acl.rt.get_device_count: (device_count, ACL error code)."""
         return self._acl._call("acl.rt.get_device_count", (), lambda: (self._acl.device_count, ACL_SUCCESS))
 
     def create_context(self, device_id: int) -> Tuple[int, int]:
+        """acl.rt.create_context: (context handle, ACL error code)."""
         return self._acl._call("acl.rt.create_context", (device_id,), lambda: self._acl._create_context(device_id))
 
     def destroy_context(self, context: int) -> int:
+        """acl.rt.destroy_context; an ACL error code."""
         return self._acl._call("acl.rt.destroy_context", (context,), lambda: self._acl._destroy_context(context))
 
 
@@ -242,12 +269,15 @@ class EmulatedMdl(_Namespace):
     """EMULATION of the few `acl.mdl` calls an inference runner needs; execute only sleeps."""
 
     def load_from_file(self, model_path: str) -> Tuple[int, int]:
+        """acl.mdl.load_from_file: (model id, ACL error code)."""
         return self._acl._call("acl.mdl.load_from_file", (model_path,), lambda: self._acl._load(model_path))
 
     def execute(self, model_id: int, input_dataset: Any, output_dataset: Any) -> int:
+        """acl.mdl.execute: sleeps exec_seconds; an ACL error code."""
         return self._acl._call("acl.mdl.execute", (model_id,), lambda: self._acl._execute(model_id))
 
     def unload(self, model_id: int) -> int:
+        """acl.mdl.unload; an ACL error code."""
         return self._acl._call("acl.mdl.unload", (model_id,), lambda: self._acl._unload(model_id))
 
 
@@ -289,6 +319,7 @@ class EmulatedAcl:
         self._injected.setdefault(name, []).extend([result] * times)
 
     def call_names(self) -> List[str]:
+        """The names of the calls made so far, in order ('acl.prof.start', ...)."""
         return [name for name, _, _ in self.calls]
 
     @property
@@ -310,9 +341,11 @@ class EmulatedAcl:
 
     # -- acl.init / acl.finalize ------------------------------------------------------------------
     def init(self, config_path: str = "") -> int:
+        """acl.init: `config_path` an acl.json (or ''); an ACL error code."""
         return self._call("acl.init", (config_path,), lambda: self._init(config_path))
 
     def finalize(self) -> int:
+        """acl.finalize; an ACL error code."""
         return self._call("acl.finalize", (), self._finalize)
 
     def _init(self, config_path: str) -> int:

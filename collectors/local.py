@@ -60,6 +60,7 @@ def resolve_program(argv0: str) -> str:
 
 
 def is_collection_name(root: str, name: str) -> bool:
+    """Whether `root`/`name` is a folder named as a collection (PROF_..., JOB...)."""
     path = os.path.join(root, name)
     return os.path.isdir(path) and (bool(PROF_NAME.fullmatch(name)) or name.startswith("JOB"))
 

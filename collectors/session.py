@@ -286,6 +286,7 @@ class ProfilingSession:
         self._stack().append(stamp)
 
     def pop(self) -> None:
+        """Close this thread's last region opened by push."""
         stack = self._stack()
         if not stack:
             raise CollectorError("msproftx pop without a push on this thread")
@@ -305,6 +306,7 @@ class ProfilingSession:
         return int(range_id)
 
     def range_stop(self, range_id: int) -> None:
+        """Close the region range_start opened as `range_id`."""
         if range_id not in self._ranges:
             raise CollectorError(f"msproftx range {range_id} was not started by this session")
         check("acl.prof.range_stop", self.acl.prof.range_stop(range_id))
@@ -312,6 +314,8 @@ class ProfilingSession:
 
     @contextlib.contextmanager
     def range(self, message: str) -> Iterator[int]:
+        """A region around the `with` body (range_start, then range_stop even when the body raises);
+        yields its range id."""
         range_id = self.range_start(message)
         try:
             yield range_id

@@ -29,30 +29,44 @@ class MsprofKitError(Exception):
 
 
 class PathNotFound(MsprofKitError):
+    """A path that does not exist."""
+
     exit_code = 2
 
 
 class NotACollection(MsprofKitError):
+    """A path that cannot hold a collection (a file where a folder of collections is expected)."""
+
     exit_code = 2
 
 
 class UnreadableFile(MsprofKitError):
+    """A file, folder or database that cannot be read (no permission, an I/O error, not the expected format)."""
+
     exit_code = 2
 
 
 class MissingControlFile(MsprofKitError):
+    """A control file the collection needs (info.json, start_info, ...) is absent."""
+
     exit_code = 3
 
 
 class BadControlFile(MsprofKitError):
+    """A control file that cannot be parsed (not JSON, not 'key: value' lines, not a regular file)."""
+
     exit_code = 3
 
 
 class UnknownChip(MsprofKitError):
+    """info.json names a chip msprof-kit does not decode (or no number)."""
+
     exit_code = 3
 
 
 class NoData(MsprofKitError):
+    """Nothing usable to import or show: no records, or none left after the checks."""
+
     exit_code = 4
 
 
@@ -68,10 +82,14 @@ class BadRecords(NoData):
 
 
 class BadOption(MsprofKitError):
+    """An option value or a combination of options that cannot be honoured."""
+
     exit_code = 1
 
 
 class StoreError(MsprofKitError):
+    """The sqlite store cannot be opened, read or written as expected (damaged, from another version)."""
+
     exit_code = 5
 
 
@@ -106,14 +124,17 @@ class Diagnostics:
     progress: Progress = field(default_factory=Progress, repr=False, compare=False)
 
     def note(self, message: str) -> None:
+        """Add a note, once."""
         if message not in self.notes:
             self.notes.append(message)
 
     def warn(self, message: str) -> None:
+        """Add a warning, once."""
         if message not in self.warnings:
             self.warnings.append(message)
 
     def extend(self, messages: Iterable[object]) -> None:
+        """Add each message (an Issue, a text) as a warning, once."""
         for m in messages:
             self.warn(str(m))
 

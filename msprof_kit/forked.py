@@ -32,6 +32,8 @@ from .errors import MsprofKitError
 
 
 class WorkerDied(MsprofKitError):
+    """A worker process ended without handing back a result (killed, or its result could not be sent)."""
+
     exit_code = 1
 
 
@@ -46,6 +48,7 @@ _started: "weakref.WeakSet[Forked]" = weakref.WeakSet()  # children of this proc
 
 
 def can_fork() -> bool:
+    """Whether this platform can fork worker processes."""
     return "fork" in multiprocessing.get_all_start_methods()
 
 

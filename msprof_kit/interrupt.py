@@ -29,10 +29,12 @@ class Terminated(KeyboardInterrupt):
 
     @property
     def name(self) -> str:
+        """The signal's name ('SIGTERM')."""
         return signal.Signals(self.signum).name
 
     @property
     def exit_code(self) -> int:
+        """128 + the signal number, as a shell reports a command a signal ended."""
         return 128 + self.signum
 
 

@@ -118,6 +118,7 @@ def create_sql(table: str, columns: Sequence[Column]) -> str:
 
 
 def insert_sql(table: str, columns: Sequence[Column]) -> str:
+    """The INSERT statement of a whole row, one `?` a column."""
     return f"INSERT INTO {table} VALUES (" + ",".join("?" * len(columns)) + ")"
 
 

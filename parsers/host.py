@@ -160,6 +160,7 @@ UNDEFINED = 0xFFFFFFFF
 
 
 def format_name(value: int) -> str:
+    """A ge::Format code's name: its low byte's name, with ':<sub-format>' when bits 8-23 hold one."""
     if value == UNDEFINED:
         return "UNDEFINED"
     base, sub = value & 0xFF, (value >> 8) & 0xFFFF
@@ -168,6 +169,7 @@ def format_name(value: int) -> str:
 
 
 def dtype_name(value: int) -> str:
+    """A ge::DataType code's name (the decimal code when unknown)."""
     if value == UNDEFINED:
         return "UNDEFINED"
     return GE_DTYPES.get(value, str(value))

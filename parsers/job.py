@@ -607,6 +607,7 @@ _NUMBER = re.compile(r"[0-9]+")
 
 
 def is_binary_aicpu(buf: np.ndarray) -> bool:
+    """Whether a DATA_PREPROCESS stream holds binary records (it starts with magic 0x5A5A), not text."""
     return len(buf) >= 2 and int(buf[0]) == 0x5A and int(buf[1]) == 0x5A
 
 
