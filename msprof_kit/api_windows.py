@@ -16,8 +16,7 @@ import numpy as np
 
 from .arrays import group_ids, run_ranks
 from .errors import Diagnostics
-from .parsers import host as H
-from .parsers import records as R
+from .parsers import host, records
 from .parsers.stream import RecordStream, locate
 from .spill import Runs
 
@@ -82,7 +81,7 @@ class ApiWindows:
         self.count = self.runs.bounds[-1]
 
     def _read(self, paths: Sequence[str], diag: Diagnostics, data_dir: str) -> None:
-        stream = RecordStream(R.API_EVENT, paths, H._host_valid, H._EXPECT)
+        stream = RecordStream(records.API_EVENT, paths, host._host_valid, host._EXPECT)
         pairing = _Pairing()
         seen = zeros = reversed_ = 0
         first_reversed = -1  # stream offset of the first API ending before its begin
@@ -93,7 +92,7 @@ class ApiWindows:
                     "item": arr["item_id"], "order": np.arange(seen, seen + n, dtype=np.int64),
                     "offset": np.asarray(offsets, dtype=np.int64)}
             seen += n
-            is_event = arr["end"] == np.uint64(R.EVENT_FLAG)
+            is_event = arr["end"] == np.uint64(records.EVENT_FLAG)
             if is_event.any():
                 events = np.flatnonzero(is_event)
                 paired = pairing.pair({k: v[events] for k, v in cols.items()})
