@@ -76,7 +76,7 @@ class ApiRule:
         kind = np.concatenate([np.zeros(n_load, np.int8), np.ones(len(tid), np.int8)])
         order = np.lexsort((kind, np.concatenate([self.load_start, start]), np.concatenate([self.load_tid, tid])))
         last_load = np.cumsum(order < n_load) - 1    # per merged position: the ModelLoad at or before it
-        at = np.empty(len(tid), dtype=np.int64)
+        at: np.ndarray = np.empty(len(tid), dtype=np.int64)
         at[order[order >= n_load] - n_load] = last_load[order >= n_load]
         found = at >= 0
         at = np.where(found, at, 0)
@@ -106,7 +106,7 @@ def api_rule(conn: sqlite3.Connection, flavour: str, mirror: Optional[Columns] =
         if not len(judged) or int(judged.min()) >= begin:
             return None
         load_id = _string_id(conn, MODEL_LOAD)
-        rows = np.zeros(0, np.int64)
+        rows: np.ndarray = np.zeros(0, np.int64)
         if load_id is not None:
             rows = np.flatnonzero((mirror.read("name") == load_id) & (mirror.read("type") != LEVEL_ACL))
         loads = pd.DataFrame({"tid": mirror.take("globalTid", rows).astype(np.int64),
