@@ -1578,16 +1578,26 @@ class _StarsPmu:
     in the task, the first in stream order when several do, plus for MIX ops the other core's
     block PMU records, summed. The records come a window of end times at a time, the windows the
     tasks'; a task's metrics are final once the window's end has passed the task's end, and the
-    rows are given in task order (a task still open holds back those after it)."""
+    rows are given in task order (a task still open holds back those after it).
 
-    def __init__(self, rd: ResultDir, dev: DeviceData, edges: np.ndarray, rules: metrics.Rules) -> None:
+    With `py_rules` (the store holds C++-rule metrics, metrics.iteration_rules), each step also
+    keeps, for `python_part`, the rows whose metrics under the Python rules are not those: the
+    values an iteration export prints."""
+
+    def __init__(self, rd: ResultDir, dev: DeviceData, edges: np.ndarray, rules: metrics.Rules,
+                 py_rules: Optional[metrics.Rules] = None) -> None:
         info = rd.device_info()
         self.rd = rd
         self.rules = rules
+        self.py_rules = py_rules
         self.freq = float(info.get("aic_frequency", 0) or 0) * 1e6
         self.cores = {"aic": int(info.get("ai_core_num", 0) or 0), "aiv": int(info.get("aiv_num", 0) or 0)}
         self.groups = {core: _group_of(rd, core) for core in ("aic", "aiv")}
         self.columns = pmu_columns(rd, True, rules)
+        self.py_columns = metrics.ffts_python_columns(self.groups, py_rules) if py_rules is not None else {}
+        self.py_agree = {core: py_rules is not None and metrics.rules_agree(events, group, rules, py_rules)
+                         for core, (group, events) in self.groups.items()}
+        self.python: Optional[Dict[str, np.ndarray]] = None  # the last step's rows whose Python-rule metrics differ
         self.ctx_runs, self.blk_runs = dev.ctx_pmu, dev.blk_pmu
         for runs in (self.ctx_runs, self.blk_runs):
             if runs is not None:
@@ -1664,6 +1674,7 @@ class _StarsPmu:
             sum_cyc[has] = sums["cycles"][j[has]]
             sum_pmu[has] = sums["pmu"][j[has]]
         out: Dict[str, np.ndarray] = {"taskRow": hits["row"], "globalTaskId": tasks["gid"][at]}
+        python: Dict[str, np.ndarray] = {}
         freq = np.full(m, self.freq)
         for core in ("aic", "aiv"):
             group, events = self.groups[core]
@@ -1682,12 +1693,61 @@ class _StarsPmu:
             got = metrics.compute(events, group, cyc, cnt, b, self.cores[core], freq, self.rules)
             for name in metrics.metric_columns(events, group, self.rules):
                 out[f"{core}_{name}"] = got[name]
+            if self.py_columns.get(core):
+                python.update(self._python_values(core, out, cyc, cnt, b, freq))
+        if self.py_rules is not None:
+            self.python = _differing(out, python)
         return out
+
+    def _python_values(self, core: str, stored: Dict[str, np.ndarray], cyc: np.ndarray, cnt: np.ndarray,
+                       b: np.ndarray, freq: np.ndarray) -> Dict[str, np.ndarray]:
+        """A core's metrics by the Python rules: computed for every task where the rule sets
+        differ for its group, else only for the few tasks where they may part (metrics.branch_rows),
+        the other tasks' being the stored ones."""
+        assert self.py_rules is not None
+        group, events = self.groups[core]
+        names = self.py_columns[core]
+        if not self.py_agree[core]:
+            got = metrics.compute(events, group, cyc, cnt, b, self.cores[core], freq, self.py_rules)
+            return {f"{core}_{name}": got[name] for name in names}
+        take = np.flatnonzero(metrics.branch_rows(events, cyc, cnt, freq))
+        if not len(take):
+            return {f"{core}_{name}": stored[f"{core}_{name}"] for name in names}
+        got = metrics.compute(events, group, cyc[take], cnt[take], b[take], self.cores[core], freq[take], self.py_rules)
+        out = {}
+        for name in names:
+            values = stored[f"{core}_{name}"].astype(np.float64)
+            values[take] = got[name]
+            out[f"{core}_{name}"] = values
+        return out
+
+    def python_part(self) -> Optional[Dict[str, np.ndarray]]:
+        """The rows of the last step whose metrics under the Python rules differ from the stored
+        ones in some column (taskRow, globalTaskId and every Python-rule column); None when none."""
+        part, self.python = self.python, None
+        return part
 
     def finish(self, diag: Diagnostics) -> None:
         if self.lost:
             diag.warn(f"{self.rd.data_dir}/ffts_profile.data.{self.rd.device_id}.*: {self.lost} context PMU records "
                       f"match no device task; dropped")
+
+
+def _differing(stored: Dict[str, np.ndarray], python: Dict[str, np.ndarray]) -> Optional[Dict[str, np.ndarray]]:
+    """The rows (taskRow, globalTaskId, then `python`'s columns) where a `python` column differs
+    from the `stored` column of its name, or `stored` lacks it; None when no row does."""
+    differ = np.zeros(len(stored["taskRow"]), dtype=np.bool_)
+    for name, values in python.items():
+        have = stored.get(name)
+        if have is None:
+            differ[:] = True
+            break
+        if values is not have:
+            np.logical_or(differ, values != have, out=differ)
+    if not differ.any():
+        return None
+    return {"taskRow": stored["taskRow"][differ], "globalTaskId": stored["globalTaskId"][differ],
+            **{name: values[differ] for name, values in python.items()}}
 
 
 class _HwtsPmu:
@@ -1974,6 +2034,15 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
     with_pmu = [rd for rd, dev in devices if dev.tasks.rows and _has_pmu(dev, stars)]
     rules = metrics.rules_for(chip.platform)
     columns = list(dict.fromkeys(c for rd in with_pmu for c in pmu_columns(rd, stars, rules)))
+    # where the store keeps C++-rule metrics, an iteration export needs the Python rules' (KIT_TASK_PMU_PY)
+    py_rules = metrics.iteration_rules(rules) if stars else None
+    py_columns: List[str] = []
+    if py_rules is not None:
+        for rd in with_pmu:
+            by_core = metrics.ffts_python_columns({core: _group_of(rd, core) for core in ("aic", "aiv")}, py_rules)
+            listed = [f"{core}_{name}" for core, names in by_core.items() for name in names]
+            info.append((rd.device_id, "pmu_iteration_columns", ",".join(listed)))
+            py_columns += [c for c in listed if c not in py_columns]
     for rd in with_pmu:
         cores = ("aic", "aiv") if stars else ("aic",)
         if not any(_group_of(rd, core)[1] for core in cores):
@@ -2009,7 +2078,7 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
             match = _Match(host_tasks.first.get(dev.device_id) if host_tasks is not None else None)
             pmu: Optional[Union[_StarsPmu, _HwtsPmu]] = None
             if rd in with_pmu:
-                pmu = _StarsPmu(rd, dev, edges, rules) if stars else _HwtsPmu(rd, dev, rules)
+                pmu = _StarsPmu(rd, dev, edges, rules, py_rules) if stars else _HwtsPmu(rd, dev, rules)
             overlap = _Overlap(runs.folder, dev.device_id)
             overlaps.append(overlap)
             for w in range(len(edges) + 1):
@@ -2049,6 +2118,11 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                         put("KIT_TASK_PMU", {"taskRow": got["taskRow"], "globalTaskId": got["globalTaskId"],
                                              **{c: got[c] if c in got else np.full(len(got["taskRow"]), np.nan)
                                                 for c in columns}}, last=False)
+                    python = pmu.python_part() if isinstance(pmu, _StarsPmu) else None
+                    if python is not None:
+                        put("KIT_TASK_PMU_PY", {"taskRow": python["taskRow"], "globalTaskId": python["globalTaskId"],
+                                                **{c: python[c] if c in python else np.full(len(python["taskRow"]), np.nan)
+                                                   for c in py_columns}}, last=False)
                 is_compute = np.zeros(n, dtype=bool)
                 known = gid < len(compute_ok)
                 is_compute[known] = compute_ok[gid[known]]
@@ -2063,6 +2137,8 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
         put("KIT_TASK", None, last=True)
         if with_pmu:
             put("KIT_TASK_PMU", None, last=True)
+            if py_rules is not None:
+                put("KIT_TASK_PMU_PY", None, last=True)
             if stars:  # only these chips carry TASK_PMU_INFO (and its strings) in the unified DB
                 for name in columns:
                     strings.id(name)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -192,6 +192,29 @@ class Rules:
 def rules_for(platform: int) -> Rules:
     """The rules a CANN install applies to a chip: C++ for 910B (platform 5), Python elsewhere."""
     return Rules("cpp" if platform == 5 else "python", platform in (2, 3, 4))
+
+
+def iteration_rules(rules: Rules) -> Optional[Rules]:
+    """The rules of an iteration export (`--model-id M --iteration-id I`) where they are not
+    `rules`: such an export runs the Python path on every install, so a chip whose whole exports
+    follow the C++ rules gets the Python ones there (None: the same rules)."""
+    return Rules("python", rules.v3) if rules.path == "cpp" else None
+
+
+#: Groups whose metric table the Python path's FFTS PMU pass (STARS chips) cannot create: it names
+#: the table's columns after the group's metrics with only "(GB/s)" and "(ms)" taken off, and the
+#: "(KB)" left on these names makes sqlite refuse the CREATE. Nothing is stored then, and op_summary
+#: has no PMU column at all, for either core (docs/exports.md, "PMU metric groups").
+FFTS_TABLELESS = frozenset({"MemoryAccess"})
+
+
+def ffts_python_columns(groups: Mapping[str, Tuple[str, Sequence[int]]], rules: Rules) -> Dict[str, List[str]]:
+    """The Python path's metric columns of a STARS device per core ("aic", "aiv": their
+    (group, events)), empty for both cores when one core's group is in FFTS_TABLELESS (the two
+    cores share one table)."""
+    if any(group in FFTS_TABLELESS for group, _ in groups.values()):
+        return {core: [] for core in groups}
+    return {core: metric_columns(events, group, rules) for core, (group, events) in groups.items()}
 
 
 def parse_events(text: object) -> List[int]:
@@ -420,3 +443,45 @@ def compute(events: Sequence[int], group: str, cycles: np.ndarray, counters: np.
     else:
         out.update(_py_values(events, group, cyc, counters, total_us, freq_hz, rules.v3))
     return out
+
+
+#: The events a metric divides by besides the cycles (icache_miss_rate's requests, under both rule
+#: sets): a 0 there, like 0 cycles, sends the two rule sets down different branches.
+_DIVISORS = (0x54,)
+_PROBE_ROWS = 64
+
+
+def branch_rows(events: Sequence[int], cycles: np.ndarray, counters: np.ndarray,
+                freq_hz: np.ndarray) -> np.ndarray:
+    """The tasks on which the C++ and the Python rules may part although `rules_agree`: a nonzero
+    counter with no cycles (the Python rules keep the raw counters, the C++ ones print 0), no
+    frequency, or no icache requests where the list counts them (the Python rules then keep misses
+    per cycle). With every counter 0 both give 0 everywhere (and the same total time)."""
+    out = (np.asarray(cycles) == 0) | ~(np.asarray(freq_hz, dtype=np.float64) > 0)
+    for i, e in enumerate(events[:PMU_SLOTS]):
+        if e in _DIVISORS and i < counters.shape[1]:
+            out |= counters[:, i] == 0
+    return out & (counters != 0).any(axis=1)
+
+
+@functools.lru_cache(maxsize=None)
+def _rules_agree(events: Tuple[int, ...], group: str, a: Rules, b: Rules) -> bool:
+    columns = metric_columns(events, group, b)
+    if not set(columns) <= set(metric_columns(events, group, a)):
+        return False
+    rng = np.random.default_rng(0)
+    cycles = rng.integers(10 ** 5, 10 ** 7, _PROBE_ROWS)
+    counters = (rng.random((_PROBE_ROWS, PMU_SLOTS)) * cycles[:, None]).astype(np.int64) + 1
+    blocks = rng.integers(1, 64, _PROBE_ROWS)
+    freq = np.full(_PROBE_ROWS, 1.8e9)
+    got_a = compute(events, group, cycles, counters, blocks, 24, freq, a)
+    got_b = compute(events, group, cycles, counters, blocks, 24, freq, b)
+    return all(np.array_equal(got_a[c], got_b[c]) for c in columns)
+
+
+def rules_agree(events: Sequence[int], group: str, a: Rules, b: Rules) -> bool:
+    """Whether every column `b` gives a group is one of `a`'s, with the same value, bit for bit,
+    on every task outside `branch_rows`. Tried on a fixed probe of such tasks (random counters
+    below the cycles): the formulas act elementwise and branch only where `branch_rows` looks, so
+    the same values there mean the same arithmetic."""
+    return _rules_agree(tuple(events), group, a, b)

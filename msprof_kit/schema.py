@@ -96,6 +96,9 @@ COLUMNAR: Dict[str, Sequence[str]] = {
     # PMU metrics per task execution: taskRow, globalTaskId, then one column per metric (names as in
     # TASK_PMU_INFO: aic_*/aiv_* on STARS chips, unprefixed on HWTS chips; times in ns)
     "KIT_TASK_PMU": ["taskRow", "globalTaskId"],
+    # 910B family (KIT_TASK_PMU by the C++ rules): the task executions whose metrics by the Python
+    # rules, which iteration exports print, differ; the columns KIT_INFO's pmu_iteration_columns lists
+    "KIT_TASK_PMU_PY": ["taskRow", "globalTaskId"],
 }
 
 # Unified tables of integers also kept column-wise in KIT_COLUMNS, under their own name: the

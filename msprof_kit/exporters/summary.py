@@ -39,6 +39,7 @@ from ..forked import Forked, can_fork
 from ..progress import label
 from ..native_impl import Slot, fixed_slot, format_rows, int_slot, overlay, text_slot, text_table, trim_slot
 from ..arrays import SortedKeys, ascending, group_ids, in_marked_groups, near_half, py_round_units, scaled_exact
+from ..store import StoredColumns
 from .context import ExportContext, RowReader
 
 NA = "N/A"
@@ -587,29 +588,64 @@ def _task_info(ctx: ExportContext, task: RowReader, row: Optional[np.ndarray]
     return ctx.reader("COMPUTE_TASK_INFO", INFO_COLUMNS), pos
 
 
+#: KIT_INFO, per device of a store whose KIT_TASK_PMU holds C++-rule metrics (910B family): the
+#: metric columns of an iteration export (the Python rules', comma-separated; empty: none at all)
+ITERATION_COLUMNS = "pmu_iteration_columns"
+
+
 class PmuReader:
     """KIT_TASK_PMU metrics of given TASK rows, read from the store by row range (so that only the
-    rows of a block of tasks are loaded, not the whole table)."""
+    rows of a block of tasks are loaded, not the whole table).
 
-    def __init__(self, ctx: ExportContext) -> None:
+    `iteration`: the metrics an iteration export prints. Where the store keeps the C++ rules'
+    metrics (KIT_INFO names the Python rules' columns per device), those are the Python rules'
+    columns: the value of KIT_TASK_PMU_PY where it holds the task (the tasks whose values differ),
+    else KIT_TASK_PMU's (docs/exports.md, "Iteration exports: the Python path's metrics")."""
+
+    def __init__(self, ctx: ExportContext, iteration: bool = False) -> None:
         self.cols = ctx.stored("KIT_TASK_PMU")
         names = self.cols.names
         self.metrics = [n for n in names[1:] if n != "globalTaskId"] if names[:1] == ["taskRow"] else []
         self.rows = SortedKeys(self.cols.read("taskRow") if self.metrics else np.zeros(0, np.int64))
+        self.listed: Dict[int, List[str]] = {}
+        if iteration:
+            self.listed = {d: [n for n in i[ITERATION_COLUMNS].split(",") if n]
+                           for d, i in ctx.device_info.items() if ITERATION_COLUMNS in i}
+        self.python = ctx.stored("KIT_TASK_PMU_PY") if self.listed else self.cols
+        self.python_rows = SortedKeys(self.python.read("taskRow") if self.listed and "taskRow" in self.python
+                                      else np.zeros(0, np.int64))
 
-    def read(self, rows: np.ndarray) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
-        """The metrics of these TASK rows (float64, NaN where a task has no PMU record), in store
-        column order, and which rows have a record (the first, where a row has several)."""
-        if not self.metrics or not len(self.rows.keys):
-            return {}, np.zeros(len(rows), dtype=bool)
-        at = self.rows.find(rows)
+    @staticmethod
+    def _take(cols: StoredColumns, names: Sequence[str], keys: SortedKeys,
+              rows: np.ndarray) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
+        at = keys.find(rows)
         found = at >= 0
         if not found.any():
-            return {name: np.full(len(rows), np.nan) for name in self.metrics}, found
+            return {name: np.full(len(rows), np.nan) for name in names}, found
         lo, hi = int(at[found].min()), int(at[found].max()) + 1
         local = np.where(found, at - lo, 0)
-        return {name: np.where(found, self.cols.read(name, lo, hi)[local].astype(np.float64), np.nan)
-                for name in self.metrics}, found
+        return {name: np.where(found, cols.read(name, lo, hi)[local].astype(np.float64), np.nan)
+                for name in names}, found
+
+    def read(self, rows: np.ndarray, devices: Optional[np.ndarray] = None) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
+        """The metrics of these TASK rows (float64, NaN where a task has no PMU record), in store
+        column order, and which rows have a record (the first, where a row has several). With
+        `iteration` set: the iteration export's columns, NaN on the rows of `devices` whose list
+        lacks the column."""
+        if not self.metrics or not len(self.rows.keys):
+            return {}, np.zeros(len(rows), dtype=bool)
+        stored, found = self._take(self.cols, self.metrics, self.rows, rows)
+        if not self.listed:
+            return stored, found
+        names = list(dict.fromkeys(n for listed in self.listed.values() for n in listed))
+        python, differs = self._take(self.python, names, self.python_rows, rows)
+        out: Dict[str, np.ndarray] = {}
+        for name in names:
+            values = np.where(differs, python[name], stored[name] if name in stored else np.nan)
+            if devices is not None:
+                values[np.isin(devices, [d for d, listed in self.listed.items() if name not in listed])] = np.nan
+            out[name] = values
+        return out, found
 
 
 def device_number(ctx: ExportContext, device: int, key: str) -> float:
@@ -890,7 +926,7 @@ def op_summary_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional
     devices = len(np.unique(tasks.col("deviceId", idx)))
     s = tasks.strings
     graph = _graph_mode(ctx)
-    pmu = PmuReader(ctx)
+    pmu = PmuReader(ctx, iteration=graph)
     model_names = _model_table(ctx) if graph else {}
 
     def block(lo: int, hi: int) -> List[Column]:
@@ -940,7 +976,7 @@ def _op_summary_pmu(ctx: ExportContext, pmu: PmuReader, rows: np.ndarray, dev: n
                     task_type: np.ndarray, model: np.ndarray, flavour: str) -> List[Column]:
     """The PMU columns of these TASK rows (`model`: their model ids), then memory_bound and
     cube_utilization(%) (§4.3)."""
-    metrics, found = pmu.read(rows)
+    metrics, found = pmu.read(rows, dev)
     if not metrics:
         return []
     ok = found & ~np.isin(task_type, NO_PMU_TYPES)
