@@ -28,6 +28,7 @@ from . import forked, losses, memory, metrics
 from .api_windows import ApiWindows
 from .spill import Runs
 from .arrays import Numbering, first_seen, isin, last_seen, numbered_by_first_row, run_ranks
+from .intervals import union_intervals
 from .forked import Forked, can_fork
 from .errors import BadControlFile, Diagnostics, MissingControlFile, MsprofKitError, NoData
 from .layout import FREQ_TEXT, NPU_NAMES, Chip, Collection, ResultDir, data_files
@@ -1196,32 +1197,6 @@ class StringPool:
 
     def frame(self) -> pd.DataFrame:
         return _frame({"id": list(self.ids.values()), "value": list(self.ids.keys())})
-
-
-def union_intervals(start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Merge intervals (touching ones merge): sorted disjoint (start, end)."""
-    if len(start) == 0:
-        return start, end
-    order = np.lexsort((end, start))
-    s, e = start[order], end[order]
-    run_end = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > run_end[:-1]
-    group = np.cumsum(new) - 1
-    out_s = s[new]
-    out_e = np.zeros(len(out_s), dtype=e.dtype)
-    np.maximum.at(out_e, group, e)
-    return out_s, out_e
-
-
-def interval_gaps(lo: int, hi: int, start: np.ndarray, end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """[lo, hi] minus the union of the (sorted, disjoint) intervals."""
-    bounds_s = np.concatenate([[lo], end])
-    bounds_e = np.concatenate([start, [hi]])
-    bounds_s = np.maximum(bounds_s, lo)
-    bounds_e = np.minimum(bounds_e, hi)
-    keep = bounds_e > bounds_s
-    return bounds_s[keep], bounds_e[keep]
 
 
 GID_KEYS = ["device_id", "stream_id", "task_id", "ctx", "batch"]

@@ -49,7 +49,7 @@ import pandas as pd
 
 from .. import before_start, memory, store
 from ..arrays import SortedKeys, ascending, distinct, first_seen, in_marked_groups, in_sorted, isin
-from ..build import interval_gaps, union_intervals
+from ..intervals import interval_gaps, union_intervals
 from ..forked import Forked
 from ..progress import Phase, label
 from ..native_impl import Slot, fixed_slot, float_slot, format_rows, int_slot, text_slot, text_table
