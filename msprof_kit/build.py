@@ -28,6 +28,7 @@ from . import forked, losses, memory, metrics
 from .api_windows import ApiWindows
 from .spill import Runs
 from .arrays import Numbering, first_seen, isin, last_seen, numbered_by_first_row, run_ranks
+from .codec import CodedTexts, text_codes
 from .intervals import union_intervals
 from .forked import Forked, can_fork
 from .errors import BadControlFile, Diagnostics, MissingControlFile, MsprofKitError, NoData
@@ -212,29 +213,6 @@ class HostData:
     models: pd.DataFrame         # model id -> name
     pid: int
     tensor_table: np.ndarray = field(default_factory=lambda: _texts((1, 6), "N/A"))  # compute tensors' rows
-
-
-@dataclass
-class CodedTexts:
-    """A column of texts as codes into a table of texts (row i reads texts[codes[i]]; the table
-    may hold a text more than once): millions of API rows share a few hundred names."""
-    codes: np.ndarray
-    texts: np.ndarray
-
-    def first_seen(self) -> Tuple[np.ndarray, np.ndarray]:
-        """(codes, labels) as pd.factorize gives them of the texts themselves: the distinct texts
-        in the order of their first row, each row's position among them."""
-        rows, used = pd.factorize(self.codes, use_na_sentinel=False)
-        canon, labels = pd.factorize(np.asarray(self.texts, dtype=object)[used], use_na_sentinel=False)
-        return canon[rows], labels
-
-
-def text_codes(values: Union[np.ndarray, CodedTexts]) -> Tuple[np.ndarray, np.ndarray]:
-    """(codes, labels) of a column of texts, given as texts or as CodedTexts: the distinct texts in
-    the order of their first row, each row's position among them."""
-    if isinstance(values, CodedTexts):
-        return values.first_seen()
-    return pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
 
 
 def _group_paths(files: Dict[Tuple[str, str], List[str]], kind: str) -> Iterator[Tuple[str, List[str]]]:

@@ -32,7 +32,8 @@ import pandas as pd
 
 from . import before_start, pages, schema
 from .arrays import ascending, first_seen
-from .build import CodedTexts, build, text_codes
+from .build import build
+from .codec import CodedTexts, text_codes
 from .job import build_job
 from .errors import Diagnostics, OutputError, StoreError
 from .layout import Collection

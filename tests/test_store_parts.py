@@ -10,7 +10,7 @@ import pytest
 
 from msprof_kit import native_impl as N
 from msprof_kit import store
-from msprof_kit.build import CodedTexts
+from msprof_kit.codec import CodedTexts
 from msprof_kit.errors import StoreError
 
 NAMES = np.array(["aclopCompile", "launch", "aclopCompile", "x" * 40, "\u7b97\u5b50"], dtype=object)
