@@ -27,8 +27,11 @@ from .parsers.stream import RecordStream, decode_stream, locate, read_lines, rea
 from . import forked, losses, memory, metrics
 from .api_windows import ApiWindows
 from .spill import Runs
-from .arrays import Numbering, first_seen, isin, last_seen, numbered_by_first_row, run_ranks
-from .codec import CodedTexts, text_codes
+from .arrays import Numbering, first_seen, isin, last_seen, run_ranks
+from .codec import CodedTexts
+from .ingest.clocks import NS_LIMIT, control_times
+from .ingest.info import SAMPLE_KEYS, device_info_rows
+from .ingest.tasks import GID_KEYS, StringPool
 from .intervals import union_intervals
 from .forked import Forked, can_fork
 from .errors import BadControlFile, Diagnostics, MissingControlFile, MsprofKitError, NoData
@@ -73,11 +76,6 @@ def _start_info(rd: ResultDir, coll: Collection) -> Dict[str, object]:
                              path=rd.path)
 
 
-# control-file times (ns) and counters must stay below this (146 years of ns), so that a sum of two
-# still fits the int64 ns of the store
-NS_LIMIT = 1 << 62
-
-
 def _control_int(value: int, name: str, path: str, unit: str = "ns", scale: int = 1, signed: bool = False) -> int:
     """`value` of control-file field `name` checked to be within +-NS_LIMIT ns (`scale` `unit`s
     making one ns; not negative unless `signed`)."""
@@ -106,20 +104,6 @@ def wall_offset(rd: ResultDir, coll: Collection) -> int:
                                  path=path) from exc
     return wall_offset_ns(_control_int(begin, "collectionTimeBegin", path, "microseconds since the Unix epoch", 1000),
                           _control_int(mono, "clockMonotonicRaw", path))
-
-
-def control_times(rds: Sequence[ResultDir]) -> Tuple[int, int]:
-    """(start, end) in local ns: the first collectionTimeBegin of their start_info and the first
-    collectionTimeEnd of their end_info (µs there); 0 where none has one."""
-    start = end = 0
-    for rd in rds:
-        b = str(rd.start_info.get("collectionTimeBegin", "") or "")
-        e = str(rd.end_info.get("collectionTimeEnd", "") or "")
-        if b.isdigit() and not start and int(b) < NS_LIMIT // 1000:
-            start = int(b) * 1000
-        if e.isdigit() and not end and int(e) < NS_LIMIT // 1000:
-            end = int(e) * 1000
-    return start, end
 
 
 def end_info_problem(rd: ResultDir) -> Optional[str]:
@@ -1151,47 +1135,6 @@ def pmu_columns(rd: ResultDir, prefixed: bool, rules: metrics.Rules) -> List[str
 
 
 # ------------------------------------------------------------------------------------------------
-# Tables
-
-class StringPool:
-    """Strings to integer ids, first seen first numbered (the unified DB's STRING_IDS)."""
-
-    def __init__(self, initial: Sequence[str] = ()) -> None:
-        self.ids: Dict[str, int] = {}
-        for s in initial:
-            self.id(s)
-
-    def id(self, s: str) -> int:
-        got = self.ids.get(s)
-        if got is None:
-            got = self.ids[s] = len(self.ids)
-        return got
-
-    def ids_of(self, values: Union[np.ndarray, "CodedTexts"]) -> np.ndarray:
-        """Ids of an array of strings, or of coded texts (vectorized over distinct values); new
-        strings are numbered in the order of their first row."""
-        codes, uniq = text_codes(values)
-        return np.array([self.id(str(u)) for u in uniq], dtype=np.int64)[codes]
-
-    def frame(self) -> pd.DataFrame:
-        return _frame({"id": list(self.ids.values()), "value": list(self.ids.keys())})
-
-
-GID_KEYS = ["device_id", "stream_id", "task_id", "ctx", "batch"]
-
-
-def global_ids(first: pd.DataFrame, then: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
-    """globalTaskIds of two frames of GID_KEYS columns (either may be empty): rows sharing (device,
-    stream, task, context, batch) share an id, and `first`'s keys are numbered first, in row order
-    (host compute tasks before their device executions, or a legacy job's ops before its tasks)."""
-    frames = [f for f in (first, then) if not f.empty]
-    keys = [np.concatenate([f[k].to_numpy(np.int64) for f in frames] or [np.zeros(0, np.int64)]) for k in GID_KEYS]
-    gid = numbered_by_first_row(keys)
-    n = 0 if first.empty else len(first)
-    return gid[:n], gid[n:]
-
-
-# ------------------------------------------------------------------------------------------------
 # Host tasks, spilled for the match (docs/benchmarks.md, issue 6)
 
 MATCH_CTX_INVALID, MATCH_CTX_OTHER = 0x10000, 0x10001
@@ -1849,26 +1792,6 @@ def _load_device_job(rd: ResultDir, coll: Collection, chip: Chip, scratch: str
                      ) -> Tuple[Optional[DeviceData], List[str]]:
     local = Diagnostics()
     return load_device(rd, coll, chip, local, scratch), local.warnings
-
-
-SAMPLE_KEYS = ("ai_core_metrics", "aiv_metrics", "ai_core_profiling_events", "aiv_profiling_events")
-
-
-def device_info_rows(rd: ResultDir, info: List[Tuple[int, str, str]], sample_keys: Sequence[str] = SAMPLE_KEYS
-                     ) -> None:
-    """KIT_INFO rows of a result directory: its folder, pid, the sample settings named and the
-    device's counts and frequencies."""
-    info.append((rd.device_id, "dir", rd.name))
-    pid = str(rd.info.get("pid", "")).strip()
-    if pid.isdigit():
-        info.append((rd.device_id, "pid", pid))
-    for key in sample_keys:
-        if key in rd.sample:
-            info.append((rd.device_id, key, str(rd.sample[key])))
-    di = rd.device_info()
-    for key in ("aic_frequency", "ai_core_num", "aiv_num", "hwts_frequency"):
-        if key in di:
-            info.append((rd.device_id, key, str(di[key])))
 
 
 def build(coll: Collection, diag: Diagnostics, put: Sink, jobs: int = 1, scratch: str = "") -> List[Tuple[int, str, str]]:

@@ -28,7 +28,9 @@ from .parsers import device as D
 from .parsers import job as J
 from .parsers.host import parse_dictionary_lines
 from .parsers.stream import Issue, Piece, TextLines, locate, open_regular, read_lines, read_stream
-from .build import GID_KEYS, StringPool, control_times, device_info_rows, global_ids
+from .ingest.clocks import control_times
+from .ingest.info import device_info_rows
+from .ingest.tasks import GID_KEYS, StringPool, global_ids
 from .errors import BadRecords, Diagnostics, MissingControlFile, NoData
 from .layout import CHIPS, NPU_NAMES, Collection, JobFile, JobLayout
 from .timebase import Clock, wall_offset_ns
