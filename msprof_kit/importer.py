@@ -1,14 +1,21 @@
-"""`import`, `export db` and `query`: the library side of those commands (no printing here)."""
+"""`import`, `export db` and `query`: the library side of those commands (no printing here).
+
+The import runs the ingest (build.py for PROF collections, job.py for legacy JOB ones) and hands
+each table it finishes to the store's writer; the store itself knows no parser."""
 from __future__ import annotations
 
 import functools
+import os
+import tempfile
 from dataclasses import dataclass
 from typing import List, Tuple
 
 from . import forked, store
+from .build import build
 from .errors import Diagnostics, OutputError, UnreadableFile
+from .job import build_job
 from .layout import Collection, find_collections
-from .progress import Progress
+from .progress import Progress, label
 
 
 @dataclass
@@ -18,9 +25,33 @@ class Imported:
     warnings: List[str]
 
 
-def _write(coll: Collection, diag: Diagnostics, jobs: int = 1) -> str:
+def write_store(collection_path: str, coll: Collection, diag: Diagnostics, jobs: int = 1) -> str:
+    """Build a collection and write its store table by table; returns the store's path. `jobs`:
+    processes decoding its devices at once. What killed imports left is removed first."""
+    path = store.store_path(collection_path, writing=True)
+    store.remove_leftovers(collection_path)
+    finishing = None
     try:
-        return store.write_store(coll.path, coll, diag, jobs)
+        with store.TableWriter(path, background=True) as out:
+            if coll.kind == "job":
+                with diag.progress.phase(f"{label(coll.path)}: reading the JOB data"):
+                    info = build_job(coll, diag, out.put)
+            else:
+                with tempfile.TemporaryDirectory(prefix=f".scratch-{os.getpid()}-", dir=os.path.dirname(path)) as scratch:
+                    info = build(coll, diag, out.put, jobs, scratch)
+            store.put_info(out, info, diag)
+            finishing = diag.progress.phase(f"{label(coll.path)}: indexing and writing the store")
+    finally:
+        if finishing is not None:
+            finishing.close()
+    return path
+
+
+def _write(coll: Collection, diag: Diagnostics, jobs: int = 1) -> str:
+    """write_store, its failures as one error: a full store folder is an OutputError, any other
+    OSError an UnreadableFile naming the file."""
+    try:
+        return write_store(coll.path, coll, diag, jobs)
     except OSError as exc:
         where = store.store_path(coll.path, writing=True)
         failure = store.write_failure(exc, where)  # the store's folder is full: not a read error
@@ -74,7 +105,7 @@ def import_path(path: str, diag: Diagnostics, jobs: int = 1) -> List[Imported]:
 def ensure_imported(path: str, diag: Diagnostics, jobs: int = 1) -> List[Collection]:
     """Collections at `path`, importing those without a usable store (as the reference parses
     before export): a damaged, foreign or other-version store is imported again, with a warning.
-    The warnings of earlier imports are repeated, one line a collection (`repeat_warnings`)."""
+    The warnings of earlier imports are repeated, one line a collection (store.repeat_warnings)."""
     found = find_collections(path, diag)
     again: List[Collection] = []
     for coll in found:
@@ -89,18 +120,8 @@ def ensure_imported(path: str, diag: Diagnostics, jobs: int = 1) -> List[Collect
     imported = {id(c) for c in again}
     for coll in found:
         if id(coll) not in imported:
-            repeat_warnings(coll.path, diag)
+            store.repeat_warnings(coll.path, diag)
     return found
-
-
-def repeat_warnings(collection_path: str, diag: Diagnostics) -> None:
-    """One warning summing up those the import of a collection reported (docs/store.md)."""
-    n, first = store.import_warnings(collection_path)
-    if n == 1:
-        diag.warn(f"the import of {collection_path} reported 1 warning: {first[0]}")
-    elif n > 1:
-        diag.warn(f"the import of {collection_path} reported {n} warnings: {first[0]}, ... "
-                  f"(msprof-kit import -dir {collection_path} shows them all)")
 
 
 def export_db(path: str, diag: Diagnostics, jobs: int = 1) -> List[Tuple[str, bool]]:
@@ -122,23 +143,6 @@ QUERY_HEADER = ["Job Info", "Device ID", "Dir Name", "Collection Time", "Model I
                 "Top Time Iteration", "Rank ID"]
 
 
-def iterations(steps: List[Tuple[int, int, int]]) -> List[Tuple[int, int, int, int]]:
-    """(model, index, start, end) from step-trace (model, timestamp, tag) records: per model in time
-    order, MODEL_START (tag 0) opens iteration 1, 2, ...; MODEL_END (1) closes it; ITER_END (4)
-    closes it and opens the next. An iteration still open at the end is discarded."""
-    out: List[Tuple[int, int, int, int]] = []
-    by_model: dict = {}
-    for model, ts, tag in sorted(steps, key=lambda r: (r[0], r[1])):
-        state = by_model.setdefault(model, {"index": 1, "start": None})
-        if tag == 0 and state["start"] is None:
-            state["start"] = ts
-        elif tag in (1, 4) and state["start"] is not None:
-            out.append((model, state["index"], state["start"], ts))
-            state["index"] += 1
-            state["start"] = ts if tag == 4 else None
-    return out
-
-
 def query_rows(path: str, diag: Diagnostics, jobs: int = 1) -> List[List[str]]:
     """The reference's query table: one row per device result dir and model."""
     rows: List[List[str]] = []
@@ -158,7 +162,7 @@ def query_rows(path: str, diag: Diagnostics, jobs: int = 1) -> List[List[str]]:
             dev = dev if dev.isdigit() else "N/A"
             when = str(rd.start_info.get("collectionDateBegin", "") or "N/A")
             rank = str(rd.info.get("rank_id", -1))
-            its = iterations([(m, t, g) for d, m, t, g in steps if d == rd.device_id])
+            its = store.iterations([(m, t, g) for d, m, t, g in steps if d == rd.device_id])
             models = sorted({m for m, *_ in its if not compute_models or m in compute_models})
             if not models:
                 rows.append([job, dev, rd.name, when, "N/A", "N/A", "N/A", rank])

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from fractions import Fraction
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -43,7 +43,9 @@ WRAP_DROP = 1 << 15               # a task id falling by more than this on a str
 TEXT_COLUMNS = ("in_shapes", "in_dtypes", "in_formats", "out_shapes", "out_dtypes", "out_formats")
 NA = "N/A"
 
-Sink = Callable[[str, object], None]
+# receives each finished store table (store.TableWriter.put): its name, and its rows as a DataFrame or
+# as a dict of column arrays
+Sink = Callable[[str, Any], None]
 InfoRows = List[Tuple[int, str, str]]
 
 

@@ -19,7 +19,6 @@ import queue
 import re
 import shutil
 import sqlite3
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -32,12 +31,8 @@ import pandas as pd
 
 from . import before_start, pages, schema
 from .arrays import ascending, first_seen
-from .build import build
 from .codec import CodedTexts, text_codes
-from .job import build_job
 from .errors import Diagnostics, OutputError, StoreError
-from .layout import Collection
-from .progress import label
 from .spill import scratch_error
 
 STORE_DIR = "sqlite"
@@ -917,30 +912,9 @@ def write_tables(path: str, tables: Dict[str, pd.DataFrame]) -> None:
             out.put(table, frame)
 
 
-def write_store(collection_path: str, coll: Collection, diag: Diagnostics, jobs: int = 1) -> str:
-    """Build a collection and write its store table by table; returns the store's path. `jobs`:
-    processes decoding its devices at once. What killed imports left is removed first."""
-    path = store_path(collection_path, writing=True)
-    remove_leftovers(collection_path)
-    finishing = None
-    try:
-        with TableWriter(path, background=True) as out:
-            if coll.kind == "job":
-                with diag.progress.phase(f"{label(coll.path)}: reading the JOB data"):
-                    info = build_job(coll, diag, out.put)
-            else:
-                with tempfile.TemporaryDirectory(prefix=f".scratch-{os.getpid()}-", dir=os.path.dirname(path)) as scratch:
-                    info = build(coll, diag, out.put, jobs, scratch)
-            _put_info(out, info, diag)
-            finishing = diag.progress.phase(f"{label(coll.path)}: indexing and writing the store")
-    finally:
-        if finishing is not None:
-            finishing.close()
-    return path
-
-
-def _put_info(out: "TableWriter", info: List[Tuple[int, str, str]], diag: Diagnostics) -> None:
-    """The store's small tables: KIT_INFO, KIT_WARNINGS, META_DATA and the ENUM_ tables."""
+def put_info(out: "TableWriter", info: List[Tuple[int, str, str]], diag: Diagnostics) -> None:
+    """The store's small tables, written last: KIT_INFO (`info`: the ingest's (device, key, value)
+    rows), KIT_WARNINGS (the import's warnings so far), META_DATA and the ENUM_ tables."""
     for name, cols, rows in (
             ("KIT_INFO", schema.EXTENSIONS["KIT_INFO"], [tuple(_text(v) for v in row) for row in info]),
             ("KIT_WARNINGS", schema.EXTENSIONS["KIT_WARNINGS"], [(_text(w),) for w in diag.warnings]),
@@ -974,6 +948,33 @@ def import_warnings(collection_path: str) -> Tuple[int, List[str]]:
         return n, [r[0] for r in conn.execute("SELECT message FROM KIT_WARNINGS ORDER BY rowid LIMIT 3")]
     finally:
         conn.close()
+
+
+def repeat_warnings(collection_path: str, diag: Diagnostics) -> None:
+    """One warning summing up those the import of a collection reported (docs/store.md)."""
+    n, first = import_warnings(collection_path)
+    if n == 1:
+        diag.warn(f"the import of {collection_path} reported 1 warning: {first[0]}")
+    elif n > 1:
+        diag.warn(f"the import of {collection_path} reported {n} warnings: {first[0]}, ... "
+                  f"(msprof-kit import -dir {collection_path} shows them all)")
+
+
+def iterations(steps: List[Tuple[int, int, int]]) -> List[Tuple[int, int, int, int]]:
+    """(model, index, start, end) from step-trace (model, timestamp, tag) records (KIT_STEP_TRACE):
+    per model in time order, MODEL_START (tag 0) opens iteration 1, 2, ...; MODEL_END (1) closes it;
+    ITER_END (4) closes it and opens the next. An iteration still open at the end is discarded."""
+    out: List[Tuple[int, int, int, int]] = []
+    by_model: dict = {}
+    for model, ts, tag in sorted(steps, key=lambda r: (r[0], r[1])):
+        state = by_model.setdefault(model, {"index": 1, "start": None})
+        if tag == 0 and state["start"] is None:
+            state["start"] = ts
+        elif tag in (1, 4) and state["start"] is not None:
+            out.append((model, state["index"], state["start"], ts))
+            state["index"] += 1
+            state["start"] = ts if tag == 4 else None
+    return out
 
 
 def store_identity(collection_path: str) -> int:

@@ -815,7 +815,7 @@ def _from_stores(found: Found, diag: Diagnostics, read: Callable[[str], None]) -
         return True
     if found.has_store:
         read(found.path)
-        importer.repeat_warnings(found.path, diag)
+        store.repeat_warnings(found.path, diag)
     return False
 
 

@@ -31,7 +31,7 @@ import pytest
 import synth
 from conftest import copy_input, needs_shared, run, tree_hashes
 
-from msprof_kit import store
+from msprof_kit import importer, store
 from msprof_kit.forked import Forked, can_fork
 
 needs_fork = pytest.mark.skipif(not can_fork() or not sys.platform.startswith("linux"),
@@ -317,7 +317,7 @@ def test_too_little_space_to_start_an_import_is_not_a_read_error(tmp_path, capsy
     def no_room(*args, dir=None, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", os.path.join(dir, ".scratch-x"))
 
-    monkeypatch.setattr(store.tempfile, "TemporaryDirectory", no_room)
+    monkeypatch.setattr(importer.tempfile, "TemporaryDirectory", no_room)
     code, _, err = run(["import", "-dir", prof, "-j", "1"], capsys)
     line = _error_line(err)
     assert code == 10 and "No space left on device" in line and "cannot read" not in line, err

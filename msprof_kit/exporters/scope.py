@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from ..errors import BadOption, InvalidIteration
-from ..importer import iterations
+from ..store import iterations
 from .context import ExportContext, Iteration, Scope
 
 SINGLE_OP_MODEL = 4294967295
