@@ -12,7 +12,8 @@ from . import __version__, importer, memory, progress, show, store
 from .errors import BadOption, Diagnostics, MsprofKitError, StoreError
 from .forked import default_jobs
 from .interrupt import Terminated, terminate_as_interrupt
-from .exporters.run import export as run_export
+from .exporters import run as export_run
+from .exporters.scope import check_options
 
 
 WRITE_CHUNK = 1 << 16  # characters of show's output written at a time
@@ -269,6 +270,24 @@ def cmd_export_db(args: argparse.Namespace, diag: Diagnostics) -> int:
     for path, written in done if not args.quiet else ():
         print(f"Wrote {path}" if written else f"{path} is current: made from this store, not written again")
     return 0
+
+
+def run_export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = None,
+               iteration_id: Optional[int] = None, iteration_count: int = 1, fmt: str = "csv",
+               stamp: Optional[str] = None, clear: bool = False, reports: Optional[str] = None,
+               jobs: int = 1, ts_origin: str = "epoch") -> List[str]:
+    """`export timeline|summary` of every collection at `path`: the options checked, then the
+    collections imported where needed (as the reference parses before it exports), then exported
+    from their stores (exporters.run.export_stores, which has the options' meaning). Returns the
+    files written."""
+    check_options(model_id, iteration_id)  # before anything is read or imported
+    layers = export_run.read_reports(reports, diag) if reports else None
+    paths = [coll.path for coll in importer.ensure_imported(path, diag, jobs)]
+    for p in paths:
+        importer.note_elsewhere(p, diag, exports=True)
+    return export_run.export_stores(paths, what, diag, model_id=model_id, iteration_id=iteration_id,
+                                    iteration_count=iteration_count, fmt=fmt, stamp=stamp, clear=clear,
+                                    layers=layers, jobs=jobs, ts_origin=ts_origin)
 
 
 def cmd_export(args: argparse.Namespace, diag: Diagnostics) -> int:

@@ -17,7 +17,7 @@ from conftest import GOLDEN, copy_input, needs_shared, run_once_with_c
 
 from msprof_kit import native_impl as N
 from msprof_kit.errors import Diagnostics
-from msprof_kit.exporters.run import export
+from msprof_kit.cli import run_export
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -250,7 +250,7 @@ def test_asking_for_c_without_the_extension_is_a_clear_error():
 def _export_tree(src: str, dest: str, **scope) -> str:
     shutil.copytree(src, dest)
     for what, extra in (("timeline", {}), ("summary", {"fmt": scope.pop("fmt", "csv")})):
-        export(dest, what, Diagnostics(), stamp="20000101000000", **scope, **extra)
+        run_export(dest, what, Diagnostics(), stamp="20000101000000", **scope, **extra)
     return dest
 
 

@@ -1,4 +1,5 @@
-"""`export timeline` and `export summary` over every collection at a path."""
+"""`export timeline` and `export summary` of collections already imported: exporters read only
+the store (cli.run_export imports first, as the reference parses before it exports)."""
 from __future__ import annotations
 
 import functools
@@ -7,13 +8,11 @@ import json
 import os
 import shutil
 import sqlite3
-from typing import List, Optional, Set, Tuple
+from typing import List, Optional, Sequence, Set, Tuple
 
 from .. import forked, store
 from ..errors import Diagnostics, OutputError, PathNotFound
 from ..forked import Forked
-from ..importer import ensure_imported, note_elsewhere
-from ..layout import Collection
 from ..progress import Phase, Progress, label
 from .context import OUTPUT_DIR, open_context
 from . import soc
@@ -26,20 +25,17 @@ from .step_trace import write_step_trace_csv
 DB_TABLES = ("TASK", "CANN_API", "COMPUTE_TASK_INFO")
 
 
-def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = None,
-           iteration_id: Optional[int] = None, iteration_count: int = 1, fmt: str = "csv",
-           stamp: Optional[str] = None, clear: bool = False, reports: Optional[str] = None,
-           jobs: int = 1, ts_origin: str = "epoch") -> List[str]:
-    """Write the `what` ('timeline' or 'summary') exports of each collection at `path`, importing
-    first where needed; up to `jobs` collections at once. With `clear`, the store msprof-kit made
-    is removed afterwards (and nothing else). `ts_origin` "start" writes the timeline's times as µs
-    since the collection's start instead of the epoch (docs/exports.md). Returns the files written."""
+def export_stores(collections: Sequence[str], what: str, diag: Diagnostics, model_id: Optional[int] = None,
+                  iteration_id: Optional[int] = None, iteration_count: int = 1, fmt: str = "csv",
+                  stamp: Optional[str] = None, clear: bool = False, layers: Optional[Set[str]] = None,
+                  jobs: int = 1, ts_origin: str = "epoch") -> List[str]:
+    """Write the `what` ('timeline' or 'summary') exports of each collection (its path; its store
+    is there already), up to `jobs` collections at once. `layers`: the timeline layers to write
+    (read_reports; None for all). With `clear`, the store msprof-kit made is removed afterwards
+    (and nothing else). `ts_origin` "start" writes the timeline's times as µs since the
+    collection's start instead of the epoch (docs/exports.md). Returns the files written."""
     check_options(model_id, iteration_id)
-    layers = read_reports(reports, diag) if reports else None
     written: List[str] = []
-    collections = ensure_imported(path, diag, jobs)
-    for coll in collections:
-        note_elsewhere(coll.path, diag, exports=True)
     try:
         at_once = max(1, min(jobs, len(collections)))
         # one collection at a time reports its files and blocks; several at once (forked), the
@@ -57,12 +53,12 @@ def export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] = No
                 written += files
     finally:
         if clear:
-            for coll in collections:
-                clear_store(coll.path)
+            for path in collections:
+                clear_store(path)
     return written
 
 
-def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_id: Optional[int],
+def _export_one(collection_path: str, what: str, model_id: Optional[int], iteration_id: Optional[int],
                 iteration_count: int, fmt: str, stamp: Optional[str],
                 layers: Optional[Set[str]], jobs: int = 1,
                 progress: Optional[Progress] = None, ts_origin: str = "epoch") -> Tuple[List[str], List[str]]:
@@ -71,7 +67,7 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
     the collection, or to its stand-in folder when it cannot be written (store.output_root)."""
     diag = Diagnostics()
     written: List[str] = []
-    ctx = open_context(coll.path, stamp=stamp)
+    ctx = open_context(collection_path, stamp=stamp)
     ctx.progress = progress or Progress()
     root = ctx.output_root
     db: Optional[Forked] = None
@@ -88,12 +84,12 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
             # before this one starts any thread, writes it while this one writes the exports
             target = store.db_path(root, ctx.stamp)
             began += [target, store.partial_path(target, os.getpid())]
-            db = Forked(functools.partial(store.export_db, coll.path, ctx.stamp), "unified DB", inline=jobs < 2)
+            db = Forked(functools.partial(store.export_db, collection_path, ctx.stamp), "unified DB", inline=jobs < 2)
             if db.pid is not None:
                 began.append(store.partial_path(target, db.pid))
         if soc.is_job(ctx) and what == "timeline":  # legacy JOB collections: the SoC tool's files
             if ts_origin != "epoch":
-                diag.warn(f"{coll.path}: --ts-origin applies to msprof_{{ts}}.json; the SoC flavour's "
+                diag.warn(f"{collection_path}: --ts-origin applies to msprof_{{ts}}.json; the SoC flavour's "
                           "timeline keeps its times")
             soc.write_timeline(ctx)
         elif soc.is_job(ctx):
@@ -106,14 +102,14 @@ def _export_one(coll: Collection, what: str, model_id: Optional[int], iteration_
             write_summary(ctx, fmt)
             write_step_trace_csv(ctx)
             if fmt == "json" and summary_flavour(ctx) == "cpp" and any(p.endswith(".csv") for p in ctx.written):
-                diag.warn(f"{coll.path}: --format json: on the 910B family msprof's C++ exporters write the "
+                diag.warn(f"{collection_path}: --format json: on the 910B family msprof's C++ exporters write the "
                           "summaries as CSV whatever the format, and so does msprof-kit (docs/exports.md)")
         if db is not None:  # its failure is this export's failure, before anything is kept
-            with ctx.progress.phase(f"{label(coll.path)}: the unified DB"):
+            with ctx.progress.phase(f"{label(collection_path)}: the unified DB"):
                 written.append(db.result())
         written += ctx.written
         if not ctx.written:
-            diag.warn(f"{coll.path}: there is no {what} data to export")
+            diag.warn(f"{collection_path}: there is no {what} data to export")
         elif not soc.is_job(ctx):
             began.append(readme_path(root))
             written.append(write_readme(root))
