@@ -319,7 +319,8 @@ def _given_or_newest(path: Optional[str], doing: str, quiet: bool = False) -> st
 
 def cmd_show(args: argparse.Namespace, diag: Diagnostics) -> int:
     path = _given_or_newest(args.dir, "Showing", args.quiet)
-    text = show.render(path, diag, reports=args.report, top=args.top, sort=args.sort, fmt=args.format)
+    text = show.render(path, diag, reports=args.report, top=args.top, sort=args.sort, fmt=args.format,
+                       ensure=importer.imported_paths)
     _report(diag, args.quiet)
     for start in range(0, len(text), WRITE_CHUNK):  # written piecewise: a closed pipe is noticed early
         sys.stdout.write(text[start:start + WRITE_CHUNK])
@@ -378,7 +379,7 @@ def cmd_plot(args: argparse.Namespace, diag: Diagnostics) -> int:
     from . import plot
     path = _given_or_newest(args.dir, "Plotting", args.quiet)
     lines = plot.plot(path, args.out, top=args.top, iteration=args.iteration, diag=diag, start=args.start,
-                      end=args.end)
+                      end=args.end, ensure=importer.imported_paths)
     _report(diag, args.quiet)
     print("\n".join(lines))
     return 0
@@ -389,7 +390,8 @@ def cmd_compare(args: argparse.Namespace, diag: Diagnostics) -> int:
     if len(args.dirs) != 2:
         raise BadOption("compare needs -dir twice: -dir A -dir B")
     a, b = (os.path.expanduser(d.lstrip("=")) for d in args.dirs)
-    text = compare.compare(a, b, by=args.by, top=args.top, plot=args.plot, out=args.out, diag=diag)
+    text = compare.compare(a, b, by=args.by, top=args.top, plot=args.plot, out=args.out, diag=diag,
+                           ensure=importer.imported_paths)
     _report(diag, args.quiet)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0

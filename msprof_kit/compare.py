@@ -72,21 +72,22 @@ class Comparison:
 # Reading a side
 
 
-def load_side(path: str, diag: Diagnostics) -> Side:
-    """One collection (an error when `path` holds none or several), with its iterations."""
+def load_side(path: str, diag: Diagnostics, ensure: Optional[T.EnsureStores] = None) -> Side:
+    """One collection (an error when `path` holds none or several), with its iterations (`ensure`
+    makes the store of a raw one: tables.EnsureStores)."""
     found = T.discover(path)
     if not found:
         raise NoCollection(f"no profiling data here or below; looked for {T.LOOKED_FOR}", path=path)
     if len(found) > 1:
         listed = ", ".join(os.path.relpath(f.path, path) for f in found[:6]) + (" ..." if len(found) > 6 else "")
         raise BadOption(f"{path} holds {len(found)} collections ({listed}); give -dir one collection")
-    tables = T.load(found[0], diag, ("op_summary", "op_statistic", "api_statistic"))
+    tables = T.load(found[0], diag, ("op_summary", "op_statistic", "api_statistic"), ensure)
     if tables.op_rows is None and tables.op_statistic is None:
         raw = " (imported: no device tasks there)" if found[0].raw else ""
         raise NoData(f"no operator data{raw}; looked for {T.LOOKED_FOR_REPORT['op_summary']}"
                      f"{T.raw_reason([tables.raw_problem])}", path=path)
     trace = T.read_trace(found[0], diag, ("iterations",), ops=tables.op_rows,
-                         ops_source=tables.sources.get("op_summary", ""))
+                         ops_source=tables.sources.get("op_summary", ""), ensure=ensure)
     note = T.exports_note(found[0].path, [tables.raw_problem, trace.raw_problem],
                           list(tables.sources.values()) + list(trace.sources.values()))
     if note:
@@ -414,10 +415,12 @@ def plot_comparison(result: Comparison, path: str, top: int) -> str:
 
 
 def compare(path_a: str, path_b: str, by: str = "type", top: int = DEFAULT_TOP, plot: bool = False,
-            out: Optional[str] = None, diag: Optional[Diagnostics] = None) -> str:
+            out: Optional[str] = None, diag: Optional[Diagnostics] = None,
+            ensure: Optional[T.EnsureStores] = None) -> str:
     """The text `msprof-kit compare -dir A -dir B` prints. by: 'type' or 'name'. top: rows shown
     (0: all). plot: also draw the chart into `out` (default plot.DEFAULT_OUT below the current
-    directory), named compare_by_<by>.png; the text then ends with a `Wrote <file>` line."""
+    directory), named compare_by_<by>.png; the text then ends with a `Wrote <file>` line. ensure:
+    makes the stores of raw collections (tables.EnsureStores)."""
     if by not in BY:
         raise BadOption(f"--by {by!r}: choose from {', '.join(BY)}")
     if top < 0:
@@ -425,7 +428,7 @@ def compare(path_a: str, path_b: str, by: str = "type", top: int = DEFAULT_TOP, 
     diag = diag if diag is not None else Diagnostics()
     if plot:
         P.require_matplotlib()
-    result = compare_sides(load_side(path_a, diag), load_side(path_b, diag), by)
+    result = compare_sides(load_side(path_a, diag, ensure), load_side(path_b, diag, ensure), by)
     text = render(result, top)
     if plot:
         folder = out if out is not None else os.path.join(os.getcwd(), P.DEFAULT_OUT)

@@ -124,6 +124,12 @@ def ensure_imported(path: str, diag: Diagnostics, jobs: int = 1) -> List[Collect
     return found
 
 
+def imported_paths(path: str, diag: Diagnostics) -> List[str]:
+    """The paths of the collections at `path`, each with a usable store (ensure_imported, one
+    process): how show, plot and compare get the store of a raw collection (tables.EnsureStores)."""
+    return [coll.path for coll in ensure_imported(path, diag)]
+
+
 def export_db(path: str, diag: Diagnostics, jobs: int = 1) -> List[Tuple[str, bool]]:
     """`msprof_{ts}.db` of each collection at `path`: (its path, True) when written now, (its path,
     False) when the newest one there was made from the store as it is (store.current_db: an

@@ -794,10 +794,11 @@ def _out_dirs(paths: Sequence[str], root: str, out: str) -> Dict[str, str]:
     return dirs
 
 
-def collection_data(found: T.Found, diag: Diagnostics) -> Data:
-    """The tables and intervals of one collection."""
-    tables = T.load(found, diag)
-    trace = T.read_trace(found, diag, ops=tables.op_rows, ops_source=tables.sources.get("op_summary", ""))
+def collection_data(found: T.Found, diag: Diagnostics, ensure: Optional[T.EnsureStores] = None) -> Data:
+    """The tables and intervals of one collection (`ensure`: see tables.EnsureStores)."""
+    tables = T.load(found, diag, ensure=ensure)
+    trace = T.read_trace(found, diag, ops=tables.op_rows, ops_source=tables.sources.get("op_summary", ""),
+                         ensure=ensure)
     note = T.exports_note(found.path, [tables.raw_problem, trace.raw_problem],
                           list(tables.sources.values()) + list(trace.sources.values()))
     if note:
@@ -806,7 +807,8 @@ def collection_data(found: T.Found, diag: Diagnostics) -> Data:
 
 
 def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optional[int] = None,
-         diag: Optional[Diagnostics] = None, start: Optional[float] = None, end: Optional[float] = None) -> List[str]:
+         diag: Optional[Diagnostics] = None, start: Optional[float] = None, end: Optional[float] = None,
+         ensure: Optional[T.EnsureStores] = None) -> List[str]:
     """Draw every plot kind for each collection at or below `path`; returns one line per file
     written (`Wrote <file>: <what>`) and per kind skipped (`Skipped <kind>: <why>`).
 
@@ -814,7 +816,8 @@ def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optio
     collections each gets a sub-folder. top: bars in the operator charts (0: all, up to MAX_BARS).
     iteration: the iteration the Gantt shows (default: the median-length one, or the whole run).
     start, end: instead, the Gantt's window in µs after the run's start (its first device task, or
-    first API call without tasks); either may be left out."""
+    first API call without tasks); either may be left out. ensure: makes the stores of raw
+    collections (tables.EnsureStores)."""
     if top < 0:
         raise BadOption(f"--top {top}: expected 0 (all, up to {MAX_BARS}) or a positive number of bars")
     if iteration is not None and iteration < 0:
@@ -835,7 +838,7 @@ def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optio
     reasons: List[str] = []
     problems: List[Optional[str]] = []
     for f in found:
-        data = collection_data(f, diag)
+        data = collection_data(f, diag, ensure)
         problems += [data.tables.raw_problem, data.trace.raw_problem]
         where = "" if len(found) == 1 else f" [{f.path}]"
         stand_in = data.tables.raw_problem or data.trace.raw_problem

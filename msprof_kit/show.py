@@ -240,8 +240,9 @@ def _csv_text(shown: pd.DataFrame) -> str:
 
 
 def render(path: str, diag: Diagnostics, reports: Optional[Sequence[str]] = None, top: int = DEFAULT_TOP,
-           sort: Optional[str] = None, fmt: str = "table") -> str:
-    """The text `msprof-kit show` prints for the collection(s) at `path`.
+           sort: Optional[str] = None, fmt: str = "table", ensure: Optional[T.EnsureStores] = None) -> str:
+    """The text `msprof-kit show` prints for the collection(s) at `path` (`ensure` makes the stores
+    of raw collections: tables.EnsureStores).
 
     reports: -r values (None: all that have data). top: rows per table (0: all). sort: a column
     name (any case, or the start of one). fmt: 'table' (tabulate), 'csv' (one CSV per table,
@@ -253,7 +254,7 @@ def render(path: str, diag: Diagnostics, reports: Optional[Sequence[str]] = None
         raise BadOption(f"--top {top}: expected 0 (all rows) or a positive number of rows")
     wanted = parse_reports(reports)
     chosen = wanted or list(T.REPORTS)
-    loaded = T.read_tables(path, diag, chosen)
+    loaded = T.read_tables(path, diag, chosen, ensure)
     for t in loaded:
         note = T.exports_note(t.path, [t.raw_problem], t.sources.values())
         if note:

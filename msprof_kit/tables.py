@@ -6,7 +6,8 @@ msprof-kit made of one (`sqlite/msprof_kit.db`), or only what a profiler exporte
 loose summary CSVs in a per-run folder, unified databases (`msprof_*.db`,
 `ascend_pytorch_profiler*.db`) or timelines (`msprof_*.json`, `task_time_*.json`,
 `trace_view.json`). `discover` finds the collections below a directory without changing anything;
-`load` reads one of them (importing a raw collection first, as `export` does).
+`load` reads one of them (a raw collection from its store, which the caller's EnsureStores makes
+first when there is none, as `export` imports first: nothing here imports or parses raw data).
 
 Every table comes back with the column names of the modern msprof export (outputs.md §4-§6), so
 the many header generations found in the wild (`Block Dim` / `Block Num`, `Name` / `Op Name`,
@@ -32,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from . import importer, store
+from . import store
 from .errors import Diagnostics, MsprofKitError, NoCollection, NoData, NotACollection, PathNotFound, UnreadableFile
 from .exporters.summary import pmu_header
 from .layout import find_collections
@@ -785,9 +786,25 @@ def _device_of(label: str, fallback: str) -> str:
 # Entry points
 
 
-def _from_stores(found: Found, diag: Diagnostics, read: Callable[[str], None]) -> bool:
-    """Give `read` the store of each collection found: a raw collection's, imported first when it
-    has none (then the store comes first: True), or the store beside exported data.
+# How a raw collection gets its store: the caller's to give (cli.py gives importer.imported_paths,
+# which imports the collection when it has no usable store). Given the collection's folder, it
+# returns the paths of the collections whose stores now hold it, or raises MsprofKitError when the
+# raw data cannot be imported. Without one, stored_only: the store as it is.
+EnsureStores = Callable[[str, Diagnostics], List[str]]
+
+
+def stored_only(path: str, diag: Diagnostics) -> List[str]:
+    """The EnsureStores of a caller that imports nothing: the raw collection's store as it is (the
+    warnings of its import repeated), or the StoreError saying why it has none that can be used."""
+    store.open_store(path).close()
+    store.repeat_warnings(path, diag)
+    return [path]
+
+
+def _from_stores(found: Found, diag: Diagnostics, read: Callable[[str], None],
+                 ensure: Optional[EnsureStores] = None) -> bool:
+    """Give `read` the store of each collection found: a raw collection's, which `ensure` makes
+    first when it has none (then the store comes first: True), or the store beside exported data.
 
     When the import of a raw collection stops with an error and the collection holds exported
     files, those are used instead: `found` becomes an exported collection whose `raw_problem` is
@@ -797,7 +814,7 @@ def _from_stores(found: Found, diag: Diagnostics, read: Callable[[str], None]) -
         folder = os.path.dirname(store.store_path(found.path, writing=True))
         made = not os.path.isdir(folder)
         try:
-            colls = importer.ensure_imported(found.path, diag)
+            paths = (ensure or stored_only)(found.path, diag)
         except MsprofKitError as exc:
             exported = _examine(found.path)
             if not exported.exported():
@@ -810,8 +827,8 @@ def _from_stores(found: Found, diag: Diagnostics, read: Callable[[str], None]) -
             found.raw, found.raw_problem = False, f"the raw data cannot be used ({said})"
             found.csv, found.dbs, found.timelines = exported.csv, exported.dbs, exported.timelines
             return False
-        for coll in colls:
-            read(coll.path)
+        for path in paths:
+            read(path)
         return True
     if found.has_store:
         read(found.path)
@@ -836,16 +853,18 @@ def _exports_beside(found: Found) -> Found:
     return exported
 
 
-def load(found: Found, diag: Diagnostics, reports: Sequence[str] = REPORTS) -> Tables:
-    """The tables of one collection. A raw collection is imported first when it has no store (as
-    `export` does); exported data is read where it lies, each report from its best source: the
-    store, then CSVs (op_summary before task_time), then unified databases, then timelines.
+def load(found: Found, diag: Diagnostics, reports: Sequence[str] = REPORTS,
+         ensure: Optional[EnsureStores] = None) -> Tables:
+    """The tables of one collection. A raw collection is read from its store, which `ensure` makes
+    first when there is none (as `export` imports first); exported data is read where it lies, each
+    report from its best source: the store, then CSVs (op_summary before task_time), then unified
+    databases, then timelines.
 
     A raw collection whose import is refused is read from its exported files (see _from_stores);
     one whose store lacks a report (no device data, say) takes that report from its exported files.
     `raw_problem` then says why (exports_note turns it into the user's note)."""
     tables = Tables(found.path)
-    if _from_stores(found, diag, lambda path: read_store(tables, path, reports)):
+    if _from_stores(found, diag, lambda path: read_store(tables, path, reports), ensure):
         missing = tables.missing(reports)
         exported = _exports_beside(found) if missing else None
         if exported is None or not exported.exported():
@@ -928,13 +947,15 @@ def _describe(group: Sequence[str]) -> str:
     return group[0] + (f" (+{len(group) - 1} parts)" if len(group) > 1 else "")
 
 
-def read_tables(path: str, diag: Diagnostics, reports: Sequence[str] = REPORTS) -> List[Tables]:
-    """The tables of every collection at or below `path` (see `discover` and `load`). An error
-    names the directory and what was looked for when nothing there is usable."""
+def read_tables(path: str, diag: Diagnostics, reports: Sequence[str] = REPORTS,
+                ensure: Optional[EnsureStores] = None) -> List[Tables]:
+    """The tables of every collection at or below `path` (see `discover` and `load`; `ensure`
+    makes the stores of raw ones). An error names the directory and what was looked for when
+    nothing there is usable."""
     found = discover(path)
     if not found:
         raise NoCollection(f"no profiling data here or below; looked for {LOOKED_FOR}", path=path)
-    out = [load(f, diag, reports) for f in found]
+    out = [load(f, diag, reports, ensure) for f in found]
     if not any(t.table(r) is not None for t in out for r in reports):
         what = " / ".join(reports)
         if all(f.raw for f in found):
@@ -1329,13 +1350,14 @@ def trace_from_ops(trace: Trace, ops: Optional[pd.DataFrame], source: str, parts
 
 
 def read_trace(found: Found, diag: Diagnostics, parts: Sequence[str] = TRACE_PARTS,
-               ops: Optional[pd.DataFrame] = None, ops_source: str = "") -> Trace:
+               ops: Optional[pd.DataFrame] = None, ops_source: str = "",
+               ensure: Optional[EnsureStores] = None) -> Trace:
     """The intervals of one collection (see Trace), each part from the first source that has it:
-    the store (a raw collection is imported first, as `load` does), unified DBs, timelines (see
+    the store (of a raw collection: made by `ensure`, as in `load`), unified DBs, timelines (see
     trace_timelines), then task_time CSVs for tasks and msprof step_trace CSVs for iterations,
     then `ops` (the collection's op rows, when the caller has them: see trace_from_ops)."""
     trace = Trace(found.path)
-    if _from_stores(found, diag, lambda path: trace_from_store(trace, path, parts)):
+    if _from_stores(found, diag, lambda path: trace_from_store(trace, path, parts), ensure):
         # the store lacks device tasks or host APIs (and then iterations): from the exported files
         missing = trace.missing(parts)
         wanted = [p for p in missing if p != "iterations" or "tasks" in missing]

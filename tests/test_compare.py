@@ -14,6 +14,7 @@ import pytest
 import synth_job
 from msprof_kit import compare as C
 from msprof_kit.errors import BadOption, Diagnostics
+from msprof_kit.importer import imported_paths
 
 from realdata import copy_real, needs_real
 from conftest import copy_input, needs_shared, run, tree_hashes
@@ -76,6 +77,11 @@ def known_pair(tmp_path, monkeypatch):
     return write_pair(tmp_path, monkeypatch, {}, SLOWER_MATMUL_NO_CAST3)
 
 
+def side(path: str) -> C.Side:
+    """One side as `msprof-kit compare` reads it: a raw collection is imported first."""
+    return C.load_side(path, Diagnostics(), imported_paths)
+
+
 def data_rows(text: str) -> Dict[str, str]:
     """The lines of the first table of compare's text, by their first cell."""
     lines = text.splitlines()
@@ -90,7 +96,7 @@ def data_rows(text: str) -> Dict[str, str]:
 
 def test_known_differences_by_type(known_pair):
     a, b = known_pair
-    result = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(b, Diagnostics()), "type")
+    result = C.compare_sides(side(a), side(b), "type")
     rows = result.rows.set_index("OP Type")
     # MatMul: the same 6 tasks, each exactly twice as long
     assert rows.loc["MatMul", C.COUNT_A] == rows.loc["MatMul", C.COUNT_B] == 6
@@ -115,7 +121,7 @@ def test_known_differences_by_type(known_pair):
 
 def test_known_differences_in_the_text(known_pair):
     a, b = known_pair
-    text = C.compare(a, b, "type", 0, False, None, Diagnostics())
+    text = C.compare(a, b, "type", 0, False, None, Diagnostics(), imported_paths)
     assert "A has 7 op types, B 7: 7 in both, 0 only in A, 0 only in B." in text
     rows = data_rows(text)
     assert list(rows)[:2] == ["MatMul", "Cast"]
@@ -127,7 +133,7 @@ def test_known_differences_in_the_text(known_pair):
 
 def test_known_differences_by_name(known_pair):
     a, b = known_pair
-    result = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(b, Diagnostics()), "name")
+    result = C.compare_sides(side(a), side(b), "name")
     rows = result.rows.set_index("Op Name")
     removed = "Default/network-Net/layer0/Cast-op3"
     assert rows.loc[removed, C.MATCH] == C.ONLY_A
@@ -146,7 +152,7 @@ def test_known_differences_by_name(known_pair):
 def test_a_collection_against_itself(tmp_path):
     a = synth_job.write_job(str(tmp_path / "job"), 40)
     for by in C.BY:
-        result = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(a, Diagnostics()), by)
+        result = C.compare_sides(side(a), side(a), by)
         assert (result.rows[C.DELTA] == 0).all() and (result.rows[C.RATIO] == 1).all()
         assert not result.rows[C.MATCH].isin([C.ONLY_A, C.ONLY_B]).any()
         assert (result.e2e[C.DELTA].dropna() == 0).all() and len(result.e2e[C.DELTA].dropna()) == len(result.e2e)
@@ -163,8 +169,8 @@ def test_golden_raw_against_itself_and_its_export(tmp_path, capsys):
                                                                                   "mindstudio_profiler_output"))
     for other in (prof, exported):
         for by in C.BY:
-            text = C.compare(prof, other, by, 0, False, None, Diagnostics())
-            result = C.compare_sides(C.load_side(prof, Diagnostics()), C.load_side(other, Diagnostics()), by)
+            text = C.compare(prof, other, by, 0, False, None, Diagnostics(), imported_paths)
+            result = C.compare_sides(side(prof), side(other), by)
             assert (result.rows[C.DELTA] == 0).all(), text
             assert set(result.rows[C.MATCH]) == {C.SAME_TYPE if by == "type" else C.SAME_NAME}
             n = 15 if by == "type" else 116
@@ -180,17 +186,17 @@ def test_the_soc_guide_case(tmp_path, monkeypatch):
     a, b = write_pair(tmp_path, monkeypatch, dict(rename=("Relu", "Mish")),
                       dict(rename=("Relu", "LeakyRelu"), factors={"LeakyRelu": 0.5, "Conv2D": 0.6},
                            execute_extra_ns=-1_000_000))
-    text = C.compare(a, b, "type", 0, False, None, Diagnostics())
+    text = C.compare(a, b, "type", 0, False, None, Diagnostics(), imported_paths)
     rows = data_rows(text)
     assert rows["Mish"].rstrip().endswith(C.ONLY_A) and rows["LeakyRelu"].rstrip().endswith(C.ONLY_B)
     assert "0.600" in rows["Conv2D"]
     assert "A has 7 op types, B 7: 6 in both, 1 only in A, 1 only in B." in text
-    result = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(b, Diagnostics()), "type")
+    result = C.compare_sides(side(a), side(b), "type")
     e2e = result.e2e.set_index(C.METRIC)
     assert e2e.loc["aclmdlExecute (acl): total", C.DELTA] == pytest.approx(-2000.0)
     # by name, an op whose type changed is one removed and one added (issue 22 item 6: ops of
     # different types are never paired, whatever their names share)
-    by_name = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(b, Diagnostics()), "name")
+    by_name = C.compare_sides(side(a), side(b), "name")
     rows = by_name.rows.set_index("Op Name")
     mish = [n for n in rows.index if "/Mish-" in n]
     leaky = [n for n in rows.index if "/LeakyRelu-" in n]
@@ -234,7 +240,7 @@ def test_plot_writes_its_png(known_pair, tmp_path):
     pytest.importorskip("matplotlib")
     a, b = known_pair
     out = str(tmp_path / "charts")
-    text = C.compare(a, b, "name", 10, True, out, Diagnostics())
+    text = C.compare(a, b, "name", 10, True, out, Diagnostics(), imported_paths)
     target = os.path.join(out, "compare_by_name.png")
     assert text.endswith(f"Wrote {target}\n")
     from test_plot import check_png
@@ -245,11 +251,11 @@ def test_errors(tmp_path):
     a = synth_job.write_job(str(tmp_path / "one" / "x"), 20, job_name="JOB000001AAAAAA")
     synth_job.write_job(str(tmp_path / "one" / "y"), 20, job_name="JOB000002BBBBBB")
     with pytest.raises(BadOption, match=r"holds 2 collections .*; give -dir one collection"):
-        C.compare(str(tmp_path / "one"), a, "type", 5, False, None, Diagnostics())
+        C.compare(str(tmp_path / "one"), a, "type", 5, False, None, Diagnostics(), imported_paths)
     with pytest.raises(BadOption, match=r"--by 'kind': choose from type, name"):
-        C.compare(a, a, "kind", 5, False, None, Diagnostics())
+        C.compare(a, a, "kind", 5, False, None, Diagnostics(), imported_paths)
     with pytest.raises(BadOption, match=r"--top -2"):
-        C.compare(a, a, "type", -2, False, None, Diagnostics())
+        C.compare(a, a, "type", -2, False, None, Diagnostics(), imported_paths)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -264,7 +270,7 @@ def test_real_oam_runs(tmp_path):
     root = copy_real(OAM, str(tmp_path))
     before = tree_hashes(root)
     text = C.compare(os.path.join(root, MATMUL_BOARD), os.path.join(root, TORCH_MLP), "type", 10, True,
-                     str(tmp_path / "out"), Diagnostics())
+                     str(tmp_path / "out"), Diagnostics(), imported_paths)
     rows = data_rows(text)
     assert list(rows) == ["MatMulV2", "Gelu", "_Z11mmad_customILj256ELj64ELj256ELj128ELj128ELj64ELj256EEvPhS0_S0_"]
     assert "+136.500" in rows["MatMulV2"] and rows["MatMulV2"].rstrip().endswith(C.ONLY_B)
@@ -281,14 +287,14 @@ def test_real_ranks(tmp_path):
     row deltas adding up to the total's, the profiler step in the end-to-end part."""
     root = copy_real(PT_LEVEL1, str(tmp_path))
     a, b = os.path.join(root, "rank0_ascend_pt"), os.path.join(root, "rank1_ascend_pt")
-    result = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(b, Diagnostics()), "name")
+    result = C.compare_sides(side(a), side(b), "name")
     assert len(result.rows) == 82 and set(result.rows[C.MATCH]) == {C.SAME_NAME}
     e2e = result.e2e.set_index(C.METRIC)
     assert result.rows[C.DELTA].sum() == pytest.approx(e2e.loc["operators: total device time", C.DELTA], abs=1e-6)
     assert e2e.loc["iterations: total", "A(us)"] == pytest.approx(155985.80, abs=0.01)   # ProfilerStep#50
     # the largest change is the first all-reduce (communication waits differ between ranks)
     assert result.rows["Op Name"].iloc[0] == "hcom_allReduce__586_0_1"
-    text = C.compare(a, b, "type", 5, False, None, Diagnostics())
+    text = C.compare(a, b, "type", 5, False, None, Diagnostics(), imported_paths)
     assert "top 5 of " in text and "End to end" in text
 
 
@@ -298,8 +304,8 @@ def test_real_text_export_against_db_export(tmp_path):
     database: the same 34 op types with the same task counts, only the times differ a little."""
     text_root = copy_real(PT_LEVEL1, str(tmp_path / "text"))
     db_root = copy_real(PT_DB_LEVEL1, str(tmp_path / "db"))
-    result = C.compare_sides(C.load_side(os.path.join(text_root, "rank0_ascend_pt"), Diagnostics()),
-                             C.load_side(os.path.join(db_root, "rank0_ascend_pt"), Diagnostics()), "type")
+    result = C.compare_sides(side(os.path.join(text_root, "rank0_ascend_pt")),
+                             side(os.path.join(db_root, "rank0_ascend_pt")), "type")
     assert len(result.rows) == 34 and set(result.rows[C.MATCH]) == {C.SAME_TYPE}
     assert (result.rows[C.COUNT_A] == result.rows[C.COUNT_B]).all()
     assert result.rows[C.RATIO].between(0.9, 1.4).all()
@@ -317,7 +323,7 @@ def test_types_missing_falls_back_to_names(tmp_path):
                "dur": 240.0, "args": {"Task Type": "AI_CORE", "Stream Id": 3}}]
     import json
     (timeline / "task_time_0_1_1.json").write_text(json.dumps(events))
-    result = C.compare_sides(C.load_side(a, Diagnostics()), C.load_side(str(tmp_path / "tl"), Diagnostics()), "type")
+    result = C.compare_sides(side(a), side(str(tmp_path / "tl")), "type")
     assert result.by == "name" and any("compared by name" in n for n in result.notes)
     row = result.row("Default/network-Net/layer0/Conv2D-op0")
     assert row[C.MATCH] == C.SAME_NAME and row[C.COUNT_B] == 1

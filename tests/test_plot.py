@@ -13,6 +13,7 @@ import pytest
 from msprof_kit import plot as P
 from msprof_kit import tables as T
 from msprof_kit.errors import BadOption, Diagnostics, InvalidIteration
+from msprof_kit.importer import imported_paths
 
 from realdata import copy_real, needs_real
 from conftest import GOLDEN, copy_input, needs_shared, run, tree_hashes
@@ -66,7 +67,7 @@ def steps_plots(tmp_path_factory):
     root = tmp_path_factory.mktemp("steps")
     prof = copy_input("910b_steps", str(root / "in"))
     out = str(root / "plots")
-    return prof, out, P.plot(prof, out, top=10, iteration=None, diag=Diagnostics())
+    return prof, out, P.plot(prof, out, top=10, iteration=None, diag=Diagnostics(), ensure=imported_paths)
 
 
 @needs_shared
@@ -95,7 +96,7 @@ def test_lines_say_what_was_drawn(steps_plots):
 @needs_shared
 def test_mixed_case_every_kind(tmp_path):
     prof = copy_input("910b_mixed", str(tmp_path / "in"))
-    lines = P.plot(prof, str(tmp_path / "out"), top=0, iteration=None, diag=Diagnostics())
+    lines = P.plot(prof, str(tmp_path / "out"), top=0, iteration=None, diag=Diagnostics(), ensure=imported_paths)
     by_file = written(lines)
     assert len(by_file) == 5
     # no step trace: the Gantt shows the whole run; 2 host threads x their levels + streams 2 and 3
@@ -110,11 +111,11 @@ def test_mixed_case_every_kind(tmp_path):
 def test_iteration_option(tmp_path):
     prof = copy_input("910b_steps", str(tmp_path / "in"))
     out = str(tmp_path / "out")
-    lines = P.plot(prof, out, top=5, iteration=3, diag=Diagnostics())
+    lines = P.plot(prof, out, top=5, iteration=3, diag=Diagnostics(), ensure=imported_paths)
     assert written(lines)["gantt.png"].endswith(": iteration 3, 5 lanes")
     check_png(os.path.join(out, "gantt.png"), "gantt")
     with pytest.raises(InvalidIteration) as err:
-        P.plot(prof, out, top=5, iteration=9, diag=Diagnostics())
+        P.plot(prof, out, top=5, iteration=9, diag=Diagnostics(), ensure=imported_paths)
     assert str(err.value) == "--iteration 9: " + prof + " has iterations 1-5"
 
 
@@ -122,7 +123,7 @@ def test_iteration_option(tmp_path):
 def test_iteration_without_a_step_trace_is_an_error(tmp_path):
     prof = copy_input("910b_mixed", str(tmp_path / "in"))
     with pytest.raises(BadOption, match=r"--iteration 2: .* records no iterations"):
-        P.plot(prof, str(tmp_path / "out"), top=5, iteration=2, diag=Diagnostics())
+        P.plot(prof, str(tmp_path / "out"), top=5, iteration=2, diag=Diagnostics(), ensure=imported_paths)
 
 
 def test_bad_top_is_an_error(tmp_path):
@@ -135,7 +136,7 @@ def test_job_skips_say_why(tmp_path):
     import synth_job
     job = synth_job.write_job(str(tmp_path / "job"), 40)
     out = str(tmp_path / "out")
-    lines = P.plot(job, out, top=20, iteration=2, diag=Diagnostics())
+    lines = P.plot(job, out, top=20, iteration=2, diag=Diagnostics(), ensure=imported_paths)
     assert set(written(lines)) == {"top_operators.png", "time_by_type.png", "gantt.png"}
     why = skipped(lines)
     assert set(why) == {"pmu", "freq"}
@@ -153,7 +154,7 @@ def test_real_torch_npu_run(tmp_path):
     folder = copy_real(TORCH_MLP, str(tmp_path))
     before = tree_hashes(folder)
     out = str(tmp_path / "out")
-    lines = P.plot(folder, out, top=20, iteration=None, diag=Diagnostics())
+    lines = P.plot(folder, out, top=20, iteration=None, diag=Diagnostics(), ensure=imported_paths)
     by_file = written(lines)
     assert set(by_file) == set(P.FILE_NAMES.values())
     assert by_file["top_operators.png"].endswith(": all 2 operators")   # MatMulV2 and Gelu kernels
@@ -167,7 +168,7 @@ def test_real_pytorch_step(tmp_path):
     """kernel_details + trace_view.json: the Gantt shows ProfilerStep#50 with CANN lanes."""
     folder = copy_real(PT_LEVEL1_RANK0, str(tmp_path))
     out = str(tmp_path / "out")
-    lines = P.plot(folder, out, top=20, iteration=None, diag=Diagnostics())
+    lines = P.plot(folder, out, top=20, iteration=None, diag=Diagnostics(), ensure=imported_paths)
     gantt = written(lines)["gantt.png"]
     assert ": iteration 50, " in gantt
     check_png(os.path.join(out, "gantt.png"), "gantt")
@@ -180,7 +181,7 @@ def test_real_timelines_of_two_collections(tmp_path):
     the timelines cannot give are skipped with the reason."""
     root = copy_real(MINDINSIGHT, str(tmp_path))
     out = str(tmp_path / "out")
-    lines = P.plot(root, out, top=15, iteration=4, diag=Diagnostics())
+    lines = P.plot(root, out, top=15, iteration=4, diag=Diagnostics(), ensure=imported_paths)
     assert sum(line.startswith("Wrote ") for line in lines) == 6
     assert sum(line.startswith("Skipped pmu [") for line in lines) == 2
     assert sum(line.startswith("Skipped freq [") and "no AI Core frequency" in line for line in lines) == 2
@@ -196,7 +197,7 @@ def test_default_out_is_below_the_current_directory(tmp_path, monkeypatch):
     import synth_job
     job = synth_job.write_job(str(tmp_path / "job"), 20)
     monkeypatch.chdir(tmp_path)
-    lines = P.plot(job, None, top=5, iteration=None, diag=Diagnostics())
+    lines = P.plot(job, None, top=5, iteration=None, diag=Diagnostics(), ensure=imported_paths)
     assert written(lines)["top_operators.png"].startswith(f"Wrote {os.path.join(str(tmp_path), P.DEFAULT_OUT)}/")
 
 
@@ -221,7 +222,7 @@ def test_large_collection_is_merged_per_pixel(tmp_path):
     import synth
     prof = synth.write_collection(str(tmp_path / "in"), n_tasks=6000, model_fraction=0.0, seed=5)
     out = str(tmp_path / "out")
-    lines = P.plot(prof, out, top=20, iteration=None, diag=Diagnostics())
+    lines = P.plot(prof, out, top=20, iteration=None, diag=Diagnostics(), ensure=imported_paths)
     gantt = written(lines)["gantt.png"]
     # 6000 eager tasks on stream 2, more than the plot is wide in pixels: merged, and the line says so
     assert "6000 tasks → " in gantt
@@ -238,7 +239,7 @@ def test_large_collection_is_merged_per_pixel(tmp_path):
 def test_read_trace_of_the_store_matches_the_reference(tmp_path):
     prof = copy_input("910b_steps", str(tmp_path / "in"))
     found = T.discover(prof)[0]
-    trace = T.read_trace(found, Diagnostics())
+    trace = T.read_trace(found, Diagnostics(), ensure=imported_paths)
     golden = pd.read_csv(os.path.join(GOLDEN, "910b_steps", "cpp", "step_trace.csv"), dtype=str)
     its = trace.iterations
     assert its[T.ITERATION].tolist() == [1, 2, 3, 4, 5]
@@ -261,7 +262,7 @@ def test_read_trace_of_an_export_equals_the_store(tmp_path, capsys):
     exported = str(tmp_path / "exported")
     shutil.copytree(os.path.join(prof, "mindstudio_profiler_output"), os.path.join(exported,
                                                                                   "mindstudio_profiler_output"))
-    store = T.read_trace(T.discover(prof)[0], Diagnostics())
+    store = T.read_trace(T.discover(prof)[0], Diagnostics(), ensure=imported_paths)
     export = T.read_trace(T.discover(exported)[0], Diagnostics())
     assert export.sources["tasks"].endswith(".json") and export.sources["iterations"].endswith(".json")
     assert len(export.tasks) == len(store.tasks)
@@ -348,7 +349,7 @@ def test_a_task_type_has_one_colour_in_every_chart_and_run(tmp_path, figures):
     for case in ("910b_mixed", "910b_steps"):
         prof = copy_input(case, str(tmp_path / case))
         figures.clear()
-        P.plot(prof, str(tmp_path / "out"), top=10, diag=Diagnostics())
+        P.plot(prof, str(tmp_path / "out"), top=10, diag=Diagnostics(), ensure=imported_paths)
         for name in ("top_operators.png", "time_by_type.png", "gantt.png"):
             for kind, colour in _legend_colours(figures[name]).items():
                 seen.setdefault(kind, set()).add(colour)
@@ -368,7 +369,7 @@ def test_legends_cover_no_bar_label(tmp_path, figures):
     for case, top in (("910b_mixed", 20), ("910b_mixed", 3), ("910b_steps", 0), ("synth", 10)):
         prof = synth.write_collection(str(tmp_path / "synth"), n_tasks=12, seed=4) if case == "synth" else \
             copy_input(case, str(tmp_path / f"{case}{top}"))
-        P.plot(prof, str(tmp_path / "out"), top=top, diag=Diagnostics())
+        P.plot(prof, str(tmp_path / "out"), top=top, diag=Diagnostics(), ensure=imported_paths)
         figs += [(f"{case} --top {top}: {name}", figures[name]) for name in ("top_operators.png", "time_by_type.png")]
     for name, fig in figs:
         renderer = fig.canvas.get_renderer()
@@ -389,7 +390,7 @@ def test_pmu_heatmap_frames_each_operators_limiting_pipe(tmp_path, figures):
     from matplotlib.image import AxesImage
     from matplotlib.patches import Rectangle
     prof = copy_input("910b_mixed", str(tmp_path / "in"))
-    P.plot(prof, str(tmp_path / "out"), top=12, diag=Diagnostics())
+    P.plot(prof, str(tmp_path / "out"), top=12, diag=Diagnostics(), ensure=imported_paths)
     fig = figures["pmu_ratios.png"]
     ax = fig.axes[0]
     image = [a for a in ax.get_children() if isinstance(a, AxesImage)][0]
@@ -409,14 +410,16 @@ def test_pmu_heatmap_frames_each_operators_limiting_pipe(tmp_path, figures):
 
 def test_gantt_window_labels_ops_in_a_run_without_iterations(tmp_path, figures):
     prof = synth.write_collection(str(tmp_path / "in"), chip="910B", n_tasks=3000, seed=2)
-    whole = P.plot(prof, str(tmp_path / "out"), top=5, diag=Diagnostics())
+    whole = P.plot(prof, str(tmp_path / "out"), top=5, diag=Diagnostics(), ensure=imported_paths)
     gantt = [line for line in whole if "gantt.png" in line][0]
     assert ": the whole run, " in gantt and "tasks →" in gantt   # merged: no room for labels
-    ops = set(T.read_trace(T.discover(prof)[0], Diagnostics(), ("tasks",)).tasks[T.OP_NAME].astype(str))
+    tasks = T.read_trace(T.discover(prof)[0], Diagnostics(), ("tasks",), ensure=imported_paths).tasks
+    ops = set(tasks[T.OP_NAME].astype(str))
     labels = [t.get_text() for t in figures["gantt.png"].axes[0].texts]
     assert not any(text in ops or (text.endswith("…") and any(o.startswith(text[:-1]) for o in ops))
                    for text in labels)
-    lines = P.plot(prof, str(tmp_path / "out"), top=5, diag=Diagnostics(), start=100.0, end=400.0)
+    lines = P.plot(prof, str(tmp_path / "out"), top=5, diag=Diagnostics(), start=100.0, end=400.0,
+                   ensure=imported_paths)
     gantt = [line for line in lines if "gantt.png" in line][0]
     assert ": the window 100 µs to 400 µs, " in gantt and "→" not in gantt
     labels = [t.get_text() for t in figures["gantt.png"].axes[0].texts]

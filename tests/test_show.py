@@ -471,3 +471,25 @@ def test_show_on_a_raw_job_collection_prints_its_top_operator(tmp_path, capsys):
     rows = rows["op_summary"] if isinstance(rows, dict) else rows[0]["op_summary"]
     assert rows[0]["Op Name"] == totals.idxmax()
     assert abs(float(rows[0]["Total Time(us)"]) - totals.max() / 1000) < 1e-6
+
+
+def test_tables_import_nothing_themselves(tmp_path):
+    """The sources read stores and exported files; a raw collection's store is made by the caller's
+    EnsureStores (the CLI gives importer.imported_paths). Without one, its store is read as it is,
+    and a collection that has none is the StoreError that says so; nothing is written."""
+    from synth_job import write_job
+
+    from msprof_kit import store
+    from msprof_kit.errors import StoreError
+    from msprof_kit.importer import imported_paths
+
+    job = write_job(str(tmp_path), n_tasks=20, iterations=1)
+    [found] = tables.discover(job)
+    with pytest.raises(StoreError, match=r"no store here; run 'msprof-kit import' first"):
+        tables.load(found, Diagnostics(), ["op_summary"])
+    assert not os.path.exists(store.store_path(job))
+    made = tables.load(found, Diagnostics(), ["op_summary"], ensure=imported_paths)
+    assert os.path.isfile(store.store_path(job)) and made.sources["op_summary"] == store.store_path(job)
+    [found] = tables.discover(job)
+    as_is = tables.load(found, Diagnostics(), ["op_summary"])
+    assert as_is.op_rows.equals(made.op_rows)
