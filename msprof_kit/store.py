@@ -921,8 +921,8 @@ def put_info(out: "TableWriter", info: List[Tuple[int, str, str]], diag: Diagnos
             ("META_DATA", schema.UNIFIED["META_DATA"], list(schema.META_ROWS))):
         if rows:
             out.put_rows(name, cols, rows)
-    for name, rows in schema.ENUM_ROWS.items():
-        out.put_rows(name, schema.UNIFIED[name], list(rows))
+    for enum, values in schema.ENUM_ROWS.items():
+        out.put_rows(enum, schema.UNIFIED[enum], list(values))
 
 
 def open_store(collection_path: str) -> sqlite3.Connection:
