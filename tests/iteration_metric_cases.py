@@ -9,7 +9,6 @@ the Python rules (docs/exports.md, "Iteration exports: the Python path's metrics
 it (each case's MANIFEST.txt says how); tests/test_iteration_metrics.py exports and compares."""
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from typing import Dict
@@ -58,18 +57,6 @@ def generate(name: str, out_dir: str) -> str:
     """Write the case's raw collection below out_dir; returns its PROF directory."""
     os.makedirs(out_dir, exist_ok=True)
     return synth.write_collection(out_dir, **keywords(name))  # type: ignore[arg-type]
-
-
-def tree_digest(prof: str) -> str:
-    """sha256 over the files sorted by path relative to the PROF directory: the path's bytes, a NUL
-    byte, the contents (as tests/reference/*/MANIFEST.txt state it)."""
-    files = sorted(os.path.relpath(os.path.join(r, f), prof) for r, _, fs in os.walk(prof) for f in fs)
-    h = hashlib.sha256()
-    for rel in files:
-        h.update(rel.encode() + b"\0")
-        with open(os.path.join(prof, rel), "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()
 
 
 #: A case whose PMU records leave the path where both rule sets agree (metrics.branch_rows): in

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import glob
-import hashlib
 import json
 import os
 import re
@@ -23,6 +22,7 @@ import pandas as pd
 import pytest
 
 import synth
+from refcases import tree_digest
 from conftest import COMPARE, HERE, needs_shared, run
 from msprof_kit import before_start, store
 
@@ -35,17 +35,6 @@ ALL_CSV = "op_summary,op_statistic,api_statistic,task_time"
 def write_input(out: str, chip: str, early: int = 3) -> str:
     """The case's raw collection (the call MANIFEST.txt names); returns the PROF directory."""
     return synth.write_collection(out, chip=chip, n_tasks=20, model_fraction=0.5, seed=5, early_apis=early)
-
-
-def tree_digest(prof: str) -> str:
-    """sha256 over the files sorted by relative path: path, NUL, contents (as in MANIFEST.txt)."""
-    files = sorted(os.path.relpath(os.path.join(r, f), prof) for r, _, fs in os.walk(prof) for f in fs)
-    h = hashlib.sha256()
-    for rel in files:
-        h.update(rel.encode() + b"\0")
-        with open(os.path.join(prof, rel), "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()
 
 
 def export(prof: str, capsys: pytest.CaptureFixture) -> None:

@@ -23,6 +23,7 @@ import pytest
 
 from conftest import COMPARE, needs_shared, run, run_once_with_c
 import iteration_metric_cases as C
+from refcases import tree_digest
 import synth
 
 from msprof_kit import metrics, store
@@ -53,7 +54,7 @@ def test_the_input_is_the_one_the_reference_read(name, tmp_path, native_implemen
     run_once_with_c(native_implementation, "writes the input only")
     manifest = open(os.path.join(C.REFERENCE, name, "MANIFEST.txt"), encoding="utf-8").read()
     stored = re.search(r"input sha256: ([0-9a-f]{64})", manifest)
-    assert stored and C.tree_digest(C.generate(name, str(tmp_path))) == stored.group(1), \
+    assert stored and tree_digest(C.generate(name, str(tmp_path))) == stored.group(1), \
         "tests/synth.py writes another input now: run tests/reference/refresh_iter_metric_refs.py"
 
 
@@ -75,7 +76,7 @@ def test_where_the_rule_sets_branch_apart_both_exports_equal_the_reference(tmp_p
     run_once_with_c(native_implementation, "two exports")
     manifest = open(os.path.join(C.REFERENCE, C.BRANCHES, "MANIFEST.txt"), encoding="utf-8").read()
     prof = C.generate_branches(str(tmp_path))
-    assert C.tree_digest(prof) == re.search(r"input sha256: ([0-9a-f]{64})", manifest).group(1)
+    assert tree_digest(prof) == re.search(r"input sha256: ([0-9a-f]{64})", manifest).group(1)
     export_summary(prof, capsys, *C.ITERATION)
     res = subprocess.run([sys.executable, COMPARE, prof, C.stored(C.BRANCHES), "--kinds", ",".join(C.KINDS)],
                          capture_output=True, text=True)

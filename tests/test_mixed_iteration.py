@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import glob
-import hashlib
 import os
 import re
 import subprocess
@@ -20,6 +19,7 @@ import pytest
 from conftest import COMPARE, HERE, needs_shared
 
 import synth
+from refcases import tree_digest
 from msprof_kit import cli
 
 pytestmark = needs_shared
@@ -31,17 +31,6 @@ ITERATION = ["--model-id", "1", "--iteration-id", "2"]
 def write_input(out: str) -> str:
     """The case's raw collection (the call MANIFEST.txt names); returns the PROF directory."""
     return synth.write_collection(out, n_tasks=40, model_fraction=0.75, mix_fraction=0.3, steps=True, seed=1)
-
-
-def tree_digest(prof: str) -> str:
-    """sha256 over the files sorted by relative path: path, NUL, contents (as in MANIFEST.txt)."""
-    files = sorted(os.path.relpath(os.path.join(r, f), prof) for r, _, fs in os.walk(prof) for f in fs)
-    h = hashlib.sha256()
-    for rel in files:
-        h.update(rel.encode() + b"\0")
-        with open(os.path.join(prof, rel), "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()
 
 
 def export(prof: str, *extra: str) -> None:

@@ -22,6 +22,7 @@ from typing import List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import iteration_metric_cases as C  # noqa: E402
+from refcases import tree_digest  # noqa: E402
 
 RUNNER = os.environ.get("REFERENCE_RUNNER", "/work/ref/runref.sh")
 COMMIT = "Ascend/msprof 9ba1ac7be913 (analysis/)"
@@ -101,7 +102,7 @@ def refresh(name: str, work: str) -> None:
              f"    python3 -c \"import sys; sys.path.insert(0, 'tests'); import synth; "
              f"print({C.command(name)})\"" if not branches else f"    {C.command_branches()}",
              f"  -> OUT/{os.path.basename(prof)}, {len(files)} files, {sum(os.path.getsize(f) for f in files)} bytes",
-             f"  input sha256: {C.tree_digest(prof)}",
+             f"  input sha256: {tree_digest(prof)}",
              "    (sha256 over the files sorted by path relative to the PROF directory: path bytes, a NUL byte, "
              "the contents)", "",
              f"reference: {COMMIT}, run through {os.path.basename(RUNNER)} (each run on its own fresh copy of the "
