@@ -968,6 +968,8 @@ class DeviceData:
 # by subtask and thread id)
 TASK_COLUMNS = ("stream_id", "task_id", "ctx", "start", "end", "dev_type", "tie")
 DEV_TYPE_TABLES = (D.SQE_TYPES, D.SUBTASK_TYPES, D.HWTS_TASK_TYPES)
+# the dev_type codes of each table: 256 * its index in DEV_TYPE_TABLES + the type's value
+SQE_CODES, SUBTASK_CODES, HWTS_CODES = (256 * i for i in range(len(DEV_TYPE_TABLES)))
 TIE_FFTS = 1 << 32
 SAMPLE_EVERY = 64  # one key in this many kept in memory to place windows' edges
 
@@ -1041,14 +1043,14 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
                 _pair_into(logs[0], ("stream_id", "task_id"), "ACSQ task", stream, dev.tasks, clock, lambda c, s, e: {
                     "stream_id": c["stream_id"][s], "task_id": c["task_id"][s],
                     "ctx": np.full(len(s), INVALID_CTX, dtype=np.int64), "start": c["syscnt"][s],
-                    "end": c["syscnt"][e], "dev_type": c["sqe_type"][s].astype(np.int16),
+                    "end": c["syscnt"][e], "dev_type": SQE_CODES + c["sqe_type"][s].astype(np.int16),
                     "tie": np.zeros(len(s), dtype=np.int64)}, diag)
                 _pair_into(logs[1], ("stream_id", "task_id", "subtask_id", "thread_id"), "FFTS+ subtask", stream,
                            dev.tasks, clock, lambda c, s, e: {
                                "stream_id": c["stream_id"][s], "task_id": c["task_id"][s],
                                "ctx": np.where(c["ffts_type"][s] == D.FFTS_PLUS, c["subtask_id"][s], INVALID_CTX),
                                "start": c["syscnt"][s], "end": c["syscnt"][e],
-                               "dev_type": 256 + c["subtask_type"][s].astype(np.int16),
+                               "dev_type": SUBTASK_CODES + c["subtask_type"][s].astype(np.int16),
                                "tie": TIE_FFTS | (c["subtask_id"][s] << 16) | c["thread_id"][s].astype(np.int64)},
                            diag)
             if ("ffts_profile.data", "") in files:
@@ -1074,7 +1076,7 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
                 _pair_into(logs[0], ("stream_id", "task_id"), "HWTS task", stream, dev.tasks, clock, lambda c, s, e: {
                     "stream_id": c["stream_id"][s], "task_id": c["task_id"][s],
                     "ctx": np.full(len(s), INVALID_CTX, dtype=np.int64), "start": c["syscnt"][s],
-                    "end": c["syscnt"][e], "dev_type": 512 + c["task_type"][e].astype(np.int16),
+                    "end": c["syscnt"][e], "dev_type": HWTS_CODES + c["task_type"][e].astype(np.int16),
                     "tie": np.zeros(len(s), dtype=np.int64)}, diag)
             if ("aicore.data", "") in files:
                 dev.aic_pmu, issues = D.read_aic_pmu(files[("aicore.data", "")])

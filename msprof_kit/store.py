@@ -60,6 +60,9 @@ SQLITE_WRITE_ERRORS = ("disk is full", "disk I/O error", "unable to open databas
 LEFTOVER = re.compile(r"\.(?:msprof_kit|msprof_\d{14})\.db\.tmp-(\d+)(?:\.parts)?|\.scratch-(\d+)-.+")
 BATCH_ROWS = 50_000
 ROWS_PER_INSERT = 200
+# at most this many bound values in one multi-row INSERT statement, below sqlite's default
+# SQLITE_MAX_VARIABLE_NUMBER (32766 since sqlite 3.32)
+MAX_BOUND_VALUES = 30000
 PMU_CHUNK = 100_000
 API_ROWS = 1 << 22  # CANN_API rows judged at a time (before_start) when the DB leaves some out
 TEMP_CACHE_KIB = 64 * 1024  # page cache of the temporary wide PMU table
@@ -430,7 +433,7 @@ def _insert_frame(conn: sqlite3.Connection, table: str, cols: Sequence[schema.Co
     names = [c[0] for c in cols]
     arrays = [frame[n].to_numpy() for n in names]
     width = len(names)
-    k = max(1, min(ROWS_PER_INSERT, 30000 // width))
+    k = max(1, min(ROWS_PER_INSERT, MAX_BOUND_VALUES // width))
     multi = f"INSERT INTO {table} VALUES " + ",".join(["(" + ",".join("?" * width) + ")"] * k)
     single = schema.insert_sql(table, cols)
     step = max(k, BATCH_ROWS - BATCH_ROWS % k)
