@@ -7,7 +7,7 @@ found on one side only say so. The end-to-end part puts side by side the total o
 model executions the API statistic records (aclmdlExecute, ModelExecute, ...) and the iterations of
 the step trace. `--plot` draws the changes as a chart.
 
-Both sides are read with `tables.py`, so a raw collection (PROF or JOB), a store, exported CSVs, a
+Both sides are read with `sources/`, so a raw collection (PROF or JOB), a store, exported CSVs, a
 unified DB or a timeline can be compared with any other. Nothing here prints; the CLI does.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from . import plot as P
-from . import tables as T
+from . import sources
 from .errors import BadOption, Diagnostics, NoCollection, NoData
 
 BY = ("type", "name")
@@ -42,7 +42,7 @@ METRIC = "Metric"
 class Side:
     """One collection: its tables, its iterations, and a short name for titles."""
     path: str
-    tables: T.Tables
+    tables: sources.Tables
     iterations: Optional[pd.DataFrame]
     name: str
 
@@ -72,23 +72,23 @@ class Comparison:
 # Reading a side
 
 
-def load_side(path: str, diag: Diagnostics, ensure: Optional[T.EnsureStores] = None) -> Side:
+def load_side(path: str, diag: Diagnostics, ensure: Optional[sources.EnsureStores] = None) -> Side:
     """One collection (an error when `path` holds none or several), with its iterations (`ensure`
-    makes the store of a raw one: tables.EnsureStores)."""
-    found = T.discover(path)
+    makes the store of a raw one: sources.EnsureStores)."""
+    found = sources.discover(path)
     if not found:
-        raise NoCollection(f"no profiling data here or below; looked for {T.LOOKED_FOR}", path=path)
+        raise NoCollection(f"no profiling data here or below; looked for {sources.LOOKED_FOR}", path=path)
     if len(found) > 1:
         listed = ", ".join(os.path.relpath(f.path, path) for f in found[:6]) + (" ..." if len(found) > 6 else "")
         raise BadOption(f"{path} holds {len(found)} collections ({listed}); give -dir one collection")
-    tables = T.load(found[0], diag, ("op_summary", "op_statistic", "api_statistic"), ensure)
+    tables = sources.load(found[0], diag, ("op_summary", "op_statistic", "api_statistic"), ensure)
     if tables.op_rows is None and tables.op_statistic is None:
         raw = " (imported: no device tasks there)" if found[0].raw else ""
-        raise NoData(f"no operator data{raw}; looked for {T.LOOKED_FOR_REPORT['op_summary']}"
-                     f"{T.raw_reason([tables.raw_problem])}", path=path)
-    trace = T.read_trace(found[0], diag, ("iterations",), ops=tables.op_rows,
+        raise NoData(f"no operator data{raw}; looked for {sources.LOOKED_FOR_REPORT['op_summary']}"
+                     f"{sources.raw_reason([tables.raw_problem])}", path=path)
+    trace = sources.read_trace(found[0], diag, ("iterations",), ops=tables.op_rows,
                          ops_source=tables.sources.get("op_summary", ""), ensure=ensure)
-    note = T.exports_note(found[0].path, [tables.raw_problem, trace.raw_problem],
+    note = sources.exports_note(found[0].path, [tables.raw_problem, trace.raw_problem],
                           list(tables.sources.values()) + list(trace.sources.values()))
     if note:
         diag.note(note)
@@ -97,7 +97,7 @@ def load_side(path: str, diag: Diagnostics, ensure: Optional[T.EnsureStores] = N
 
 def _has_types(side: Side) -> bool:
     ops = side.tables.op_rows
-    if ops is not None and T.OP_TYPE in ops.columns and not ops[T.OP_TYPE].isin(T.NA_TEXTS).all():
+    if ops is not None and sources.OP_TYPE in ops.columns and not ops[sources.OP_TYPE].isin(sources.NA_TEXTS).all():
         return True
     return ops is None and side.tables.op_statistic is not None
 
@@ -109,16 +109,16 @@ def _per_key(side: Side, by: str) -> pd.DataFrame:
     if by == "type" and ops is None:
         stat = side.tables.op_statistic
         assert stat is not None
-        g = stat.groupby(T.OP_TYPE, sort=False)
+        g = stat.groupby(sources.OP_TYPE, sort=False)
         out = g[["Count", "Total Time(us)"]].sum().reset_index()
-        out[T.TASK_TYPE] = g[T.CORE_TYPE].agg(lambda s: "/".join(sorted(set(s.astype(str))))).to_numpy()
+        out[sources.TASK_TYPE] = g[sources.CORE_TYPE].agg(_types_joined).to_numpy()
         out["Avg Time(us)"] = out["Total Time(us)"] / out["Count"]
         out["First Start(us)"] = np.nan
-        out["key"] = out[T.OP_TYPE].astype(str)
+        out["key"] = out[sources.OP_TYPE].astype(str)
         return out
     assert ops is not None
-    column = T.OP_TYPE if by == "type" else T.OP_NAME
-    out = T.op_totals(ops, [column])
+    column = sources.OP_TYPE if by == "type" else sources.OP_NAME
+    out = sources.op_totals(ops, [column])
     out["key"] = out[column].astype(str)
     return out
 
@@ -127,12 +127,18 @@ def _per_key(side: Side, by: str) -> pd.DataFrame:
 # Matching
 
 
+def _types_joined(values: pd.Series) -> str:
+    """The distinct texts of a column, sorted and '/'-joined."""
+    texts: pd.Series = values.astype(str)
+    return "/".join(sorted(set(texts.tolist())))
+
+
 def _pair_in_order(a: pd.DataFrame, b: pd.DataFrame, key_a: pd.Series, key_b: pd.Series) -> pd.DataFrame:
     """Pairs (index in a, index in b) of rows with equal keys, the k-th of a key in A (by first
     start, then name) with the k-th in B."""
     def ranked(frame: pd.DataFrame, key: pd.Series) -> pd.DataFrame:
         f = pd.DataFrame({"k": key, "s": frame["First Start(us)"], "n": frame["key"], "i": frame.index})
-        f = f[f["k"].notna()].sort_values(["k", "s", "n"], kind="stable", na_position="last")
+        f = f[f["k"].notna().to_numpy()].sort_values(["k", "s", "n"], kind="stable", na_position="last")
         f["r"] = f.groupby("k").cumcount()
         return f
     ra, rb = ranked(a, key_a), ranked(b, key_b)
@@ -155,8 +161,8 @@ def match(a: pd.DataFrame, b: pd.DataFrame, by: str) -> pd.DataFrame:
         rest_a, rest_b = a.drop(index=same["index_a"]), b.drop(index=same["index_b"])
         if not (rest_a.empty or rest_b.empty):
             def digitless(f: pd.DataFrame) -> pd.Series:   # the OP Type and Task Type are part of the key
-                return f["key"].str.replace(r"\d+", "#", regex=True) + "\x00" + f[T.OP_TYPE].astype(str) + \
-                    "\x00" + f[T.TASK_TYPE].astype(str)
+                return f["key"].str.replace(r"\d+", "#", regex=True) + "\x00" + f[sources.OP_TYPE].astype(str) + \
+                    "\x00" + f[sources.TASK_TYPE].astype(str)
             found = _pair_in_order(rest_a, rest_b, digitless(rest_a), digitless(rest_b))
             pairs.append(pd.DataFrame({"ia": found["i_a"], "ib": found["i_b"], "how": RENUMBERED}))
     matched = pd.concat(pairs, ignore_index=True)
@@ -169,7 +175,7 @@ def match(a: pd.DataFrame, b: pd.DataFrame, by: str) -> pd.DataFrame:
 def _pick(frame: pd.DataFrame, at: np.ndarray, column: str, fill: object) -> np.ndarray:
     """frame[column] at positions `at` (-1: `fill`)."""
     values = frame[column].to_numpy()
-    out = np.full(len(at), fill, dtype=object if values.dtype == object else np.float64)
+    out: np.ndarray = np.full(len(at), fill, dtype=object if values.dtype == object else np.float64)
     ok = at >= 0
     out[ok] = values[at[ok]]
     return out
@@ -205,15 +211,15 @@ def compare_sides(a: Side, b: Side, by: str) -> Comparison:
     ka, kb = _per_key(a, used), _per_key(b, used)
     pairs = match(ka, kb, used)
     ia, ib = pairs["ia"].to_numpy(np.int64), pairs["ib"].to_numpy(np.int64)
-    key = T.OP_TYPE if used == "type" else T.OP_NAME
+    key = sources.OP_TYPE if used == "type" else sources.OP_NAME
     total_a = _pick(ka, ia, "Total Time(us)", np.nan)
     total_b = _pick(kb, ib, "Total Time(us)", np.nan)
     rows = pd.DataFrame({
         key: _joined(_pick(ka, ia, "key", None), _pick(kb, ib, "key", None)),
-        **({T.OP_TYPE: _joined(_pick(ka, ia, T.OP_TYPE, None), _pick(kb, ib, T.OP_TYPE, None))}
+        **({sources.OP_TYPE: _joined(_pick(ka, ia, sources.OP_TYPE, None), _pick(kb, ib, sources.OP_TYPE, None))}
            if used == "name" else {}),
-        "Core Type" if used == "type" else T.TASK_TYPE:
-            _joined(_pick(ka, ia, T.TASK_TYPE, None), _pick(kb, ib, T.TASK_TYPE, None)),
+        "Core Type" if used == "type" else sources.TASK_TYPE:
+            _joined(_pick(ka, ia, sources.TASK_TYPE, None), _pick(kb, ib, sources.TASK_TYPE, None)),
         COUNT_A: _pick(ka, ia, "Count", np.nan), COUNT_B: _pick(kb, ib, "Count", np.nan),
         TOTAL_A: total_a, TOTAL_B: total_b,
         AVG_A: _pick(ka, ia, "Avg Time(us)", np.nan), AVG_B: _pick(kb, ib, "Avg Time(us)", np.nan),
@@ -226,7 +232,7 @@ def compare_sides(a: Side, b: Side, by: str) -> Comparison:
     for side, tag in ((a, "A"), (b, "B")):
         ops = side.tables.op_rows if side.tables.op_rows is not None else side.tables.op_statistic
         assert ops is not None
-        devices = ops[T.DEVICE].nunique() if T.DEVICE in ops.columns else 1
+        devices = ops[sources.DEVICE].nunique() if sources.DEVICE in ops.columns else 1
         if devices > 1:
             notes.append(f"{tag} holds {devices} devices; their operators are summed")
     return Comparison(a, b, used, key, rows, end_to_end(a, b), notes)
@@ -239,7 +245,7 @@ def compare_sides(a: Side, b: Side, by: str) -> Comparison:
 def _ops_total(side: Side) -> Tuple[float, float]:
     ops = side.tables.op_rows
     if ops is not None:
-        return float(len(ops)), float(ops[T.DURATION].sum())
+        return float(len(ops)), float(ops[sources.DURATION].sum())
     stat = side.tables.op_statistic
     assert stat is not None
     return float(stat["Count"].sum()), float(stat["Total Time(us)"].sum())
@@ -252,16 +258,16 @@ def end_to_end(a: Side, b: Side) -> pd.DataFrame:
     rows: List[Tuple[str, float, float, float, float]] = []
     (ca, ta), (cb, tb) = _ops_total(a), _ops_total(b)
     rows.append(("operators: total device time", ca, cb, ta, tb))
-    ea, eb = T.model_execution(a.tables.api_statistic), T.model_execution(b.tables.api_statistic)
+    ea, eb = sources.model_execution(a.tables.api_statistic), sources.model_execution(b.tables.api_statistic)
     keys: List[Tuple[str, str]] = []
     for frame in (ea, eb):
         if frame is not None:
-            keys += [k for k in zip(frame[T.LEVEL], frame[T.API_NAME]) if k not in keys]
+            keys += [k for k in zip(frame[sources.LEVEL], frame[sources.API_NAME]) if k not in keys]
     for level, api in keys:
         def stats(frame: Optional[pd.DataFrame]) -> Tuple[float, float, float]:
             if frame is None:
                 return np.nan, np.nan, np.nan
-            hit = frame[(frame[T.LEVEL] == level) & (frame[T.API_NAME] == api)]
+            hit = frame[(frame[sources.LEVEL] == level) & (frame[sources.API_NAME] == api)]
             if hit.empty:
                 return np.nan, np.nan, np.nan
             return float(hit["Count"].iloc[0]), float(hit["Time(us)"].iloc[0]), float(hit["Avg(us)"].iloc[0])
@@ -272,7 +278,7 @@ def end_to_end(a: Side, b: Side) -> pd.DataFrame:
         def its(frame: Optional[pd.DataFrame]) -> Tuple[float, float, float]:
             if frame is None:
                 return np.nan, np.nan, np.nan
-            t = frame[T.ITER_TIME]
+            t = frame[sources.ITER_TIME]
             return float(len(t)), float(t.sum()), float(t.mean())
         (na, sa, va), (nb, sb, vb) = its(a.iterations), its(b.iterations)
         rows.append(("iterations: total", na, nb, sa, sb))
@@ -291,7 +297,7 @@ def end_to_end(a: Side, b: Side) -> pd.DataFrame:
 
 def _cell(value: object, column: str) -> str:
     if value is None or (isinstance(value, float) and value != value):
-        return T.NA
+        return sources.NA
     if isinstance(value, (float, np.floating)):
         if column in INTEGER_COLUMNS and float(value).is_integer():
             return str(int(value))
@@ -416,11 +422,11 @@ def plot_comparison(result: Comparison, path: str, top: int) -> str:
 
 def compare(path_a: str, path_b: str, by: str = "type", top: int = DEFAULT_TOP, plot: bool = False,
             out: Optional[str] = None, diag: Optional[Diagnostics] = None,
-            ensure: Optional[T.EnsureStores] = None) -> str:
+            ensure: Optional[sources.EnsureStores] = None) -> str:
     """The text `msprof-kit compare -dir A -dir B` prints. by: 'type' or 'name'. top: rows shown
     (0: all). plot: also draw the chart into `out` (default plot.DEFAULT_OUT below the current
     directory), named compare_by_<by>.png; the text then ends with a `Wrote <file>` line. ensure:
-    makes the stores of raw collections (tables.EnsureStores)."""
+    makes the stores of raw collections (sources.EnsureStores)."""
     if by not in BY:
         raise BadOption(f"--by {by!r}: choose from {', '.join(BY)}")
     if top < 0:

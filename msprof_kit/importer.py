@@ -126,7 +126,7 @@ def ensure_imported(path: str, diag: Diagnostics, jobs: int = 1) -> List[Collect
 
 def imported_paths(path: str, diag: Diagnostics) -> List[str]:
     """The paths of the collections at `path`, each with a usable store (ensure_imported, one
-    process): how show, plot and compare get the store of a raw collection (tables.EnsureStores)."""
+    process): how show, plot and compare get the store of a raw collection (sources.EnsureStores)."""
     return [coll.path for coll in ensure_imported(path, diag)]
 
 

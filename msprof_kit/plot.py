@@ -11,7 +11,7 @@ Five kinds, each one file (docs/plot_compare.md shows an example of each):
   operators as a heatmap, each operator's largest ratio framed;
 * `freq`: the AI Core frequency over time, when it was recorded.
 
-The data comes from `tables.py` (store, exported CSVs, unified DBs or timelines, whatever the
+The data comes from `sources/` (store, exported CSVs, unified DBs or timelines, whatever the
 directory holds), so every kind works on raw, JOB and exported-only collections. A kind whose data
 is absent is skipped with one line saying why. Nothing is drawn one task at a time: bars are
 PolyCollections built from numpy arrays, and a lane holding more tasks than the plot has pixels
@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from . import tables as T
+from . import sources
 from .errors import BadOption, Diagnostics, InvalidIteration, MsprofKitError, NoCollection, NoData, OutputError
 
 if TYPE_CHECKING:  # matplotlib is imported when something is drawn
@@ -217,8 +217,8 @@ def bar_labels(ax: "Axes", values: np.ndarray, texts: Sequence[str], span: float
 @dataclass
 class Data:
     """One collection's tables and intervals, and a short name for titles."""
-    tables: T.Tables
-    trace: T.Trace
+    tables: sources.Tables
+    trace: sources.Trace
     name: str
 
     def source(self, report: str) -> str:
@@ -231,22 +231,22 @@ def _why_not(kind: str, data: Data) -> Optional[str]:
     """Why a kind cannot be drawn for a collection, or None when it can."""
     ops = data.tables.op_rows
     if kind in ("top_ops", "pmu") and ops is None:
-        return f"no operator rows; looked for {T.LOOKED_FOR_REPORT['op_summary']}"
-    if kind == "op_types" and data.tables.op_statistic is None and (ops is None or T.TASK_TYPE not in ops.columns):
-        return "no operator types or core types; looked for " + T.LOOKED_FOR_REPORT["op_statistic"]
-    if kind == "pmu" and ops is not None and not T.pmu_ratio_columns(ops):
+        return f"no operator rows; looked for {sources.LOOKED_FOR_REPORT['op_summary']}"
+    if kind == "op_types" and data.tables.op_statistic is None and (ops is None or sources.TASK_TYPE not in ops.columns):
+        return "no operator types or core types; looked for " + sources.LOOKED_FOR_REPORT["op_statistic"]
+    if kind == "pmu" and ops is not None and not sources.pmu_ratio_columns(ops):
         return (f"the operator rows ({data.source('op_summary')}) have no PMU *_ratio columns "
                 "(collected without --ai-core / --aic-metrics, or a source that does not carry them)")
     if kind == "gantt" and data.trace.tasks is None and data.trace.apis is None:
-        return "no device tasks or host API calls with start times; looked for " + T.LOOKED_FOR_TRACE["tasks"] + \
-            "; and " + T.LOOKED_FOR_TRACE["apis"]
+        return "no device tasks or host API calls with start times; looked for " + sources.LOOKED_FOR_TRACE["tasks"] + \
+            "; and " + sources.LOOKED_FOR_TRACE["apis"]
     if kind == "freq":
         freq = data.tables.freq
         if freq is None:
-            return "no AI Core frequency; looked for " + T.LOOKED_FOR_REPORT["freq"]
-        recorded = freq[freq[T.FREQ_SOURCE] == "recorded"]
+            return "no AI Core frequency; looked for " + sources.LOOKED_FOR_REPORT["freq"]
+        recorded = freq[freq[sources.FREQ_SOURCE] == "recorded"]
         if recorded.empty:
-            nominal = ", ".join(f"{v:g} MHz" for v in freq[T.FREQ_MHZ].dropna().unique())
+            nominal = ", ".join(f"{v:g} MHz" for v in freq[sources.FREQ_MHZ].dropna().unique())
             return f"the frequency was not recorded over time; only the nominal AI Core frequency from info.json " \
                    f"({nominal}) is known"
     return None
@@ -255,7 +255,7 @@ def _why_not(kind: str, data: Data) -> Optional[str]:
 def _op_rows(ops: pd.DataFrame, top: int) -> Tuple[pd.DataFrame, int]:
     """Operators (summed per Op Name over devices) by total time, largest first, the first `top`
     (MAX_BARS when 0); and how many there are."""
-    totals = T.op_totals(ops, [T.OP_NAME]).sort_values("Total Time(us)", ascending=False, kind="stable")
+    totals = sources.op_totals(ops, [sources.OP_NAME]).sort_values("Total Time(us)", ascending=False, kind="stable")
     n = top if top else MAX_BARS
     return totals.head(n).reset_index(drop=True), len(totals)
 
@@ -270,17 +270,17 @@ def plot_top_ops(data: Data, path: str, top: int) -> str:
     ops = data.tables.op_rows
     assert ops is not None
     rows, total_ops = _op_rows(ops, top)
-    grand = float(ops[T.DURATION].sum())
+    grand = float(ops[sources.DURATION].sum())
     fig = new_figure("top_ops")
     ax = fig.add_axes((0.30, 0.08, 0.53, 0.82))   # the legend goes right of the axes, over no bar
     div, unit = time_unit(float(rows["Total Time(us)"].max()))
     values = rows["Total Time(us)"].to_numpy(np.float64) / div
-    task_types: pd.Series = rows[T.TASK_TYPE].astype(str)
+    task_types: pd.Series = rows[sources.TASK_TYPE].astype(str)
     first_type = task_types.str.split("/").str[0]
     colors = color_map(first_type)
     y = np.arange(len(rows))
     ax.barh(y, values, color=[colors[t] for t in first_type], height=0.7)
-    ax.set_yticks(y, [label(n) for n in rows[T.OP_NAME]], fontsize=8)
+    ax.set_yticks(y, [label(n) for n in rows[sources.OP_NAME]], fontsize=8)
     ax.invert_yaxis()
     span = float(values.max()) if len(values) else 1.0
     ax.set_xlim(0, span * 1.32)
@@ -303,14 +303,14 @@ def _type_frame(data: Data) -> Tuple[Optional[pd.DataFrame], str]:
     """(OP Type, Core Type, Total Time(us), Count) summed over devices, and its source."""
     stat = data.tables.op_statistic
     if stat is not None:
-        g = stat.groupby([T.OP_TYPE, T.CORE_TYPE], sort=False)[["Total Time(us)", "Count"]].sum().reset_index()
+        g = stat.groupby([sources.OP_TYPE, sources.CORE_TYPE], sort=False)[["Total Time(us)", "Count"]].sum().reset_index()
         return g, data.source("op_statistic")
     ops = data.tables.op_rows
-    if ops is None or T.TASK_TYPE not in ops.columns:
+    if ops is None or sources.TASK_TYPE not in ops.columns:
         return None, ""
-    g = pd.DataFrame({T.OP_TYPE: T.NA, T.CORE_TYPE: ops[T.TASK_TYPE].astype(str), "d": ops[T.DURATION]}) \
-        .groupby([T.OP_TYPE, T.CORE_TYPE], sort=False)["d"].agg(["sum", "size"]).reset_index()
-    g.columns = [T.OP_TYPE, T.CORE_TYPE, "Total Time(us)", "Count"]
+    g = pd.DataFrame({sources.OP_TYPE: sources.NA, sources.CORE_TYPE: ops[sources.TASK_TYPE].astype(str), "d": ops[sources.DURATION]}) \
+        .groupby([sources.OP_TYPE, sources.CORE_TYPE], sort=False)["d"].agg(["sum", "size"]).reset_index()
+    g.columns = [sources.OP_TYPE, sources.CORE_TYPE, "Total Time(us)", "Count"]
     return g, data.source("op_summary") + " (no OP Type there: by task type only)"
 
 
@@ -322,16 +322,16 @@ def plot_op_types(data: Data, path: str, top: int) -> str:
     fig = new_figure("op_types")
     left = fig.add_axes((0.14, 0.09, 0.48, 0.74))   # the legend sits above both panels, over no bar
     right = fig.add_axes((0.74, 0.09, 0.22, 0.74))
-    cores = frame.groupby(T.CORE_TYPE, sort=False)["Total Time(us)"].sum().sort_values(ascending=False)
+    cores = frame.groupby(sources.CORE_TYPE, sort=False)["Total Time(us)"].sum().sort_values(ascending=False)
     colors = color_map(list(cores.index))
     grand = float(cores.sum())
-    typed = frame[~frame[T.OP_TYPE].isin(T.NA_TEXTS)]
-    per_type = typed.groupby(T.OP_TYPE, sort=False)["Total Time(us)"].sum().sort_values(ascending=False)
+    typed = frame[~frame[sources.OP_TYPE].isin(sources.NA_TEXTS)]
+    per_type = typed.groupby(sources.OP_TYPE, sort=False)["Total Time(us)"].sum().sort_values(ascending=False)
     n = top if top else MAX_BARS
     shown = per_type.head(n)
     if len(shown):
         div, unit = time_unit(float(shown.max()))
-        wide = typed.pivot_table(index=T.OP_TYPE, columns=T.CORE_TYPE, values="Total Time(us)", aggfunc="sum") \
+        wide = typed.pivot_table(index=sources.OP_TYPE, columns=sources.CORE_TYPE, values="Total Time(us)", aggfunc="sum") \
             .reindex(index=shown.index, columns=cores.index).fillna(0.0) / div
         y = np.arange(len(shown))
         base = np.zeros(len(shown))
@@ -342,7 +342,7 @@ def plot_op_types(data: Data, path: str, top: int) -> str:
         left.invert_yaxis()
         span = float(base.max()) if len(base) else 1.0
         left.set_xlim(0, span * 1.3)
-        counts = typed.groupby(T.OP_TYPE, sort=False)["Count"].sum().reindex(shown.index)
+        counts = typed.groupby(sources.OP_TYPE, sort=False)["Count"].sum().reindex(shown.index)
         bar_labels(left, base, [f"{fmt_us(t)} · {t / grand * 100:.1f}% · {int(c)}×" for t, c in
                                 zip(shown.to_numpy(), counts.to_numpy())], span)
         left.set_xlabel(f"Total time ({unit})")
@@ -372,17 +372,17 @@ def plot_op_types(data: Data, path: str, top: int) -> str:
     return f"{plural(len(shown), 'operator type')}, {plural(len(cores), 'core type')}"
 
 
-def run_span(trace: T.Trace) -> Tuple[float, float]:
+def run_span(trace: sources.Trace) -> Tuple[float, float]:
     """(first start, last end) in µs of the device tasks, or of the API calls when there are no
     tasks: the whole run, whose start is the origin of --start / --end."""
     frame = trace.table("tasks")
     frame = frame if frame is not None else trace.table("apis")
     assert frame is not None
-    valid = frame[frame[T.START].notna() & frame[T.DURATION].notna()]
-    return float(valid[T.START].min()), float((valid[T.START] + valid[T.DURATION]).max())
+    valid = frame[frame[sources.START].notna() & frame[sources.DURATION].notna()]
+    return float(valid[sources.START].min()), float((valid[sources.START] + valid[sources.DURATION]).max())
 
 
-def choose_window(trace: T.Trace, iteration: Optional[int], where: str, start: Optional[float] = None,
+def choose_window(trace: sources.Trace, iteration: Optional[int], where: str, start: Optional[float] = None,
                   end: Optional[float] = None) -> Tuple[float, float, str]:
     """The Gantt's time window (µs) and its description: `start`..`end` µs after the run's start
     (`run_span`; either may be left out); iteration `iteration` (over all the devices and models
@@ -403,22 +403,22 @@ def choose_window(trace: T.Trace, iteration: Optional[int], where: str, start: O
     if iteration is not None:
         if its is None:
             raise BadOption(f"--iteration {iteration}: {where} records no iterations; looked for "
-                            f"{T.LOOKED_FOR_TRACE['iterations']}{T.raw_reason([trace.raw_problem])}")
-        ids = its[T.ITERATION].dropna()
-        chosen = its[its[T.ITERATION] == iteration]
+                            f"{sources.LOOKED_FOR_TRACE['iterations']}{sources.raw_reason([trace.raw_problem])}")
+        ids = its[sources.ITERATION].dropna()
+        chosen = its[its[sources.ITERATION] == iteration]
         if chosen.empty:
             raise InvalidIteration(f"--iteration {iteration}: {where} has iterations {int(ids.min())}-"
                                    f"{int(ids.max())}")
-        return float(chosen[T.ITER_START].min()), float(chosen[T.ITER_END].max()), f"iteration {iteration}"
+        return float(chosen[sources.ITER_START].min()), float(chosen[sources.ITER_END].max()), f"iteration {iteration}"
     if its is not None:
-        ordered = its.sort_values([T.ITER_TIME, T.ITER_START], kind="stable").reset_index(drop=True)
+        ordered = its.sort_values([sources.ITER_TIME, sources.ITER_START], kind="stable").reset_index(drop=True)
         pick = ordered.iloc[(len(ordered) - 1) // 2]
-        ident = pick[T.ITERATION]
-        chosen = its[its[T.ITERATION] == ident] if ident == ident else its.iloc[[(len(ordered) - 1) // 2]]
+        ident = pick[sources.ITERATION]
+        chosen = its[its[sources.ITERATION] == ident] if ident == ident else its.iloc[[(len(ordered) - 1) // 2]]
         what = f"iteration {int(ident)}" if ident == ident else "an iteration"
-        if len(its[T.ITERATION].dropna().unique()) > 1:
-            what += f" (median length of {len(its[T.ITERATION].dropna().unique())})"
-        return float(chosen[T.ITER_START].min()), float(chosen[T.ITER_END].max()), what
+        if len(its[sources.ITERATION].dropna().unique()) > 1:
+            what += f" (median length of {len(its[sources.ITERATION].dropna().unique())})"
+        return float(chosen[sources.ITER_START].min()), float(chosen[sources.ITER_END].max()), what
     first, last = run_span(trace)
     return first, last, "the whole run"
 
@@ -441,8 +441,8 @@ def _in_window(frame: Optional[pd.DataFrame], lo: float, hi: float, origin: floa
     """The intervals overlapping [lo, hi], clipped to it, with `s` / `e` in µs since `origin`."""
     if frame is None:
         return None
-    start = frame[T.START].to_numpy(np.float64)
-    end = start + np.nan_to_num(frame[T.DURATION].to_numpy(np.float64))
+    start = frame[sources.START].to_numpy(np.float64)
+    end = start + np.nan_to_num(frame[sources.DURATION].to_numpy(np.float64))
     keep = (start <= hi) & (end >= lo) & ~np.isnan(start)
     out = frame[keep].copy()
     out["s"] = np.clip(start[keep], lo, hi) - origin
@@ -575,21 +575,21 @@ def plot_gantt(data: Data, path: str, iteration: Optional[int], start: Optional[
     device = _in_window(trace.tasks, lo - pad, hi + pad, lo)
     sides: List[Tuple[str, Lanes, Dict[str, str]]] = []
     if host is not None:
-        host = host.assign(thread=_numbered("T", host[T.THREAD], "T?"), lvl=host[T.LEVEL].astype(str))
-        order = host[T.THREAD].fillna(-1) * 100 + _level_rank(host[T.LEVEL])
-        lanes = _lanes(host, ["thread", "lvl"], order, host[T.LEVEL].astype(str).str.lower(), MAX_HOST_LANES, px,
-                       host[T.API_NAME] if T.API_NAME in host.columns else None)
+        host = host.assign(thread=_numbered("T", host[sources.THREAD], "T?"), lvl=host[sources.LEVEL].astype(str))
+        order = host[sources.THREAD].fillna(-1) * 100 + _level_rank(host[sources.LEVEL])
+        lanes = _lanes(host, ["thread", "lvl"], order, host[sources.LEVEL].astype(str).str.lower(), MAX_HOST_LANES, px,
+                       host[sources.API_NAME] if sources.API_NAME in host.columns else None)
         colors = {k: LEVEL_COLORS.get(k, OTHER_COLOR) for k in np.unique(lanes.key)}
         sides.append(("host", lanes, colors))
     if device is not None:
-        dev = device[T.DEVICE].astype(str)
+        dev = device[sources.DEVICE].astype(str)
         several = dev.nunique() > 1
         device = device.assign(dev=("NPU" + dev) if several else "",
-                               stream=_numbered("stream ", device[T.STREAM], "tasks"))
-        order = pd.to_numeric(device[T.DEVICE], errors="coerce").fillna(-1) * 1e6 + device[T.STREAM].fillna(-1)
-        ttype = device[T.TASK_TYPE].astype(str)
+                               stream=_numbered("stream ", device[sources.STREAM], "tasks"))
+        order = pd.to_numeric(device[sources.DEVICE], errors="coerce").fillna(-1) * 1e6 + device[sources.STREAM].fillna(-1)
+        ttype = device[sources.TASK_TYPE].astype(str)
         lanes = _lanes(device, ["dev", "stream"] if several else ["stream"], order, ttype, MAX_DEVICE_LANES, px,
-                       device[T.OP_NAME] if T.OP_NAME in device.columns else None)
+                       device[sources.OP_NAME] if sources.OP_NAME in device.columns else None)
         colors = color_map(lanes.key)
         sides.append(("device", lanes, colors))
     offset = 0
@@ -648,12 +648,12 @@ def plot_gantt(data: Data, path: str, iteration: Optional[int], start: Optional[
     if handles:
         fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.855, 0.90), fontsize=8, title="Colour",
                    frameon=False)
-    sources = "; ".join(f"{p}: {data.source(p)}" for p in ("apis", "tasks") if p in trace.sources)
+    read_from = "; ".join(f"{p}: {data.source(p)}" for p in ("apis", "tasks") if p in trace.sources)
     merged = any(lanes.merged_from for _, lanes, _ in sides)
     sub = (f"{what.split(' (')[0]}: {fmt_us(hi - lo)} between the dashed lines" if one else
            f"span {fmt_us(hi - lo)}") + (" · " + " · ".join(notes) if notes else "") + \
         (" (bars < 1 px apart merged; paler = less busy; --start/--end µs zoom in)" if merged else "") + \
-        (f" · {plural(labelled, 'bar')} labelled" if labelled else "") + f"     [{sources}]"
+        (f" · {plural(labelled, 'bar')} labelled" if labelled else "") + f"     [{read_from}]"
     title(fig, f"Host APIs and device streams, {what} — {data.name}", sub)
     save(fig, path)
     return f"{what}, {plural(len(ticks), 'lane')}" + (f"; {'; '.join(notes)}" if notes else "")
@@ -691,8 +691,8 @@ def plot_pmu(data: Data, path: str, top: int) -> str:
     from matplotlib.patches import Rectangle
     ops = data.tables.op_rows
     assert ops is not None
-    ratios = T.pmu_ratio_columns(ops)
-    totals = T.op_totals(ops, [T.OP_NAME]).sort_values("Total Time(us)", ascending=False, kind="stable")
+    ratios = sources.pmu_ratio_columns(ops)
+    totals = sources.op_totals(ops, [sources.OP_NAME]).sort_values("Total Time(us)", ascending=False, kind="stable")
     has = totals[ratios].fillna(0.0).sum(axis=1) > 0
     n = top if top else MAX_BARS
     rows = totals[has].head(n).reset_index(drop=True)
@@ -722,7 +722,7 @@ def plot_pmu(data: Data, path: str, top: int) -> str:
     ax.set_xticks(np.arange(len(used)), [c.replace("_ratio", "") for c in used], rotation=40, ha="left",
                   fontsize=8)
     ax.xaxis.tick_top()
-    names = [f"{label(n, 44)}  [{t.split('/')[0]}]" for n, t in zip(rows[T.OP_NAME], rows[T.TASK_TYPE])]
+    names = [f"{label(n, 44)}  [{t.split('/')[0]}]" for n, t in zip(rows[sources.OP_NAME], rows[sources.TASK_TYPE])]
     ax.set_yticks(np.arange(len(rows)), names, fontsize=size)
     for r in range(len(rows)):   # the limiting pipe named right of the row
         c = int(limit[r])
@@ -746,24 +746,24 @@ def plot_freq(data: Data, path: str) -> str:
     Returns what it shows."""
     freq = data.tables.freq
     assert freq is not None
-    rec = freq[(freq[T.FREQ_SOURCE] == "recorded") & freq[T.FREQ_TIME].notna()]
-    t0 = float(rec[T.FREQ_TIME].min())
-    div, unit = time_unit(float(rec[T.FREQ_TIME].max()) - t0)
+    rec = freq[(freq[sources.FREQ_SOURCE] == "recorded") & freq[sources.FREQ_TIME].notna()]
+    t0 = float(rec[sources.FREQ_TIME].min())
+    div, unit = time_unit(float(rec[sources.FREQ_TIME].max()) - t0)
     fig = new_figure("freq")
     ax = fig.add_axes((0.08, 0.12, 0.86, 0.76))
-    devices = sorted(rec[T.DEVICE].unique(), key=lambda d: (len(d), d))
+    devices = sorted(rec[sources.DEVICE].unique(), key=lambda d: (len(d), d))
     for i, dev in enumerate(devices):   # one line per device
-        part = rec[rec[T.DEVICE] == dev].sort_values(T.FREQ_TIME)
-        x = (part[T.FREQ_TIME].to_numpy(np.float64) - t0) / div
-        ax.step(x, part[T.FREQ_MHZ].to_numpy(np.float64), where="post", marker="o", markersize=3,
+        part = rec[rec[sources.DEVICE] == dev].sort_values(sources.FREQ_TIME)
+        x = (part[sources.FREQ_TIME].to_numpy(np.float64) - t0) / div
+        ax.step(x, part[sources.FREQ_MHZ].to_numpy(np.float64), where="post", marker="o", markersize=3,
                 color=PALETTE[i % len(PALETTE)], label=f"device {dev}")
-    top = float(rec[T.FREQ_MHZ].max())
+    top = float(rec[sources.FREQ_MHZ].max())
     ax.set_ylim(0, top * 1.15 if top > 0 else 1.0)
     ax.set_xlabel(f"Time since the first record ({unit})")
     ax.set_ylabel("AI Core frequency (MHz)")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
-    values = ", ".join(f"{v:g}" for v in sorted(rec[T.FREQ_MHZ].unique())[:6])
+    values = ", ".join(f"{v:g}" for v in sorted(rec[sources.FREQ_MHZ].unique())[:6])
     title(fig, f"AI Core frequency — {data.name}",
           f"{plural(len(rec), 'record')} on {plural(len(devices), 'device')}; values seen: {values} MHz     "
           f"[{data.source('freq')}]")
@@ -794,12 +794,12 @@ def _out_dirs(paths: Sequence[str], root: str, out: str) -> Dict[str, str]:
     return dirs
 
 
-def collection_data(found: T.Found, diag: Diagnostics, ensure: Optional[T.EnsureStores] = None) -> Data:
-    """The tables and intervals of one collection (`ensure`: see tables.EnsureStores)."""
-    tables = T.load(found, diag, ensure=ensure)
-    trace = T.read_trace(found, diag, ops=tables.op_rows, ops_source=tables.sources.get("op_summary", ""),
+def collection_data(found: sources.Found, diag: Diagnostics, ensure: Optional[sources.EnsureStores] = None) -> Data:
+    """The tables and intervals of one collection (`ensure`: see sources.EnsureStores)."""
+    tables = sources.load(found, diag, ensure=ensure)
+    trace = sources.read_trace(found, diag, ops=tables.op_rows, ops_source=tables.sources.get("op_summary", ""),
                          ensure=ensure)
-    note = T.exports_note(found.path, [tables.raw_problem, trace.raw_problem],
+    note = sources.exports_note(found.path, [tables.raw_problem, trace.raw_problem],
                           list(tables.sources.values()) + list(trace.sources.values()))
     if note:
         diag.note(note)
@@ -808,7 +808,7 @@ def collection_data(found: T.Found, diag: Diagnostics, ensure: Optional[T.Ensure
 
 def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optional[int] = None,
          diag: Optional[Diagnostics] = None, start: Optional[float] = None, end: Optional[float] = None,
-         ensure: Optional[T.EnsureStores] = None) -> List[str]:
+         ensure: Optional[sources.EnsureStores] = None) -> List[str]:
     """Draw every plot kind for each collection at or below `path`; returns one line per file
     written (`Wrote <file>: <what>`) and per kind skipped (`Skipped <kind>: <why>`).
 
@@ -817,7 +817,7 @@ def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optio
     iteration: the iteration the Gantt shows (default: the median-length one, or the whole run).
     start, end: instead, the Gantt's window in µs after the run's start (its first device task, or
     first API call without tasks); either may be left out. ensure: makes the stores of raw
-    collections (tables.EnsureStores)."""
+    collections (sources.EnsureStores)."""
     if top < 0:
         raise BadOption(f"--top {top}: expected 0 (all, up to {MAX_BARS}) or a positive number of bars")
     if iteration is not None and iteration < 0:
@@ -829,9 +829,9 @@ def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optio
             raise BadOption(f"{name} {value:g}: expected µs after the run's start, 0 or more")
     require_matplotlib()
     diag = diag if diag is not None else Diagnostics()
-    found = T.discover(path)
+    found = sources.discover(path)
     if not found:
-        raise NoCollection(f"no profiling data here or below; looked for {T.LOOKED_FOR}", path=path)
+        raise NoCollection(f"no profiling data here or below; looked for {sources.LOOKED_FOR}", path=path)
     out = out if out is not None else os.path.join(os.getcwd(), DEFAULT_OUT)
     dirs = _out_dirs([f.path for f in found], path, out)
     lines: List[str] = []
@@ -863,5 +863,5 @@ def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optio
                 what = plot_freq(data, target)
             lines.append(f"Wrote {target}: {what}")
     if not any(line.startswith("Wrote ") for line in lines):
-        raise NoData("nothing to plot: " + "; ".join(dict.fromkeys(reasons)) + T.raw_reason(problems), path=path)
+        raise NoData("nothing to plot: " + "; ".join(dict.fromkeys(reasons)) + sources.raw_reason(problems), path=path)
     return lines

@@ -1,6 +1,6 @@
 """`show`: the key tables of a collection for the terminal (tabulate), or as CSV or JSON.
 
-The data comes from `tables.py` (store, exported CSVs, unified DBs or timelines, whichever the
+The data comes from `sources/` (store, exported CSVs, unified DBs or timelines, whichever the
 directory holds). This module only chooses, orders, cuts and renders:
 
 * op_summary: one row per operator (device, Op Name, OP Type, Task Type) with its task count,
@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, cast
 import numpy as np
 import pandas as pd
 
-from . import tables as T
+from . import sources
 from .errors import BadOption, Diagnostics, NoData
 
 DEFAULT_TOP = 20
@@ -51,17 +51,17 @@ def parse_reports(values: Optional[Sequence[str]]) -> Optional[List[str]]:
             if not key:
                 continue
             key = REPORT_ALIASES.get(key, key)
-            if key not in T.REPORTS:
-                raise BadOption(f"unknown report {name.strip()!r}; choose from {', '.join(T.REPORTS)}")
+            if key not in sources.REPORTS:
+                raise BadOption(f"unknown report {name.strip()!r}; choose from {', '.join(sources.REPORTS)}")
             wanted.add(key)
     if not wanted:
-        raise BadOption(f"-r names no report; choose from {', '.join(T.REPORTS)}")
-    return [r for r in T.REPORTS if r in wanted]
+        raise BadOption(f"-r names no report; choose from {', '.join(sources.REPORTS)}")
+    return [r for r in sources.REPORTS if r in wanted]
 
 
 def newest_collection(cwd: str) -> str:
     """The most recently modified collection at or below `cwd` (the default of -dir)."""
-    return T.newest(cwd).path
+    return sources.newest(cwd).path
 
 
 # ------------------------------------------------------------------------------------------------
@@ -79,17 +79,17 @@ class View:
 
 
 def _several_devices(frame: pd.DataFrame) -> bool:
-    return T.DEVICE in frame.columns and frame[T.DEVICE].nunique() > 1
+    return sources.DEVICE in frame.columns and frame[sources.DEVICE].nunique() > 1
 
 
 def op_summary_view(ops: pd.DataFrame) -> pd.DataFrame:
     """One row per operator (device, Op Name, OP Type, Task Type): task count, total and average
     duration (µs), and the mean over its tasks of each PMU ratio column (N/A tasks left out)."""
-    keys = ([T.DEVICE] if _several_devices(ops) else []) + [c for c in (T.OP_NAME, T.OP_TYPE, T.TASK_TYPE)
+    keys = ([sources.DEVICE] if _several_devices(ops) else []) + [c for c in (sources.OP_NAME, sources.OP_TYPE, sources.TASK_TYPE)
                                                             if c in ops.columns]
     grouped = ops.groupby(keys, sort=False, dropna=False)
     out = grouped.size().rename("Count").reset_index()
-    total = grouped[T.DURATION].sum(min_count=1).to_numpy()
+    total = grouped[sources.DURATION].sum(min_count=1).to_numpy()
     out["Count"] = out["Count"].astype(np.float64)
     out["Total Time(us)"] = total
     out["Avg Time(us)"] = total / out["Count"].to_numpy()
@@ -105,14 +105,14 @@ def _with_device(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     the rows span several devices."""
     cols = [c for c in columns if c in frame.columns]
     if "Model Name" in frame.columns:
-        cols.insert(1 if cols and cols[0] == T.DEVICE else 0, "Model Name")
+        cols.insert(1 if cols and cols[0] == sources.DEVICE else 0, "Model Name")
     if not _several_devices(frame):
-        cols = [c for c in cols if c != T.DEVICE]
+        cols = [c for c in cols if c != sources.DEVICE]
     # a list of labels selects a frame (pandas-stubs, read for Python 3.9, take it for one label)
     return cast(pd.DataFrame, frame[cols])
 
 
-def build_views(tables: T.Tables, reports: Sequence[str]) -> List[View]:
+def build_views(tables: sources.Tables, reports: Sequence[str]) -> List[View]:
     """The views of the reports that have data, in their default order."""
     views: List[View] = []
     for report in reports:
@@ -122,13 +122,13 @@ def build_views(tables: T.Tables, reports: Sequence[str]) -> List[View]:
         if report == "op_summary":
             shown = op_summary_view(frame)
         elif report == "op_statistic":
-            shown = _with_device(frame, T.OP_STATISTIC_COLUMNS)
+            shown = _with_device(frame, sources.OP_STATISTIC_COLUMNS)
         elif report == "api_statistic":
-            shown = _with_device(frame, T.API_STATISTIC_COLUMNS)
+            shown = _with_device(frame, sources.API_STATISTIC_COLUMNS)
         else:
-            shown = _with_device(frame, T.FREQ_COLUMNS)
-            if (shown.get(T.FREQ_SOURCE, pd.Series(dtype=str)) == "recorded").all():
-                shown = shown.drop(columns=[T.FREQ_SOURCE], errors="ignore")
+            shown = _with_device(frame, sources.FREQ_COLUMNS)
+            if (shown.get(sources.FREQ_SOURCE, pd.Series(dtype=str)) == "recorded").all():
+                shown = shown.drop(columns=[sources.FREQ_SOURCE], errors="ignore")
         view = View(report, shown.reset_index(drop=True), tables.sources.get(report, ""))
         default = DEFAULT_SORT[report]
         if default:
@@ -183,7 +183,7 @@ def apply_sort(views: List[View], column: Optional[str]) -> None:
 
 def _cell(value: object, column: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return T.NA
+        return sources.NA
     if isinstance(value, (float, np.floating)):
         if column in INTEGER_COLUMNS and float(value).is_integer():
             return str(int(value))
@@ -240,9 +240,9 @@ def _csv_text(shown: pd.DataFrame) -> str:
 
 
 def render(path: str, diag: Diagnostics, reports: Optional[Sequence[str]] = None, top: int = DEFAULT_TOP,
-           sort: Optional[str] = None, fmt: str = "table", ensure: Optional[T.EnsureStores] = None) -> str:
+           sort: Optional[str] = None, fmt: str = "table", ensure: Optional[sources.EnsureStores] = None) -> str:
     """The text `msprof-kit show` prints for the collection(s) at `path` (`ensure` makes the stores
-    of raw collections: tables.EnsureStores).
+    of raw collections: sources.EnsureStores).
 
     reports: -r values (None: all that have data). top: rows per table (0: all). sort: a column
     name (any case, or the start of one). fmt: 'table' (tabulate), 'csv' (one CSV per table,
@@ -253,17 +253,17 @@ def render(path: str, diag: Diagnostics, reports: Optional[Sequence[str]] = None
     if top < 0:
         raise BadOption(f"--top {top}: expected 0 (all rows) or a positive number of rows")
     wanted = parse_reports(reports)
-    chosen = wanted or list(T.REPORTS)
-    loaded = T.read_tables(path, diag, chosen, ensure)
+    chosen = wanted or list(sources.REPORTS)
+    loaded = sources.read_tables(path, diag, chosen, ensure)
     for t in loaded:
-        note = T.exports_note(t.path, [t.raw_problem], t.sources.values())
+        note = sources.exports_note(t.path, [t.raw_problem], t.sources.values())
         if note:
             diag.note(note)
     for report in wanted or []:
         if all(t.table(report) is None for t in loaded):
-            raise NoData(f"no {report} data here; looked for {T.LOOKED_FOR_REPORT[report]}"
-                         f"{T.raw_reason(t.raw_problem for t in loaded)}", path=path)
-    shown: List[Tuple[T.Tables, List[View]]] = []
+            raise NoData(f"no {report} data here; looked for {sources.LOOKED_FOR_REPORT[report]}"
+                         f"{sources.raw_reason(t.raw_problem for t in loaded)}", path=path)
+    shown: List[Tuple[sources.Tables, List[View]]] = []
     for t in loaded:
         views = build_views(t, chosen)
         if views:

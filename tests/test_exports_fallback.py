@@ -23,7 +23,7 @@ from conftest import run, tree_hashes
 from realdata import copy_real, needs_real
 from users import RunAs, bound_by_permissions
 
-from msprof_kit import tables as T
+from msprof_kit import sources
 from msprof_kit.errors import Diagnostics
 
 
@@ -126,7 +126,7 @@ def test_a_report_the_exports_lack_is_one_error_line(exported, tmp_path, capsys)
     prof = variant(exported, tmp_path, "refused_csv")
     code, out, err = run(["show", "-dir", prof, "-r", "freq"], capsys)
     assert code == 4 and out == ""
-    assert err == f"Error: {prof}: no freq data here or below; looked for {T.LOOKED_FOR_REPORT['freq']}; " \
+    assert err == f"Error: {prof}: no freq data here or below; looked for {sources.LOOKED_FOR_REPORT['freq']}; " \
                   f"{REFUSED}\n"
 
 
@@ -250,14 +250,14 @@ def test_real_exports_show_their_top_operator(exported, tmp_path, capsys, raw):
 def test_real_csv_times_with_a_tab_read_as_numbers(tmp_path):
     """Exported CSVs end a time stamp with a TAB (`1782291497409494.520\\t,`); it is a number."""
     prof, op_summary = _prof_with_real_exports(tmp_path, None)
-    [found] = T.discover(prof)
-    tables = T.load(found, Diagnostics())
+    [found] = sources.discover(prof)
+    tables = sources.load(found, Diagnostics())
     raw = pd.read_csv(os.path.join(prof, op_summary), dtype=str)
-    assert raw[T.START].str.endswith("\t").all()
-    assert tables.op_rows[T.START].dtype.kind == "f"
-    assert tables.op_rows[T.START].tolist() == [float(v) for v in raw[T.START]]
-    trace = T.read_trace(found, Diagnostics(), ops=tables.op_rows)
-    assert trace.tasks is not None and trace.tasks[T.START].dtype.kind == "f"
+    assert raw[sources.START].str.endswith("\t").all()
+    assert tables.op_rows[sources.START].dtype.kind == "f"
+    assert tables.op_rows[sources.START].tolist() == [float(v) for v in raw[sources.START]]
+    trace = sources.read_trace(found, Diagnostics(), ops=tables.op_rows)
+    assert trace.tasks is not None and trace.tasks[sources.START].dtype.kind == "f"
 
 
 @needs_real
@@ -272,9 +272,9 @@ def test_real_loose_csvs_in_a_prof(tmp_path, capsys):
     assert notes(err) == [f"Note: {prof}: no raw data: no host/ or device_N/ folder; read from the exported files "
                           "mindstudio_profiler_output/op_summary.csv"]
     assert "aclnnInplaceCopy_SliceAiCore_Slice" in out and "258.487" in out
-    [found] = T.discover(prof)
-    trace = T.read_trace(found, Diagnostics(), ("tasks",))
-    assert trace.tasks is not None and len(trace.tasks) == 22 and trace.tasks[T.START].min() == 1778059616756218.655
+    [found] = sources.discover(prof)
+    trace = sources.read_trace(found, Diagnostics(), ("tasks",))
+    assert trace.tasks is not None and len(trace.tasks) == 22 and trace.tasks[sources.START].min() == 1778059616756218.655
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Issue 7, part 1: `plot` draws each kind as a PNG of the promised size, from raw (PROF and JOB)
 and exported-only collections, and says why it skips a kind; plus the reading layer it adds to
-tables.py (intervals, iterations) and the Gantt's merging of tasks finer than a pixel."""
+sources/ (intervals, iterations) and the Gantt's merging of tasks finer than a pixel."""
 from __future__ import annotations
 
 import os
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from msprof_kit import plot as P
-from msprof_kit import tables as T
+from msprof_kit import sources
 from msprof_kit.errors import BadOption, Diagnostics, InvalidIteration
 from msprof_kit.importer import imported_paths
 
@@ -232,24 +232,24 @@ def test_large_collection_is_merged_per_pixel(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
-# The reading layer added to tables.py
+# The reading layer added to sources/ (then tables.py)
 
 
 @needs_shared
 def test_read_trace_of_the_store_matches_the_reference(tmp_path):
     prof = copy_input("910b_steps", str(tmp_path / "in"))
-    found = T.discover(prof)[0]
-    trace = T.read_trace(found, Diagnostics(), ensure=imported_paths)
+    found = sources.discover(prof)[0]
+    trace = sources.read_trace(found, Diagnostics(), ensure=imported_paths)
     golden = pd.read_csv(os.path.join(GOLDEN, "910b_steps", "cpp", "step_trace.csv"), dtype=str)
     its = trace.iterations
-    assert its[T.ITERATION].tolist() == [1, 2, 3, 4, 5]
-    assert its[T.ITER_TIME].round(3).tolist() == pd.to_numeric(golden["Iteration Time(us)"]).tolist()
-    assert its[T.ITER_END].tolist() == pytest.approx(
+    assert its[sources.ITERATION].tolist() == [1, 2, 3, 4, 5]
+    assert its[sources.ITER_TIME].round(3).tolist() == pd.to_numeric(golden["Iteration Time(us)"]).tolist()
+    assert its[sources.ITER_END].tolist() == pytest.approx(
         pd.to_numeric(golden["Iteration End(us)"].str.strip()).tolist(), abs=0.5)
-    assert len(trace.tasks) == 56 and set(trace.tasks[T.STREAM]) == {2.0, 6.0}
+    assert len(trace.tasks) == 56 and set(trace.tasks[sources.STREAM]) == {2.0, 6.0}
     # 140 CANN_API rows: acl, model, node and runtime levels on thread 6006
-    assert len(trace.apis) == 140 and set(trace.apis[T.THREAD]) == {6006.0}
-    assert set(trace.apis[T.LEVEL]) == {"acl", "model", "node", "runtime"}
+    assert len(trace.apis) == 140 and set(trace.apis[sources.THREAD]) == {6006.0}
+    assert set(trace.apis[sources.LEVEL]) == {"acl", "model", "node", "runtime"}
 
 
 @needs_shared
@@ -262,34 +262,34 @@ def test_read_trace_of_an_export_equals_the_store(tmp_path, capsys):
     exported = str(tmp_path / "exported")
     shutil.copytree(os.path.join(prof, "mindstudio_profiler_output"), os.path.join(exported,
                                                                                   "mindstudio_profiler_output"))
-    store = T.read_trace(T.discover(prof)[0], Diagnostics(), ensure=imported_paths)
-    export = T.read_trace(T.discover(exported)[0], Diagnostics())
+    store = sources.read_trace(sources.discover(prof)[0], Diagnostics(), ensure=imported_paths)
+    export = sources.read_trace(sources.discover(exported)[0], Diagnostics())
     assert export.sources["tasks"].endswith(".json") and export.sources["iterations"].endswith(".json")
     assert len(export.tasks) == len(store.tasks)
-    assert export.tasks[T.DURATION].sum() == pytest.approx(store.tasks[T.DURATION].sum(), abs=1e-6)
+    assert export.tasks[sources.DURATION].sum() == pytest.approx(store.tasks[sources.DURATION].sum(), abs=1e-6)
     assert len(export.apis) == len(store.apis)
-    assert export.iterations[T.ITER_TIME].tolist() == pytest.approx(store.iterations[T.ITER_TIME].tolist())
+    assert export.iterations[sources.ITER_TIME].tolist() == pytest.approx(store.iterations[sources.ITER_TIME].tolist())
     # without the timeline: tasks from the task_time CSV, iterations from the step_trace CSV
     for name in os.listdir(os.path.join(exported, "mindstudio_profiler_output")):
         if name.endswith(".json"):
             os.remove(os.path.join(exported, "mindstudio_profiler_output", name))
-    csv_only = T.read_trace(T.discover(exported)[0], Diagnostics())
+    csv_only = sources.read_trace(sources.discover(exported)[0], Diagnostics())
     assert os.path.basename(csv_only.sources["tasks"]).startswith("task_time_")
     assert os.path.basename(csv_only.sources["iterations"]).startswith("step_trace_")
     assert csv_only.apis is None and len(csv_only.tasks) == 56
-    assert csv_only.iterations[T.ITER_TIME].tolist() == store.iterations[T.ITER_TIME].round(3).tolist()
+    assert csv_only.iterations[sources.ITER_TIME].tolist() == store.iterations[sources.ITER_TIME].round(3).tolist()
     lines = P.plot(exported, str(tmp_path / "out"), top=10, iteration=2, diag=Diagnostics())
     assert written(lines)["gantt.png"].endswith(": iteration 2, 1 lane")   # stream 6 only: no host APIs
     assert skipped(lines)["freq"].startswith("Skipped freq: no AI Core frequency; looked for ")
 
 
 def test_model_execution_counts_a_repeated_host_table_once():
-    api = pd.DataFrame({T.DEVICE: ["0", "1", "0"], T.LEVEL: ["acl", "acl", "acl"],
-                        T.API_NAME: ["aclmdlExecute", "aclmdlExecute", "aclrtMemcpy"],
+    api = pd.DataFrame({sources.DEVICE: ["0", "1", "0"], sources.LEVEL: ["acl", "acl", "acl"],
+                        sources.API_NAME: ["aclmdlExecute", "aclmdlExecute", "aclrtMemcpy"],
                         "Time(us)": [100.0, 100.0, 5.0], "Count": [4.0, 4.0, 1.0]})
-    rows = T.model_execution(api)
-    assert rows[[T.API_NAME, "Count", "Time(us)", "Avg(us)"]].values.tolist() == [["aclmdlExecute", 4.0, 100.0, 25.0]]
-    assert T.model_execution(api[api[T.API_NAME] == "aclrtMemcpy"]) is None
+    rows = sources.model_execution(api)
+    assert rows[[sources.API_NAME, "Count", "Time(us)", "Avg(us)"]].values.tolist() == [["aclmdlExecute", 4.0, 100.0, 25.0]]
+    assert sources.model_execution(api[api[sources.API_NAME] == "aclrtMemcpy"]) is None
 
 
 @needs_shared
@@ -413,8 +413,8 @@ def test_gantt_window_labels_ops_in_a_run_without_iterations(tmp_path, figures):
     whole = P.plot(prof, str(tmp_path / "out"), top=5, diag=Diagnostics(), ensure=imported_paths)
     gantt = [line for line in whole if "gantt.png" in line][0]
     assert ": the whole run, " in gantt and "tasks →" in gantt   # merged: no room for labels
-    tasks = T.read_trace(T.discover(prof)[0], Diagnostics(), ("tasks",), ensure=imported_paths).tasks
-    ops = set(tasks[T.OP_NAME].astype(str))
+    tasks = sources.read_trace(sources.discover(prof)[0], Diagnostics(), ("tasks",), ensure=imported_paths).tasks
+    ops = set(tasks[sources.OP_NAME].astype(str))
     labels = [t.get_text() for t in figures["gantt.png"].axes[0].texts]
     assert not any(text in ops or (text.endswith("…") and any(o.startswith(text[:-1]) for o in ops))
                    for text in labels)

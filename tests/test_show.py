@@ -2,7 +2,7 @@
 and its options (--top, --sort, -r, --format, no -dir, show | head).
 
 The expected values are computed here from the files themselves with plain pandas, csv, json and
-sqlite, not through msprof_kit.tables. Real data is copied to tmp_path first (it is read-only)."""
+sqlite, not through msprof_kit.sources. Real data is copied to tmp_path first (it is read-only)."""
 from __future__ import annotations
 
 import csv
@@ -23,7 +23,7 @@ import pytest
 from realdata import REAL, copy_real, needs_real
 from conftest import GOLDEN, INTACT_CASES, copy_input, needs_shared, run, tree_hashes
 
-from msprof_kit import cli, tables
+from msprof_kit import cli, sources
 from msprof_kit.errors import Diagnostics
 
 
@@ -140,7 +140,7 @@ def test_every_real_data_set_is_surveyed(tmp_path):
             assert name in covered or name in NOT_EXPORTED, name
     for name in NOT_EXPORTED:  # and those really hold nothing show can read
         folder = copy_real(name, tmp_path)
-        assert [f for f in tables.discover(folder) if not f.raw] == []
+        assert [f for f in sources.discover(folder) if not f.raw] == []
 
 
 @needs_real
@@ -148,7 +148,7 @@ def test_a_pytorch_run_is_one_collection_with_both_exports(tmp_path, capsys):
     """The PyTorch profiler's ASCEND_PROFILER_OUTPUT and the msprof export inside its PROF_xxx are
     one collection: shown once, from the msprof export."""
     folder = copy_real(TORCH_MLP, tmp_path)
-    found = tables.discover(str(tmp_path))
+    found = sources.discover(str(tmp_path))
     assert [f.path for f in found] == [folder]
     code, out, _ = run(["show", "-dir", str(tmp_path)], capsys)
     assert code == 0 and out.count("Collection:") == 1 and out.count("Op summary:") == 1
@@ -420,8 +420,8 @@ def test_header_variants_read_alike(tmp_path):
     for i, text in enumerate((new, old)):
         path = tmp_path / f"v{i}.csv"
         path.write_text(text)
-        assert tables.csv_kind(str(path)) == "op_summary"
-        frames.append(tables.read_csvs([str(path)], "op_summary"))
+        assert sources.csv_kind(str(path)) == "op_summary"
+        frames.append(sources.read_csvs([str(path)], "op_summary"))
     for frame in frames:
         row = frame.iloc[0]
         assert row["Op Name"] == "MatMul_1" and row["OP Type"] == "MatMul" and row["Task Type"] == "AI_CORE"
@@ -437,7 +437,7 @@ def test_names_with_commas_from_the_unquoting_writer(tmp_path):
     path.write_text("Device_id,Op Name,OP Type,Task Type,Task Duration(us)\n"
                     "0,model/ffn,gate/ReduceSum_17,ReduceSum,AI_VECTOR_CORE,18.240\n"
                     "0,Add_1,Add,AI_CORE,2.0,\n")
-    frame = tables.read_csvs([str(path)], "op_summary")
+    frame = sources.read_csvs([str(path)], "op_summary")
     assert frame["Op Name"].tolist() == ["model/ffn,gate/ReduceSum_17", "Add_1"]
     assert frame["Task Duration(us)"].tolist() == [18.24, 2.0]
 
@@ -450,8 +450,8 @@ def test_sliced_and_stamped_exports(tmp_path):
     (out / "op_statistic_20240101000000.csv").write_text(head + "0,Old,AI_CORE,1,1,1,1,1,100\n")
     (out / "op_statistic_slice_0_20240202000000.csv").write_text(head + "0,A,AI_CORE,1,3,3,3,3,75\n")
     (out / "op_statistic_slice_1_20240202000000.csv").write_text(head + "0,B,AI_CORE,1,1,1,1,1,25\n")
-    [found] = tables.discover(str(tmp_path))
-    t = tables.load(found, Diagnostics(), ["op_statistic"])
+    [found] = sources.discover(str(tmp_path))
+    t = sources.load(found, Diagnostics(), ["op_statistic"])
     assert t.op_statistic["OP Type"].tolist() == ["A", "B"]
 
 
@@ -484,12 +484,12 @@ def test_tables_import_nothing_themselves(tmp_path):
     from msprof_kit.importer import imported_paths
 
     job = write_job(str(tmp_path), n_tasks=20, iterations=1)
-    [found] = tables.discover(job)
+    [found] = sources.discover(job)
     with pytest.raises(StoreError, match=r"no store here; run 'msprof-kit import' first"):
-        tables.load(found, Diagnostics(), ["op_summary"])
+        sources.load(found, Diagnostics(), ["op_summary"])
     assert not os.path.exists(store.store_path(job))
-    made = tables.load(found, Diagnostics(), ["op_summary"], ensure=imported_paths)
+    made = sources.load(found, Diagnostics(), ["op_summary"], ensure=imported_paths)
     assert os.path.isfile(store.store_path(job)) and made.sources["op_summary"] == store.store_path(job)
-    [found] = tables.discover(job)
-    as_is = tables.load(found, Diagnostics(), ["op_summary"])
+    [found] = sources.discover(job)
+    as_is = sources.load(found, Diagnostics(), ["op_summary"])
     assert as_is.op_rows.equals(made.op_rows)
