@@ -20,7 +20,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from . import plot as P
+from .plot import drawing
 from . import sources
 from .errors import BadOption, Diagnostics, NoCollection, NoData
 
@@ -87,12 +87,12 @@ def load_side(path: str, diag: Diagnostics, ensure: Optional[sources.EnsureStore
         raise NoData(f"no operator data{raw}; looked for {sources.LOOKED_FOR_REPORT['op_summary']}"
                      f"{sources.raw_reason([tables.raw_problem])}", path=path)
     trace = sources.read_trace(found[0], diag, ("iterations",), ops=tables.op_rows,
-                         ops_source=tables.sources.get("op_summary", ""), ensure=ensure)
+                               ops_source=tables.sources.get("op_summary", ""), ensure=ensure)
     note = sources.exports_note(found[0].path, [tables.raw_problem, trace.raw_problem],
-                          list(tables.sources.values()) + list(trace.sources.values()))
+                                list(tables.sources.values()) + list(trace.sources.values()))
     if note:
         diag.note(note)
-    return Side(found[0].path, tables, trace.table("iterations"), P.short_name(found[0].path))
+    return Side(found[0].path, tables, trace.table("iterations"), drawing.short_name(found[0].path))
 
 
 def _has_types(side: Side) -> bool:
@@ -317,7 +317,7 @@ def _table(frame: pd.DataFrame) -> str:
 
 def _source(side: Side) -> str:
     report = "op_summary" if side.tables.op_rows is not None else "op_statistic"
-    return P.relative(side.tables.sources.get(report, ""), side.path)
+    return drawing.relative(side.tables.sources.get(report, ""), side.path)
 
 
 def render(result: Comparison, top: int) -> str:
@@ -352,7 +352,7 @@ def render(result: Comparison, top: int) -> str:
 def _names(path_a: str, path_b: str) -> Tuple[str, str]:
     """Short names that tell two collections apart: their folder names, or their paths below the
     folder they share when those names are equal."""
-    a, b = P.short_name(path_a), P.short_name(path_b)
+    a, b = drawing.short_name(path_a), drawing.short_name(path_b)
     if a != b:
         return a, b
     try:
@@ -365,12 +365,12 @@ def _names(path_a: str, path_b: str) -> Tuple[str, str]:
 def plot_comparison(result: Comparison, path: str, top: int) -> str:
     """Delta per row (largest |Delta| first; red: B slower, green: B faster, hatched: one side only)
     and the end-to-end totals of A and B side by side."""
-    fig = P.new_figure("compare")
+    fig = drawing.new_figure("compare")
     left = fig.add_axes((0.26, 0.09, 0.44, 0.80))
     right = fig.add_axes((0.80, 0.09, 0.17, 0.80))
-    n = top if top else P.MAX_BARS
+    n = top if top else drawing.MAX_BARS
     rows = result.rows.head(n)
-    div, unit = P.time_unit(float(np.abs(rows[DELTA]).max()) if len(rows) else 1.0)
+    div, unit = drawing.time_unit(float(np.abs(rows[DELTA]).max()) if len(rows) else 1.0)
     values = rows[DELTA].to_numpy(np.float64) / div
     y = np.arange(len(rows))
     one_sided = rows[MATCH].isin([ONLY_A, ONLY_B]).to_numpy()
@@ -379,15 +379,16 @@ def plot_comparison(result: Comparison, path: str, top: int) -> str:
         if mask.any():
             left.barh(y[mask], values[mask], color=colors[mask], hatch=hatch, edgecolor="white", height=0.7)
     left.axvline(0, color="#333333", linewidth=0.8)
-    left.set_yticks(y, [P.label(k, 50) for k in rows[result.key]], fontsize=8)
+    left.set_yticks(y, [drawing.label(k, 50) for k in rows[result.key]], fontsize=8)
     left.invert_yaxis()
     span = float(np.abs(values).max()) if len(values) else 1.0
     span = span if span > 0 else 1.0
     left.set_xlim(-span * 1.45, span * 1.45)
     texts = [m if m in (ONLY_A, ONLY_B) else (f"{r:.2f}×" if r == r else "") for m, r in zip(rows[MATCH], rows[RATIO])]
     for at, v, text, d in zip(y.tolist(), values.tolist(), texts, rows[DELTA].tolist()):
-        left.text(v + (span * 0.02 if v >= 0 else -span * 0.02), at, f"{'+' if d >= 0 else '−'}{P.fmt_us(abs(d))}  "
-                  f"{text}", va="center", ha="left" if v >= 0 else "right", fontsize=7.5, color="#333333")
+        left.text(v + (span * 0.02 if v >= 0 else -span * 0.02), at,
+                  f"{'+' if d >= 0 else '−'}{drawing.fmt_us(abs(d))}  {text}", va="center",
+                  ha="left" if v >= 0 else "right", fontsize=7.5, color="#333333")
     left.set_xlabel(f"Change in total time, B − A ({unit}): right = B slower, left = B faster")
     left.grid(axis="x", alpha=0.3)
     what = f"top {len(rows)} of {len(result.rows)}" if len(rows) < len(result.rows) else f"all {len(rows)}"
@@ -401,18 +402,19 @@ def plot_comparison(result: Comparison, path: str, top: int) -> str:
         colours = np.select([np.abs(percent - 100) < 0.5, percent > 100], ["#8c8c8c", "#c44e52"], "#55a868")
         right.barh(lanes, percent, height=0.6, color=colours)
         right.axvline(100, color="#333333", linewidth=0.8)
-        right.set_yticks(lanes, [P.label(re.sub(r": total$", "", m), 28) for m in totals[METRIC]], fontsize=8)
+        right.set_yticks(lanes, [drawing.label(re.sub(r": total$", "", m), 28) for m in totals[METRIC]], fontsize=8)
         right.invert_yaxis()
         right.set_xlim(0, max(150.0, float(percent.max()) * 1.25))
         for at, (va, vb) in enumerate(zip(totals["A(us)"].tolist(), totals["B(us)"].tolist())):
-            right.text(2, at + 0.42, f"{P.fmt_us(va)} → {P.fmt_us(vb)}", va="center", fontsize=7.5, color="#333333")
+            right.text(2, at + 0.42, f"{drawing.fmt_us(va)} → {drawing.fmt_us(vb)}", va="center", fontsize=7.5,
+                       color="#333333")
         right.set_xlabel("B as % of A (100 = unchanged)")
         right.grid(axis="x", alpha=0.3)
     right.set_title("End to end", fontsize=10)
     name_a, name_b = _names(result.a.path, result.b.path)
-    P.title(fig, f"B vs A — A: {name_a}   B: {name_b}",
-            f"A: {P.label(result.a.path, 90)}     B: {P.label(result.b.path, 90)}")
-    P.save(fig, path)
+    drawing.title(fig, f"B vs A — A: {name_a}   B: {name_b}",
+                  f"A: {drawing.label(result.a.path, 90)}     B: {drawing.label(result.b.path, 90)}")
+    drawing.save(fig, path)
     return path
 
 
@@ -433,11 +435,11 @@ def compare(path_a: str, path_b: str, by: str = "type", top: int = DEFAULT_TOP, 
         raise BadOption(f"--top {top}: expected 0 (all rows) or a positive number of rows")
     diag = diag if diag is not None else Diagnostics()
     if plot:
-        P.require_matplotlib()
+        drawing.require_matplotlib()
     result = compare_sides(load_side(path_a, diag, ensure), load_side(path_b, diag, ensure), by)
     text = render(result, top)
     if plot:
-        folder = out if out is not None else os.path.join(os.getcwd(), P.DEFAULT_OUT)
+        folder = out if out is not None else os.path.join(os.getcwd(), drawing.DEFAULT_OUT)
         target = plot_comparison(result, os.path.join(folder, FILE_NAME.format(by=result.by)), top)
         text += f"Wrote {target}\n"
     return text

@@ -85,8 +85,8 @@ def _several_devices(frame: pd.DataFrame) -> bool:
 def op_summary_view(ops: pd.DataFrame) -> pd.DataFrame:
     """One row per operator (device, Op Name, OP Type, Task Type): task count, total and average
     duration (µs), and the mean over its tasks of each PMU ratio column (N/A tasks left out)."""
-    keys = ([sources.DEVICE] if _several_devices(ops) else []) + [c for c in (sources.OP_NAME, sources.OP_TYPE, sources.TASK_TYPE)
-                                                            if c in ops.columns]
+    keys = ([sources.DEVICE] if _several_devices(ops) else []) + \
+        [c for c in (sources.OP_NAME, sources.OP_TYPE, sources.TASK_TYPE) if c in ops.columns]
     grouped = ops.groupby(keys, sort=False, dropna=False)
     out = grouped.size().rename("Count").reset_index()
     total = grouped[sources.DURATION].sum(min_count=1).to_numpy()

@@ -274,7 +274,8 @@ def test_real_loose_csvs_in_a_prof(tmp_path, capsys):
     assert "aclnnInplaceCopy_SliceAiCore_Slice" in out and "258.487" in out
     [found] = sources.discover(prof)
     trace = sources.read_trace(found, Diagnostics(), ("tasks",))
-    assert trace.tasks is not None and len(trace.tasks) == 22 and trace.tasks[sources.START].min() == 1778059616756218.655
+    assert trace.tasks is not None and len(trace.tasks) == 22 and \
+        trace.tasks[sources.START].min() == 1778059616756218.655
 
 
 # ------------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ ROOMS: Dict[str, Tuple[str, ...]] = {
     "ingest": ("ingest", "ingest.*", "api_windows", "pairing", "build", "job", "importer"),
     "exporters": ("exporters", "exporters.*"),
     "sources": ("sources", "sources.*"),
-    "views": ("show", "plot", "compare"),
+    "views": ("show", "plot", "plot.*", "compare"),
     "collectors": ("collectors", "collectors.*"),
     "cli": ("cli", "__main__"),
 }

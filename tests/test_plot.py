@@ -10,7 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from msprof_kit import plot as P
+from msprof_kit import plot
+from msprof_kit.plot import drawing, gantt, operators
+from msprof_kit.plot import run as plot_run
 from msprof_kit import sources
 from msprof_kit.errors import BadOption, Diagnostics, InvalidIteration
 from msprof_kit.importer import imported_paths
@@ -42,7 +44,7 @@ def read_png(path: str) -> np.ndarray:
 def check_png(path: str, kind: str) -> None:
     assert os.path.isfile(path), path
     pixels = read_png(path)
-    width, height = P.SIZES[kind]
+    width, height = plot.SIZES[kind]
     assert pixels.shape[:2] == (height, width), (path, pixels.shape)
     # not blank: a chart has dark text and coloured bars on the white background
     rgb = pixels[..., :3]
@@ -67,17 +69,17 @@ def steps_plots(tmp_path_factory):
     root = tmp_path_factory.mktemp("steps")
     prof = copy_input("910b_steps", str(root / "in"))
     out = str(root / "plots")
-    return prof, out, P.plot(prof, out, top=10, iteration=None, diag=Diagnostics(), ensure=imported_paths)
+    return prof, out, plot.plot(prof, out, top=10, iteration=None, diag=Diagnostics(), ensure=imported_paths)
 
 
 @needs_shared
 def test_every_kind_is_drawn_at_its_size(steps_plots):
     prof, out, lines = steps_plots
-    assert len(lines) == len(P.KINDS) and all(line.startswith("Wrote ") for line in lines)
-    assert set(written(lines)) == set(P.FILE_NAMES.values())
-    for kind, name in P.FILE_NAMES.items():
+    assert len(lines) == len(plot.KINDS) and all(line.startswith("Wrote ") for line in lines)
+    assert set(written(lines)) == set(plot.FILE_NAMES.values())
+    for kind, name in plot.FILE_NAMES.items():
         check_png(os.path.join(out, name), kind)
-    assert not os.path.exists(os.path.join(prof, P.DEFAULT_OUT))  # nothing is written into the collection
+    assert not os.path.exists(os.path.join(prof, plot.DEFAULT_OUT))  # nothing is written into the collection
 
 
 @needs_shared
@@ -96,14 +98,14 @@ def test_lines_say_what_was_drawn(steps_plots):
 @needs_shared
 def test_mixed_case_every_kind(tmp_path):
     prof = copy_input("910b_mixed", str(tmp_path / "in"))
-    lines = P.plot(prof, str(tmp_path / "out"), top=0, iteration=None, diag=Diagnostics(), ensure=imported_paths)
+    lines = plot.plot(prof, str(tmp_path / "out"), top=0, iteration=None, diag=Diagnostics(), ensure=imported_paths)
     by_file = written(lines)
     assert len(by_file) == 5
     # no step trace: the Gantt shows the whole run; 2 host threads x their levels + streams 2 and 3
     assert "the whole run, 9 lanes" in by_file["gantt.png"]
     # --top 0: all operators up to MAX_BARS
-    assert by_file["top_operators.png"].endswith(f": top {P.MAX_BARS} of 116 operators")
-    for kind, name in P.FILE_NAMES.items():
+    assert by_file["top_operators.png"].endswith(f": top {plot.MAX_BARS} of 116 operators")
+    for kind, name in plot.FILE_NAMES.items():
         check_png(os.path.join(str(tmp_path / "out"), name), kind)
 
 
@@ -111,11 +113,11 @@ def test_mixed_case_every_kind(tmp_path):
 def test_iteration_option(tmp_path):
     prof = copy_input("910b_steps", str(tmp_path / "in"))
     out = str(tmp_path / "out")
-    lines = P.plot(prof, out, top=5, iteration=3, diag=Diagnostics(), ensure=imported_paths)
+    lines = plot.plot(prof, out, top=5, iteration=3, diag=Diagnostics(), ensure=imported_paths)
     assert written(lines)["gantt.png"].endswith(": iteration 3, 5 lanes")
     check_png(os.path.join(out, "gantt.png"), "gantt")
     with pytest.raises(InvalidIteration) as err:
-        P.plot(prof, out, top=5, iteration=9, diag=Diagnostics(), ensure=imported_paths)
+        plot.plot(prof, out, top=5, iteration=9, diag=Diagnostics(), ensure=imported_paths)
     assert str(err.value) == "--iteration 9: " + prof + " has iterations 1-5"
 
 
@@ -123,12 +125,12 @@ def test_iteration_option(tmp_path):
 def test_iteration_without_a_step_trace_is_an_error(tmp_path):
     prof = copy_input("910b_mixed", str(tmp_path / "in"))
     with pytest.raises(BadOption, match=r"--iteration 2: .* records no iterations"):
-        P.plot(prof, str(tmp_path / "out"), top=5, iteration=2, diag=Diagnostics(), ensure=imported_paths)
+        plot.plot(prof, str(tmp_path / "out"), top=5, iteration=2, diag=Diagnostics(), ensure=imported_paths)
 
 
 def test_bad_top_is_an_error(tmp_path):
     with pytest.raises(BadOption, match=r"--top -1"):
-        P.plot(str(tmp_path), str(tmp_path / "out"), top=-1, iteration=None, diag=Diagnostics())
+        plot.plot(str(tmp_path), str(tmp_path / "out"), top=-1, iteration=None, diag=Diagnostics())
 
 
 def test_job_skips_say_why(tmp_path):
@@ -136,7 +138,7 @@ def test_job_skips_say_why(tmp_path):
     import synth_job
     job = synth_job.write_job(str(tmp_path / "job"), 40)
     out = str(tmp_path / "out")
-    lines = P.plot(job, out, top=20, iteration=2, diag=Diagnostics(), ensure=imported_paths)
+    lines = plot.plot(job, out, top=20, iteration=2, diag=Diagnostics(), ensure=imported_paths)
     assert set(written(lines)) == {"top_operators.png", "time_by_type.png", "gantt.png"}
     why = skipped(lines)
     assert set(why) == {"pmu", "freq"}
@@ -154,11 +156,11 @@ def test_real_torch_npu_run(tmp_path):
     folder = copy_real(TORCH_MLP, str(tmp_path))
     before = tree_hashes(folder)
     out = str(tmp_path / "out")
-    lines = P.plot(folder, out, top=20, iteration=None, diag=Diagnostics(), ensure=imported_paths)
+    lines = plot.plot(folder, out, top=20, iteration=None, diag=Diagnostics(), ensure=imported_paths)
     by_file = written(lines)
-    assert set(by_file) == set(P.FILE_NAMES.values())
+    assert set(by_file) == set(plot.FILE_NAMES.values())
     assert by_file["top_operators.png"].endswith(": all 2 operators")   # MatMulV2 and Gelu kernels
-    for kind, name in P.FILE_NAMES.items():
+    for kind, name in plot.FILE_NAMES.items():
         check_png(os.path.join(out, name), kind)
     assert tree_hashes(folder) == before
 
@@ -168,7 +170,7 @@ def test_real_pytorch_step(tmp_path):
     """kernel_details + trace_view.json: the Gantt shows ProfilerStep#50 with CANN lanes."""
     folder = copy_real(PT_LEVEL1_RANK0, str(tmp_path))
     out = str(tmp_path / "out")
-    lines = P.plot(folder, out, top=20, iteration=None, diag=Diagnostics(), ensure=imported_paths)
+    lines = plot.plot(folder, out, top=20, iteration=None, diag=Diagnostics(), ensure=imported_paths)
     gantt = written(lines)["gantt.png"]
     assert ": iteration 50, " in gantt
     check_png(os.path.join(out, "gantt.png"), "gantt")
@@ -181,7 +183,7 @@ def test_real_timelines_of_two_collections(tmp_path):
     the timelines cannot give are skipped with the reason."""
     root = copy_real(MINDINSIGHT, str(tmp_path))
     out = str(tmp_path / "out")
-    lines = P.plot(root, out, top=15, iteration=4, diag=Diagnostics(), ensure=imported_paths)
+    lines = plot.plot(root, out, top=15, iteration=4, diag=Diagnostics(), ensure=imported_paths)
     assert sum(line.startswith("Wrote ") for line in lines) == 6
     assert sum(line.startswith("Skipped pmu [") for line in lines) == 2
     assert sum(line.startswith("Skipped freq [") and "no AI Core frequency" in line for line in lines) == 2
@@ -197,8 +199,8 @@ def test_default_out_is_below_the_current_directory(tmp_path, monkeypatch):
     import synth_job
     job = synth_job.write_job(str(tmp_path / "job"), 20)
     monkeypatch.chdir(tmp_path)
-    lines = P.plot(job, None, top=5, iteration=None, diag=Diagnostics(), ensure=imported_paths)
-    assert written(lines)["top_operators.png"].startswith(f"Wrote {os.path.join(str(tmp_path), P.DEFAULT_OUT)}/")
+    lines = plot.plot(job, None, top=5, iteration=None, diag=Diagnostics(), ensure=imported_paths)
+    assert written(lines)["top_operators.png"].startswith(f"Wrote {os.path.join(str(tmp_path), plot.DEFAULT_OUT)}/")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -210,7 +212,7 @@ def test_merge_bars_keeps_the_busy_spans():
     start = np.array([0.0, 1.5, 10.0, 0.0, 3.0])
     end = np.array([1.0, 2.0, 11.0, 5.0, 3.5])
     key = np.array(["A", "B", "B", "A", "A"], dtype=object)
-    g_lane, g_start, g_end, g_key, fill = P.merge_bars(lane, start, end, key, px=1.0)
+    g_lane, g_start, g_end, g_key, fill = gantt.merge_bars(lane, start, end, key, px=1.0)
     # lane 0: [0,1] [1.5,2] [3,3.5] are < 1 px apart -> one bar [0, 3.5]; [10, 11] stays; lane 1 stays
     assert g_lane.tolist() == [0, 0, 1]
     assert g_start.tolist() == [0.0, 10.0, 0.0] and g_end.tolist() == [3.5, 11.0, 5.0]
@@ -222,12 +224,12 @@ def test_large_collection_is_merged_per_pixel(tmp_path):
     import synth
     prof = synth.write_collection(str(tmp_path / "in"), n_tasks=6000, model_fraction=0.0, seed=5)
     out = str(tmp_path / "out")
-    lines = P.plot(prof, out, top=20, iteration=None, diag=Diagnostics(), ensure=imported_paths)
+    lines = plot.plot(prof, out, top=20, iteration=None, diag=Diagnostics(), ensure=imported_paths)
     gantt = written(lines)["gantt.png"]
     # 6000 eager tasks on stream 2, more than the plot is wide in pixels: merged, and the line says so
     assert "6000 tasks → " in gantt
     bars = int(gantt.split("6000 tasks → ")[1].split(" bars")[0])
-    assert 0 < bars <= P.SIZES["gantt"][0]
+    assert 0 < bars <= plot.SIZES["gantt"][0]
     check_png(os.path.join(out, "gantt.png"), "gantt")
 
 
@@ -278,7 +280,7 @@ def test_read_trace_of_an_export_equals_the_store(tmp_path, capsys):
     assert os.path.basename(csv_only.sources["iterations"]).startswith("step_trace_")
     assert csv_only.apis is None and len(csv_only.tasks) == 56
     assert csv_only.iterations[sources.ITER_TIME].tolist() == store.iterations[sources.ITER_TIME].round(3).tolist()
-    lines = P.plot(exported, str(tmp_path / "out"), top=10, iteration=2, diag=Diagnostics())
+    lines = plot.plot(exported, str(tmp_path / "out"), top=10, iteration=2, diag=Diagnostics())
     assert written(lines)["gantt.png"].endswith(": iteration 2, 1 lane")   # stream 6 only: no host APIs
     assert skipped(lines)["freq"].startswith("Skipped freq: no AI Core frequency; looked for ")
 
@@ -288,7 +290,8 @@ def test_model_execution_counts_a_repeated_host_table_once():
                         sources.API_NAME: ["aclmdlExecute", "aclmdlExecute", "aclrtMemcpy"],
                         "Time(us)": [100.0, 100.0, 5.0], "Count": [4.0, 4.0, 1.0]})
     rows = sources.model_execution(api)
-    assert rows[[sources.API_NAME, "Count", "Time(us)", "Avg(us)"]].values.tolist() == [["aclmdlExecute", 4.0, 100.0, 25.0]]
+    assert rows[[sources.API_NAME, "Count", "Time(us)", "Avg(us)"]].values.tolist() == \
+        [["aclmdlExecute", 4.0, 100.0, 25.0]]
     assert sources.model_execution(api[api[sources.API_NAME] == "aclrtMemcpy"]) is None
 
 
@@ -327,7 +330,7 @@ def figures(monkeypatch):
     def keep(fig, path):
         drawn[os.path.basename(path)] = fig
         return path
-    monkeypatch.setattr(P, "save", keep)
+    monkeypatch.setattr(plot_run, "save", keep)
     return drawn
 
 
@@ -349,14 +352,14 @@ def test_a_task_type_has_one_colour_in_every_chart_and_run(tmp_path, figures):
     for case in ("910b_mixed", "910b_steps"):
         prof = copy_input(case, str(tmp_path / case))
         figures.clear()
-        P.plot(prof, str(tmp_path / "out"), top=10, diag=Diagnostics(), ensure=imported_paths)
+        plot.plot(prof, str(tmp_path / "out"), top=10, diag=Diagnostics(), ensure=imported_paths)
         for name in ("top_operators.png", "time_by_type.png", "gantt.png"):
             for kind, colour in _legend_colours(figures[name]).items():
                 seen.setdefault(kind, set()).add(colour)
     assert {"AI_CORE", "AI_VECTOR_CORE"} <= set(seen)
     assert all(len(colours) == 1 for colours in seen.values()), seen
-    assert seen["AI_VECTOR_CORE"] == {to_rgba(P.TASK_TYPE_COLORS["AI_VECTOR_CORE"])}
-    assert P.type_color("SOME_NEW_TYPE") == P.type_color("SOME_NEW_TYPE") in P.EXTRA_COLORS
+    assert seen["AI_VECTOR_CORE"] == {to_rgba(drawing.TASK_TYPE_COLORS["AI_VECTOR_CORE"])}
+    assert drawing.type_color("SOME_NEW_TYPE") == drawing.type_color("SOME_NEW_TYPE") in drawing.EXTRA_COLORS
 
 
 def _overlaps(a, b):
@@ -369,7 +372,7 @@ def test_legends_cover_no_bar_label(tmp_path, figures):
     for case, top in (("910b_mixed", 20), ("910b_mixed", 3), ("910b_steps", 0), ("synth", 10)):
         prof = synth.write_collection(str(tmp_path / "synth"), n_tasks=12, seed=4) if case == "synth" else \
             copy_input(case, str(tmp_path / f"{case}{top}"))
-        P.plot(prof, str(tmp_path / "out"), top=top, diag=Diagnostics(), ensure=imported_paths)
+        plot.plot(prof, str(tmp_path / "out"), top=top, diag=Diagnostics(), ensure=imported_paths)
         figs += [(f"{case} --top {top}: {name}", figures[name]) for name in ("top_operators.png", "time_by_type.png")]
     for name, fig in figs:
         renderer = fig.canvas.get_renderer()
@@ -390,7 +393,7 @@ def test_pmu_heatmap_frames_each_operators_limiting_pipe(tmp_path, figures):
     from matplotlib.image import AxesImage
     from matplotlib.patches import Rectangle
     prof = copy_input("910b_mixed", str(tmp_path / "in"))
-    P.plot(prof, str(tmp_path / "out"), top=12, diag=Diagnostics(), ensure=imported_paths)
+    plot.plot(prof, str(tmp_path / "out"), top=12, diag=Diagnostics(), ensure=imported_paths)
     fig = figures["pmu_ratios.png"]
     ax = fig.axes[0]
     image = [a for a in ax.get_children() if isinstance(a, AxesImage)][0]
@@ -405,12 +408,12 @@ def test_pmu_heatmap_frames_each_operators_limiting_pipe(tmp_path, figures):
     for r in range(12):
         c = int(np.nanargmax(values[r]))
         assert f"{columns[c]} {values[r, c]:.2f}" in named
-    assert P.limiting(np.array([[0.1, 0.5, np.nan], [np.nan, np.nan, np.nan]])).tolist() == [1, -1]
+    assert operators.limiting(np.array([[0.1, 0.5, np.nan], [np.nan, np.nan, np.nan]])).tolist() == [1, -1]
 
 
 def test_gantt_window_labels_ops_in_a_run_without_iterations(tmp_path, figures):
     prof = synth.write_collection(str(tmp_path / "in"), chip="910B", n_tasks=3000, seed=2)
-    whole = P.plot(prof, str(tmp_path / "out"), top=5, diag=Diagnostics(), ensure=imported_paths)
+    whole = plot.plot(prof, str(tmp_path / "out"), top=5, diag=Diagnostics(), ensure=imported_paths)
     gantt = [line for line in whole if "gantt.png" in line][0]
     assert ": the whole run, " in gantt and "tasks →" in gantt   # merged: no room for labels
     tasks = sources.read_trace(sources.discover(prof)[0], Diagnostics(), ("tasks",), ensure=imported_paths).tasks
@@ -418,7 +421,7 @@ def test_gantt_window_labels_ops_in_a_run_without_iterations(tmp_path, figures):
     labels = [t.get_text() for t in figures["gantt.png"].axes[0].texts]
     assert not any(text in ops or (text.endswith("…") and any(o.startswith(text[:-1]) for o in ops))
                    for text in labels)
-    lines = P.plot(prof, str(tmp_path / "out"), top=5, diag=Diagnostics(), start=100.0, end=400.0,
+    lines = plot.plot(prof, str(tmp_path / "out"), top=5, diag=Diagnostics(), start=100.0, end=400.0,
                    ensure=imported_paths)
     gantt = [line for line in lines if "gantt.png" in line][0]
     assert ": the window 100 µs to 400 µs, " in gantt and "→" not in gantt
