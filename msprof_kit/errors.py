@@ -278,7 +278,7 @@ class UnknownAclError(AclError):
 
 
 # ---------------------------------------------------------------------------------------------
-# SoC boards over SSH (collectors/board.py). Each failure of spec/collectors.md §4.4 has its own
+# SoC boards over SSH (collectors/board/). Each failure of spec/collectors.md §4.4 has its own
 # class. Exit codes: 6 configuration (ini, options, path characters), 2 a local `main` that is
 # missing, 8 connecting (unreachable, login, host key), 10 transfers (upload, copy back), 7 the
 # program on the board, 4 no or incomplete JOB collection.

@@ -1,4 +1,4 @@
-"""The SoC board collector (collectors/board.py) against a REAL OpenSSH server on 127.0.0.1.
+"""The SoC board collector (collectors/board/) against a REAL OpenSSH server on 127.0.0.1.
 
 The module starts its own sshd (temporary host key, a free high port, `UsePAM no`, password and
 key logins, `internal-sftp`) for a throwaway user made with useradd/chpasswd and removed with
@@ -33,7 +33,8 @@ import pytest
 
 import synth_job
 from conftest import stop_with_signal, tree_hashes
-from msprof_kit.collectors import board as B
+from msprof_kit.collectors import board as board_collector
+from msprof_kit.collectors.board import ssh as board_ssh
 from msprof_kit.errors import (AclJsonError, BoardAuthFailed, BoardConfigError, BoardProgramFailed,
                                BoardProgramMissing, BoardProgramNotRunnable, BoardProgramTimeout, BoardUnreachable,
                                CopyBackFailed, Diagnostics, HostKeyChanged, IncompleteJob, NoJobProduced,
@@ -287,7 +288,7 @@ def _one_line(exc: BaseException) -> str:
 def test_collect_brings_the_job_back(board: Board) -> None:
     main = board.project()
     diag = Diagnostics()
-    result = B.collect_board(main, board.ini(), board.output(), diag=diag)
+    result = board_collector.collect_board(main, board.ini(), board.output(), diag=diag)
     assert result == [os.path.join(board.output(), "JOBBOARD1")]
     job = result[0]
     got = tree_hashes(job)
@@ -308,7 +309,7 @@ def test_collect_brings_the_job_back(board: Board) -> None:
 
 def test_flags_reach_the_board(board: Board) -> None:
     main = board.project()
-    [job] = B.collect_board(main, board.ini(), board.output(), interval=2, acl_api="off", aacpu="off")
+    [job] = board_collector.collect_board(main, board.ini(), board.output(), interval=2, acl_api="off", aacpu="off")
     profiler = json.loads(open(os.path.join(job, "board_acl.json"), encoding="utf-8").read())["profiler"]
     assert (profiler["acl_api"], profiler["aacpu"], profiler["interval"]) == ("off", "off", "2")
     got = tree_hashes(job)
@@ -325,8 +326,8 @@ def test_acl_json_where_the_sample_reads_it(board: Board) -> None:
     os.rename(main, os.path.join(out_dir, "main"))
     shutil.move(os.path.join(root, "payload"), os.path.join(out_dir, "payload"))
     os.makedirs(os.path.join(root, "src"))
-    [job] = B.collect_board(os.path.join(out_dir, "main"), board.ini(), board.output(), project=root,
-                            acl_json="../src/acl.json")
+    [job] = board_collector.collect_board(os.path.join(out_dir, "main"), board.ini(), board.output(), project=root,
+                                          acl_json="../src/acl.json")
     assert os.path.isfile(os.path.join(job, "info.json.0"))
 
 
@@ -334,15 +335,15 @@ def test_key_file_login(board: Board) -> None:
     main = board.project()
     ini = board.ini(pwd=None, key_file=board.s.key_file, mode=0o644)  # no password: no permission warning
     diag = Diagnostics()
-    [job] = B.collect_board(main, ini, board.output(), diag=diag)
+    [job] = board_collector.collect_board(main, ini, board.output(), diag=diag)
     assert os.path.isdir(os.path.join(job, "data")) and diag.warnings == []
 
 
 def test_two_runs_into_one_output_keep_both(board: Board) -> None:
     main = board.project()
-    [first] = B.collect_board(main, board.ini(), board.output())
+    [first] = board_collector.collect_board(main, board.ini(), board.output())
     before = tree_hashes(first)
-    [second] = B.collect_board(main, board.ini(), board.output())
+    [second] = board_collector.collect_board(main, board.ini(), board.output())
     assert os.path.basename(first) == "JOBBOARD1" and os.path.basename(second) == "JOBBOARD1_1"
     assert tree_hashes(first) == before  # untouched
     assert sorted(os.listdir(board.output())) == ["JOBBOARD1", "JOBBOARD1_1"]
@@ -353,7 +354,7 @@ def test_all_imports_and_exports(board: Board) -> None:
     main = board.project()
     from msprof_kit import cli
 
-    jobs = B.collect_board(main, board.ini(), board.output())
+    jobs = board_collector.collect_board(main, board.ini(), board.output())
     job = os.path.join(board.output(), "JOBBOARD1")
     assert jobs == [job]
     files = cli.import_and_export(jobs, Diagnostics())  # the CLI's --all pipeline
@@ -402,7 +403,7 @@ def test_the_cli_reports_a_wrong_password_in_one_line(board: Board, capsys: pyte
 def test_switch_off_brings_nothing(board: Board) -> None:
     main = board.project()
     diag = Diagnostics()
-    assert B.collect_board(main, board.ini(), board.output(), switch="off", diag=diag) == []
+    assert board_collector.collect_board(main, board.ini(), board.output(), switch="off", diag=diag) == []
     assert os.listdir(board.output()) == []
     assert any("switch is off" in w for w in diag.warnings)
 
@@ -414,7 +415,7 @@ def test_switch_off_brings_nothing(board: Board) -> None:
 def test_wrong_password(board: Board) -> None:
     main = board.project()
     with pytest.raises(BoardAuthFailed) as err:
-        B.collect_board(main, board.ini(pwd="not-" + board.s.password), board.output())
+        board_collector.collect_board(main, board.ini(pwd="not-" + board.s.password), board.output())
     text = _one_line(err.value)
     assert f"refused the login of '{board.s.user}'" in text and "password" in text
     assert board.s.password not in text and err.value.exit_code == 8
@@ -424,7 +425,7 @@ def test_closed_port(board: Board) -> None:
     main = board.project()
     port = _free_port()  # nothing listens there
     with pytest.raises(BoardUnreachable) as err:
-        B.collect_board(main, board.ini(port=str(port)), board.output())
+        board_collector.collect_board(main, board.ini(port=str(port)), board.output())
     assert f"127.0.0.1 port {port}: connection refused" in _one_line(err.value)
 
 
@@ -432,19 +433,19 @@ def test_unknown_host_key_then_accepted(board: Board) -> None:
     main = board.project()
     os.remove(board.known_hosts)
     with pytest.raises(UnknownHostKey) as err:
-        B.collect_board(main, board.ini(), board.output())
+        board_collector.collect_board(main, board.ini(), board.output())
     text = _one_line(err.value)
     assert board.s.fingerprint in text and "--accept-new-host-key" in text
     assert not os.path.exists(board.known_hosts)  # nothing recorded
     diag = Diagnostics()
-    [job] = B.collect_board(main, board.ini(), board.output(), accept_new_host_key=True, diag=diag)
+    [job] = board_collector.collect_board(main, board.ini(), board.output(), accept_new_host_key=True, diag=diag)
     assert os.path.isdir(job)
     with open(board.known_hosts, encoding="ascii") as f:
         assert f.read() == board.s.host_key_line + "\n"
     assert stat.S_IMODE(os.stat(board.known_hosts).st_mode) == 0o600
     assert any(board.s.fingerprint in w and "recorded" in w for w in diag.warnings)
     # recorded: the next run needs no option
-    assert len(B.collect_board(main, board.ini(), board.output())) == 1
+    assert len(board_collector.collect_board(main, board.ini(), board.output())) == 1
 
 
 def test_changed_host_key_is_always_an_error(board: Board) -> None:
@@ -453,7 +454,7 @@ def test_changed_host_key_is_always_an_error(board: Board) -> None:
         f.write(board.s.other_key_line + "\n")
     for accept in (False, True):
         with pytest.raises(HostKeyChanged) as err:
-            B.collect_board(main, board.ini(), board.output(), accept_new_host_key=accept)
+            board_collector.collect_board(main, board.ini(), board.output(), accept_new_host_key=accept)
         text = _one_line(err.value)
         assert "CHANGED" in text and board.s.fingerprint in text
     with open(board.known_hosts, encoding="ascii") as f:
@@ -462,12 +463,12 @@ def test_changed_host_key_is_always_an_error(board: Board) -> None:
 
 def test_main_missing_or_not_executable(board: Board) -> None:
     with pytest.raises(BoardProgramMissing) as err:
-        B.collect_board(os.path.join(board.work, "nothing", "main"), board.ini(), board.output())
+        board_collector.collect_board(os.path.join(board.work, "nothing", "main"), board.ini(), board.output())
     assert "does not exist" in _one_line(err.value) and err.value.exit_code == 2
     main = board.project()
     os.chmod(main, 0o644)
     with pytest.raises(BoardProgramMissing, match="not an executable file"):
-        B.collect_board(main, board.ini(), board.output())
+        board_collector.collect_board(main, board.ini(), board.output())
 
 
 def test_main_the_board_cannot_start(board: Board) -> None:
@@ -475,14 +476,14 @@ def test_main_the_board_cannot_start(board: Board) -> None:
     with open(main, "w", encoding="ascii") as f:  # an interpreter the board does not have
         f.write("#!/nonexistent/interpreter\n")
     with pytest.raises(BoardProgramNotRunnable) as err:
-        B.collect_board(main, board.ini(), board.output())
+        board_collector.collect_board(main, board.ini(), board.output())
     assert "exit status 127" in _one_line(err.value)
 
 
 def test_main_fails(board: Board) -> None:
     main = board.project(mode="fail")
     with pytest.raises(BoardProgramFailed) as err:
-        B.collect_board(main, board.ini(), board.output())
+        board_collector.collect_board(main, board.ini(), board.output())
     text = _one_line(err.value)
     assert "main exited with status 1 on the board: main: svp_acl_mdl_execute failed: error 100003" in text
     assert err.value.exit_code == 7
@@ -493,7 +494,7 @@ def test_main_hangs_and_is_killed(board: Board) -> None:
     main = board.project(mode="hang")
     start = time.monotonic()
     with pytest.raises(BoardProgramTimeout) as err:
-        B.collect_board(main, board.ini(), board.output(), timeout=1.0)
+        board_collector.collect_board(main, board.ini(), board.output(), timeout=1.0)
     assert time.monotonic() - start < 8
     assert "did not finish within 1 s" in _one_line(err.value)
     # the board fixture checks that no process of the user is left
@@ -501,7 +502,7 @@ def test_main_hangs_and_is_killed(board: Board) -> None:
 
 def test_interrupted_run_kills_main_and_cleans_up(board: Board, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C while main runs: main is killed on the board and the board cleaned up all the same."""
-    real_pump = B._Session._pump
+    real_pump = board_ssh.Session._pump
     polls = []
 
     def pump(chan: paramiko.Channel, out: bytearray, err: bytearray) -> bool:
@@ -510,10 +511,10 @@ def test_interrupted_run_kills_main_and_cleans_up(board: Board, monkeypatch: pyt
             raise KeyboardInterrupt
         return real_pump(chan, out, err)
 
-    monkeypatch.setattr(B._Session, "_pump", staticmethod(pump))
+    monkeypatch.setattr(board_ssh.Session, "_pump", staticmethod(pump))
     main = board.project(mode="hang")
     with pytest.raises(KeyboardInterrupt):
-        B.collect_board(main, board.ini(), board.output(), timeout=30)
+        board_collector.collect_board(main, board.ini(), board.output(), timeout=30)
     assert polls
     # the board fixture checks that main is gone and the home is as before
 
@@ -525,7 +526,7 @@ def test_no_job_where_the_program_reads_another_acl_json(board: Board) -> None:
         f.write('{"profiler": {"switch": "off"}}\n')
     os.makedirs(os.path.join(os.path.dirname(main), "conf"))
     with pytest.raises(NoJobProduced) as err:
-        B.collect_board(main, board.ini(), board.output(), acl_json="conf/acl.json")
+        board_collector.collect_board(main, board.ini(), board.output(), acl_json="conf/acl.json")
     text = _one_line(err.value)
     assert "no new JOB directory" in text and "conf/acl.json" in text and err.value.exit_code == 4
 
@@ -534,7 +535,7 @@ def test_incomplete_job_is_copied_and_reported(board: Board) -> None:
     main = board.project()
     os.remove(os.path.join(os.path.dirname(main), "payload", "info.json.0"))
     with pytest.raises(IncompleteJob) as err:
-        B.collect_board(main, board.ini(), board.output())
+        board_collector.collect_board(main, board.ini(), board.output())
     job = os.path.join(board.output(), "JOBBOARD1")
     assert f"{job} has no info.json.N" in _one_line(err.value)
     assert os.path.isdir(os.path.join(job, "data"))  # the data is not lost
@@ -559,7 +560,7 @@ def test_interrupted_copy_back(board: Board, monkeypatch: pytest.MonkeyPatch, ho
     monkeypatch.setattr(paramiko.SFTPClient, "get", get)
     main = board.project()
     with pytest.raises(CopyBackFailed) as err:
-        B.collect_board(main, board.ini(), board.output())
+        board_collector.collect_board(main, board.ini(), board.output())
     text = _one_line(err.value)
     assert "copying" in text and "partial copy was removed" in text
     assert ("Connection lost" in text) if how == "error" else ("10 bytes here" in text)
@@ -570,7 +571,7 @@ def test_interrupted_copy_back(board: Board, monkeypatch: pytest.MonkeyPatch, ho
 def test_upload_refused(board: Board) -> None:
     main = board.project()
     with pytest.raises(UploadFailed) as err:
-        B.collect_board(main, board.ini(remote_dir="/usr"), board.output())
+        board_collector.collect_board(main, board.ini(remote_dir="/usr"), board.output())
     assert "cannot create /usr/msprof_kit_" in _one_line(err.value)
 
 
@@ -578,20 +579,20 @@ def test_paths_with_bad_characters(board: Board) -> None:
     main = board.project()
     ini = board.ini()
     with pytest.raises(UnsafePath) as err:
-        B.collect_board(main, ini, os.path.join(board.work, "my out"), diag=Diagnostics())
+        board_collector.collect_board(main, ini, os.path.join(board.work, "my out"), diag=Diagnostics())
     assert "' '" in _one_line(err.value)
     odd = os.path.join(board.work, "app$1")
     os.makedirs(odd)
     shutil.copy2(main, os.path.join(odd, "main"))
     with pytest.raises(UnsafePath, match=r"'\$'"):
-        B.collect_board(os.path.join(odd, "main"), ini, board.output())
+        board_collector.collect_board(os.path.join(odd, "main"), ini, board.output())
     with pytest.raises(UnsafePath, match="remote_dir"):
-        B.collect_board(main, board.ini("odd.ini", remote_dir="/tmp/a;rm"), board.output())
+        board_collector.collect_board(main, board.ini("odd.ini", remote_dir="/tmp/a;rm"), board.output())
     with pytest.raises(UnsafePath, match="NFS export path"):
-        B.collect_board(main, ini, board.output(), nfs="127.0.0.1:/srv/a b")
+        board_collector.collect_board(main, ini, board.output(), nfs="127.0.0.1:/srv/a b")
     # allowed in ordinary paths, but not in the acl.json output the board program is given
     with pytest.raises(UnsafePath, match="only letters, digits and '_' in the acl.json output"):
-        B.collect_board(main, board.ini("dash.ini", remote_dir="/tmp/msprof-kit"), board.output())
+        board_collector.collect_board(main, board.ini("dash.ini", remote_dir="/tmp/msprof-kit"), board.output())
     assert not os.path.exists(board.output()) or os.listdir(board.output()) == []
 
 
@@ -600,7 +601,7 @@ def test_bad_acl_json_values_are_refused_before_connecting(board: Board) -> None
     ini = board.ini(port=str(_free_port()))  # nothing listens: a connection attempt would fail otherwise
     for kw in ({"switch": "yes"}, {"aac_metrics": "PipeUtilization"}, {"interval": "-1"}, {"acl_api": "1"}):
         with pytest.raises(AclJsonError):
-            B.collect_board(main, ini, board.output(), **kw)
+            board_collector.collect_board(main, ini, board.output(), **kw)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -625,7 +626,7 @@ def test_ini_errors(work: str, text: Optional[str], message: str) -> None:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
     with pytest.raises(BoardConfigError) as err:
-        B.read_board_ini(path, Diagnostics())
+        board_collector.read_board_ini(path, Diagnostics())
     assert message in _one_line(err.value) and err.value.exit_code == 6
 
 
@@ -636,7 +637,7 @@ def test_ini_readable_by_others_draws_a_warning(work: str) -> None:
     for mode, warned in ((0o644, True), (0o640, True), (0o604, True), (0o600, False), (0o400, False)):
         os.chmod(path, mode)
         diag = Diagnostics()
-        cfg = B.read_board_ini(path, diag)
+        cfg = board_collector.read_board_ini(path, diag)
         assert cfg.password == "S3cret%x" and cfg.port == 2222  # '%' kept: no interpolation
         assert "S3cret" not in repr(cfg)
         assert any(f"(mode {mode:04o})" in w for w in diag.warnings) == warned
@@ -651,14 +652,14 @@ def test_password_never_shown(board: Board, caplog: pytest.LogCaptureFixture,
     texts: List[str] = []
     main = board.project()
     diag = Diagnostics()
-    B.collect_board(main, board.ini(mode=0o644), board.output(), diag=diag)
+    board_collector.collect_board(main, board.ini(mode=0o644), board.output(), diag=diag)
     texts += diag.warnings
     with pytest.raises(BoardAuthFailed) as auth:
-        B.collect_board(main, board.ini(pwd=secret + "x"), board.output())
+        board_collector.collect_board(main, board.ini(pwd=secret + "x"), board.output())
     texts.append(str(auth.value))
     failing = board.project(mode="fail", name="failing_app")
     with pytest.raises(BoardProgramFailed) as failed:
-        B.collect_board(failing, board.ini(), board.output())
+        board_collector.collect_board(failing, board.ini(), board.output())
     texts.append(str(failed.value))
     out, err = capsys.readouterr()
     assert "connecting to" in caplog.text and "board: " in caplog.text  # the log was really captured
@@ -674,7 +675,7 @@ def test_password_printed_by_the_board_is_redacted(board: Board, caplog: pytest.
     with open(main, "w", encoding="ascii") as f:
         f.write(f"#!/bin/sh\necho 'login {board.s.password} failed' >&2\nexit 3\n")
     with pytest.raises(BoardProgramFailed) as err:
-        B.collect_board(main, board.ini(), board.output())
+        board_collector.collect_board(main, board.ini(), board.output())
     text = _one_line(err.value)
     assert "login ******** failed" in text and board.s.password not in text
     assert board.s.password not in caplog.text
@@ -688,7 +689,7 @@ def test_nfs_mount_refused_for_real_falls_back_to_copy(board: Board) -> None:
     """The real `mount` on the board fails (the board user is not root): copy back over SFTP."""
     main = board.project()
     diag = Diagnostics()
-    [job] = B.collect_board(main, board.ini(), board.output(), nfs="127.0.0.1:/srv/msprof_nfs", diag=diag)
+    [job] = board_collector.collect_board(main, board.ini(), board.output(), nfs="127.0.0.1:/srv/msprof_nfs", diag=diag)
     assert os.path.isfile(os.path.join(job, "info.json.0"))
     assert any("mounting 127.0.0.1:/srv/msprof_nfs on the board failed" in w and "over SFTP" in w
                for w in diag.warnings)
@@ -732,8 +733,8 @@ def test_nfs_mount_fails_through_the_runner(board: Board) -> None:
     main = board.project()
     runner = FakeMount(board.s, works=False)
     diag = Diagnostics()
-    [job] = B.collect_board(main, board.ini(), board.output(), nfs="127.0.0.1:/srv/nfs_prof", runner=runner,
-                            diag=diag)
+    [job] = board_collector.collect_board(main, board.ini(), board.output(), nfs="127.0.0.1:/srv/nfs_prof",
+                                          runner=runner, diag=diag)
     _mount_argv(runner.calls, "/srv/nfs_prof", board.s.home)
     assert len(runner.calls) == 1  # nothing mounted, so no umount
     assert any("exit status 32: mount.nfs: No such device" in w for w in diag.warnings)
@@ -748,8 +749,8 @@ def test_nfs_mounted_data_is_taken_from_the_export(board: Board) -> None:
         os.makedirs(os.path.join(export, "JOBBOARD1", "data"))  # an earlier run's JOB on the export
         runner = FakeMount(board.s, works=True)
         diag = Diagnostics()
-        [job] = B.collect_board(main, board.ini(), board.output(), nfs=f"127.0.0.1:{export}", runner=runner,
-                                diag=diag)
+        [job] = board_collector.collect_board(main, board.ini(), board.output(), nfs=f"127.0.0.1:{export}",
+                                              runner=runner, diag=diag)
         point = _mount_argv(runner.calls, export, board.s.home)
         assert runner.calls[1:] == [["umount", point]]
         assert diag.warnings == []
@@ -765,7 +766,7 @@ def test_nfs_spec_is_checked(board: Board) -> None:
     main = board.project()
     for spec in ("nfs-server", "server:relative/path", ":/abs", "bad host:/abs"):
         with pytest.raises(BoardConfigError, match="SERVER:/absolute/path"):
-            B.collect_board(main, board.ini(), board.output(), nfs=spec)
+            board_collector.collect_board(main, board.ini(), board.output(), nfs=spec)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -795,7 +796,7 @@ def _script_project(board: Board, extra: str = "", name: str = "sample_sh") -> s
 
 
 def test_remote_run_has_umask_0027(board: Board) -> None:
-    [job] = B.collect_board(_script_project(board), board.ini(), board.output())
+    [job] = board_collector.collect_board(_script_project(board), board.ini(), board.output())
     with open(os.path.join(job, "umask.txt"), encoding="ascii") as f:
         assert f.read().strip() == "0027"
 
@@ -808,7 +809,7 @@ def test_board_links_and_odd_job_names_stay_on_the_board(board: Board) -> None:
     extra = (f'mkdir "$out/JOB.evil" "$out/JOB-x"; ln -s {target} "$out/JOBlink"; '
              f'ln -s {target} "$out/JOBBOARD1/data/escape"; ln -s /etc/passwd "$out/JOBBOARD1/passwd"\n')
     diag = Diagnostics()
-    [job] = B.collect_board(_script_project(board, extra), board.ini(), board.output(), diag=diag)
+    [job] = board_collector.collect_board(_script_project(board, extra), board.ini(), board.output(), diag=diag)
     assert os.path.basename(job) == "JOBBOARD1"
     assert not os.path.lexists(os.path.join(job, "data", "escape"))
     assert not os.path.lexists(os.path.join(job, "passwd"))
@@ -820,7 +821,7 @@ def test_board_links_and_odd_job_names_stay_on_the_board(board: Board) -> None:
 def test_a_non_utf8_job_name_is_one_error(board: Board) -> None:
     extra = "mkdir \"$out/$(printf 'JOB\\377')\"\n"
     with pytest.raises(CopyBackFailed) as err:
-        B.collect_board(_script_project(board, extra), board.ini(), board.output())
+        board_collector.collect_board(_script_project(board, extra), board.ini(), board.output())
     assert "not UTF-8" in _one_line(err.value)
     assert os.listdir(board.output()) == []
 
@@ -828,7 +829,7 @@ def test_a_non_utf8_job_name_is_one_error(board: Board) -> None:
 def test_a_non_utf8_name_inside_the_job_is_one_error(board: Board) -> None:
     extra = "printf x > \"$out/JOBBOARD1/data/$(printf 'a\\377b')\"\n"
     with pytest.raises(CopyBackFailed) as err:
-        B.collect_board(_script_project(board, extra), board.ini(), board.output())
+        board_collector.collect_board(_script_project(board, extra), board.ini(), board.output())
     text = _one_line(err.value)
     assert "not UTF-8" in text and "JOBBOARD1" in text
     assert os.listdir(board.output()) == []  # no JOB, no partial folder

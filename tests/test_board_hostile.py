@@ -21,7 +21,8 @@ import paramiko
 import pytest
 
 import synth_job
-from msprof_kit.collectors import board as B
+from msprof_kit.collectors import board as board_collector
+from msprof_kit.collectors.board import collect as board_collect
 from msprof_kit.errors import CopyBackFailed, Diagnostics
 
 USER, PASSWORD = "board", "hostile-pw"
@@ -214,7 +215,7 @@ class _Hook:
         self.where, self.entries = where, entries
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        real = B._Session._run_main
+        real = board_collect.run_main
 
         def run_main(session: Any, main_remote: str, main_dir: str) -> None:
             real(session, main_remote, main_dir)
@@ -223,7 +224,7 @@ class _Hook:
             folder = prof if self.where == "profiling" else os.path.join(prof, "JOBBOARD1")
             HostileSFTP.extra = {folder: self.entries}
 
-        monkeypatch.setattr(B._Session, "_run_main", run_main)
+        monkeypatch.setattr(board_collect, "run_main", run_main)
 
 
 def _everything_below(root: str) -> List[str]:
@@ -232,7 +233,7 @@ def _everything_below(root: str) -> List[str]:
 
 def test_the_hostile_server_serves_a_normal_job(case: Dict[str, str]) -> None:
     """Without hostile entries the server is an ordinary board: the JOB comes back whole."""
-    [job] = B.collect_board(case["main"], case["ini"], case["out"])
+    [job] = board_collector.collect_board(case["main"], case["ini"], case["out"])
     assert os.path.isfile(os.path.join(job, "info.json.0")) and os.listdir(case["remote"]) == []
 
 
@@ -247,7 +248,7 @@ def test_entries_leading_out_of_the_copy_are_refused(case: Dict[str, str], monke
     _Hook("job", [(name, kind)]).install(monkeypatch)
     before = _everything_below(case["root"])
     with pytest.raises(CopyBackFailed) as err:
-        B.collect_board(case["main"], case["ini"], case["out"])
+        board_collector.collect_board(case["main"], case["ini"], case["out"])
     text = str(err.value)
     assert "\n" not in text and repr(name) in text and "nothing was copied" in text
     assert os.listdir(case["out"]) == []  # no JOB, no partial copy
@@ -260,7 +261,7 @@ def test_entries_leading_out_of_the_copy_are_refused(case: Dict[str, str], monke
 def test_a_non_utf8_entry_is_one_error(case: Dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     _Hook("job", [(b"data\xff", stat.S_IFREG | 0o644)]).install(monkeypatch)
     with pytest.raises(CopyBackFailed) as err:
-        B.collect_board(case["main"], case["ini"], case["out"])
+        board_collector.collect_board(case["main"], case["ini"], case["out"])
     assert "not UTF-8" in str(err.value) and os.listdir(case["out"]) == []
 
 
@@ -269,7 +270,7 @@ def test_job_names_that_are_not_job_names_are_left_on_the_board(case: Dict[str, 
                                                               monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     _Hook("profiling", [(name, stat.S_IFDIR | 0o755)]).install(monkeypatch)
     diag = Diagnostics()
-    [job] = B.collect_board(case["main"], case["ini"], case["out"], diag=diag)
+    [job] = board_collector.collect_board(case["main"], case["ini"], case["out"], diag=diag)
     assert os.path.basename(job) == "JOBBOARD1" and os.listdir(case["out"]) == ["JOBBOARD1"]
     assert any(repr(name) in w and "not copied" in w for w in diag.warnings)
     assert not os.path.lexists(os.path.join(case["root"], "escaped"))
@@ -278,7 +279,7 @@ def test_job_names_that_are_not_job_names_are_left_on_the_board(case: Dict[str, 
 def test_a_non_utf8_job_name_is_one_error(case: Dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     _Hook("profiling", [(b"JOB\xfe", stat.S_IFDIR | 0o755)]).install(monkeypatch)
     with pytest.raises(CopyBackFailed) as err:
-        B.collect_board(case["main"], case["ini"], case["out"])
+        board_collector.collect_board(case["main"], case["ini"], case["out"])
     assert "not UTF-8" in str(err.value) and os.listdir(case["out"]) == []
 
 
@@ -296,8 +297,8 @@ def test_a_link_inside_the_copy_cannot_carry_a_file_out(case: Dict[str, str], mo
             return
         real_makedirs(path, *a, **kw)
 
-    monkeypatch.setattr(B.os, "makedirs", makedirs)
+    monkeypatch.setattr(os, "makedirs", makedirs)
     with pytest.raises(CopyBackFailed) as err:
-        B.collect_board(case["main"], case["ini"], case["out"])
+        board_collector.collect_board(case["main"], case["ini"], case["out"])
     assert "outside the copy" in str(err.value)
     assert os.listdir(outside) == [] and os.listdir(case["out"]) == []
