@@ -10,7 +10,6 @@ from .collection import Data
 from .drawing import new_figure, plural, time_unit, title
 
 if TYPE_CHECKING:  # matplotlib is imported when something is drawn
-    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 

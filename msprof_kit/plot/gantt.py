@@ -16,7 +16,6 @@ from .collection import Data
 from .drawing import OTHER_COLOR, SIZES, color_map, fmt_us, label, legend_handles, new_figure, plural, time_unit, title
 
 if TYPE_CHECKING:  # matplotlib is imported when something is drawn
-    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 

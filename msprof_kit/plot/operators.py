@@ -15,7 +15,6 @@ from .drawing import (MAX_BARS, bar_labels, color_map, fmt_us, label, legend_han
                       title)
 
 if TYPE_CHECKING:  # matplotlib is imported when something is drawn
-    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 

@@ -191,7 +191,7 @@ def trace_from_db(trace: Trace, path: str, parts: Sequence[str]) -> None:
                 typed = frame["ot"].notna().to_numpy()
                 op_text[typed] = lookup_strings(frame["ot"][typed].to_numpy(np.int64), strings)
                 trace.set("tasks", task_frame(frame["dev"].to_numpy(), frame["stream"].to_numpy(), task_type,
-                                               name_text, op_text, frame["s"].to_numpy(), frame["e"].to_numpy()),
+                                              name_text, op_text, frame["s"].to_numpy(), frame["e"].to_numpy()),
                           path + " (TASK)")
         if "apis" in parts and "CANN_API" in schema:
             frame = pd.read_sql_query("SELECT CAST(startNs AS INTEGER) AS s, CAST(endNs AS INTEGER) AS e, type, "
@@ -200,7 +200,7 @@ def trace_from_db(trace: Trace, path: str, parts: Sequence[str]) -> None:
                 levels = api_levels(conn, schema)
                 level = level_names(frame["type"].to_numpy(np.int64), levels)
                 trace.set("apis", api_frame(frame["globalTid"].to_numpy(np.int64) & 0xFFFFFFFF, level,
-                                             lookup_strings(frame["name"].to_numpy(np.int64), strings),
+                                            lookup_strings(frame["name"].to_numpy(np.int64), strings),
                                              frame["s"].to_numpy(), frame["e"].to_numpy()), path + " (CANN_API)")
         if "iterations" in parts and "STEP_TIME" in schema:
             frame = pd.read_sql_query("SELECT id, CAST(startNs AS INTEGER) AS s, CAST(endNs AS INTEGER) AS e "
@@ -210,7 +210,7 @@ def trace_from_db(trace: Trace, path: str, parts: Sequence[str]) -> None:
                 device = str(devices[0][0]) if len(devices) == 1 else NA
                 s_ns, e_ns = frame["s"].to_numpy(np.int64), frame["e"].to_numpy(np.int64)
                 trace.set("iterations", iteration_frame([device] * len(frame), [np.nan] * len(frame), frame["id"],
-                                                         s_ns / 1000, e_ns / 1000, (e_ns - s_ns) / 1000),
+                                                        s_ns / 1000, e_ns / 1000, (e_ns - s_ns) / 1000),
                           path + " (STEP_TIME)")
     except (sqlite3.Error, pd.errors.DatabaseError) as exc:
         raise UnreadableFile(f"cannot read the database: {exc}", path=path) from exc

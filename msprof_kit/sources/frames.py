@@ -221,7 +221,7 @@ def lookup_strings(ids: np.ndarray, strings: Dict[int, str]) -> np.ndarray:
 
 
 def task_frame(device: np.ndarray, stream: np.ndarray, task_type: np.ndarray, name: np.ndarray,
-                op_type: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> pd.DataFrame:
+               op_type: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> pd.DataFrame:
     start = np.asarray(start_ns, dtype=np.int64)
     frame = pd.DataFrame({
         DEVICE: pd.Series(device).astype(str).to_numpy(), STREAM: np.asarray(stream, dtype=np.float64),
@@ -231,7 +231,7 @@ def task_frame(device: np.ndarray, stream: np.ndarray, task_type: np.ndarray, na
 
 
 def api_frame(thread: np.ndarray, level: np.ndarray, name: np.ndarray, start_ns: np.ndarray,
-               end_ns: np.ndarray) -> pd.DataFrame:
+              end_ns: np.ndarray) -> pd.DataFrame:
     start = np.asarray(start_ns, dtype=np.int64)
     frame = pd.DataFrame({
         DEVICE: "host", THREAD: np.asarray(thread, dtype=np.float64), LEVEL: level, API_NAME: name,
@@ -241,7 +241,7 @@ def api_frame(thread: np.ndarray, level: np.ndarray, name: np.ndarray, start_ns:
 
 
 def iteration_frame(device: "npt.ArrayLike", model: "npt.ArrayLike", index: "npt.ArrayLike",
-                     start_us: "npt.ArrayLike", end_us: "npt.ArrayLike",
+                    start_us: "npt.ArrayLike", end_us: "npt.ArrayLike",
                      time_us: Optional["npt.ArrayLike"] = None) -> pd.DataFrame:
     """Iterations; `time_us` is their length when the source has it more exactly than end - start
     (µs since the epoch as float64 are 0.25 µs apart)."""

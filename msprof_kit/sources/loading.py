@@ -253,7 +253,7 @@ def _trace_exported(trace: Trace, found: Found, parts: Sequence[str], diag: Diag
                 end = frame["Iteration End(us)"].to_numpy(np.float64)
                 span = frame[ITER_TIME].to_numpy(np.float64)
                 trace.set("iterations", iteration_frame(frame[DEVICE], frame[MODEL] if MODEL in frame else
-                                                         [np.nan] * len(frame), frame[ITERATION], end - span, end,
+                                                        [np.nan] * len(frame), frame[ITERATION], end - span, end,
                                                          span), p)
     if trace.missing(parts):
         trace_from_ops(trace, ops, ops_source or found.path, trace.missing(parts))

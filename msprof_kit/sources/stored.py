@@ -77,7 +77,7 @@ def read_store(tables: Tables, collection_path: str, reports: Sequence[str]) -> 
                            if str(i.get("aic_frequency", "")).replace(".", "", 1).isdigit()]
                 if nominal:
                     tables.set("freq", freq_frame([d for d, _ in nominal], [np.nan] * len(nominal),
-                                                   [f for _, f in nominal], "info.json"), where)
+                                                  [f for _, f in nominal], "info.json"), where)
     finally:
         ctx.conn.close()
 
@@ -104,13 +104,13 @@ def trace_from_store(trace: Trace, collection_path: str, parts: Sequence[str]) -
                 name[known] = lookup_strings(info["name"][at[known]], strings)
                 op_type[known] = lookup_strings(info["opType"][at[known]], strings)
             trace.set("tasks", task_frame(t["deviceId"], t["streamId"], task_type, name, op_type, t["startNs"],
-                                           t["endNs"]), where + " (TASK)")
+                                          t["endNs"]), where + " (TASK)")
         if "apis" in parts and ctx.has("CANN_API"):
             a = ctx.ints("CANN_API", ("startNs", "endNs", "type", "globalTid", "name"))
             levels = api_levels(ctx.conn, ctx.tables)
             level = level_names(a["type"], levels)
             trace.set("apis", api_frame(a["globalTid"] & 0xFFFFFFFF, level, lookup_strings(a["name"], strings),
-                                         a["startNs"], a["endNs"]), where + " (CANN_API)")
+                                        a["startNs"], a["endNs"]), where + " (CANN_API)")
         if "iterations" in parts:
             rows = [(dev, model, index, start, end)
                     for dev, per in sorted(step_iterations(ctx).items()) for model, index, start, end in per]
@@ -118,6 +118,6 @@ def trace_from_store(trace: Trace, collection_path: str, parts: Sequence[str]) -
                 dev, model, index, start, end = zip(*rows)
                 s_ns, e_ns = np.array(start, dtype=np.int64), np.array(end, dtype=np.int64)
                 trace.set("iterations", iteration_frame(dev, model, index, s_ns / 1000, e_ns / 1000,
-                                                         (e_ns - s_ns) / 1000), where + " (KIT_STEP_TRACE)")
+                                                        (e_ns - s_ns) / 1000), where + " (KIT_STEP_TRACE)")
     finally:
         ctx.conn.close()

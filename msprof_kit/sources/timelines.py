@@ -179,6 +179,6 @@ def trace_from_timelines(trace: Trace, paths: Sequence[str], parts: Sequence[str
             dur = ev["dur"][mask].to_numpy(np.float64)
             device = np.where(host, "host", ev["device"][mask].to_numpy(dtype=object))
             frame = iteration_frame(device, model.to_numpy(np.float64), index.to_numpy(np.float64), start,
-                                     start + dur, dur)
+                                    start + dur, dur)
             trace.set("iterations", frame.drop_duplicates(), source)
             break
