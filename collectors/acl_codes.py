@@ -1,6 +1,6 @@
 """The pyACL vocabulary msprof-kit needs: return codes, data-type bits and AI Core metric groups,
 with the small translations between names and values. Plain data: it imports no collector, so the
-acl.json checks (acljson.py), the emulator (emulator.py), `get_acl` (acl_runtime.py), the session
+acl.json checks (acljson.py), the emulator (emulator/), `get_acl` (acl_runtime.py), the session
 and the inference runner all take their codes from here.
 
 Sources (spec/collectors.md): the codes are `acl_base.h` (§1.3), the bits and the metrics enum

@@ -1,5 +1,5 @@
 """`get_acl`, which finds the `acl` module to profile with: the real pyACL when it is importable,
-else, only when asked, msprof-kit's emulator (collectors/emulator.py), which announces itself.
+else, only when asked, msprof-kit's emulator (collectors/emulator/), which announces itself.
 
 pyACL ships only with CANN; it is not on PyPI or in Debian (spec/collectors.md §6). The codes,
 bits and metric groups of pyACL are in collectors/acl_codes.py.
@@ -48,12 +48,12 @@ def _is_pyacl(module: ModuleType) -> bool:
 def get_acl(emulate: Optional[bool] = None, diag: Optional[Diagnostics] = None) -> Tuple[Any, bool]:
     """(module, emulated): the real `acl` module when it is importable; otherwise, only when asked
     (`emulate=True`, or MSPROF_KIT_EMULATE_ACL=1 when `emulate` is None), the emulator from
-    collectors/emulator.py, announced by an EmulatedAclWarning and a Diagnostics line; otherwise
+    collectors/emulator/, announced by an EmulatedAclWarning and a Diagnostics line; otherwise
     PyAclNotAvailable. `emulate=False` never emulates.
 
     The emulator is one per process, as the real module is (its profiling state is process-wide);
     its profile, device count and execute time come from MSPROF_KIT_EMULATE_PROFILE,
-    MSPROF_KIT_EMULATE_DEVICES and MSPROF_KIT_EMULATE_EXEC_MS (collectors/emulator.py)."""
+    MSPROF_KIT_EMULATE_DEVICES and MSPROF_KIT_EMULATE_EXEC_MS (collectors/emulator/)."""
     global _EMULATED
     real = _real_acl()
     if real is not None and _is_pyacl(real):

@@ -20,7 +20,7 @@ from .errors import BadControlFile, Diagnostics, MissingControlFile, NoCollectio
 from .parsers.stream import NotRegularFile, file_kind, open_regular
 
 HOST_ID = 64
-EMULATED_MARKER = "EMULATED_BY_MSPROF_KIT.txt"  # collectors/emulator.py MARKER: a synthetic PROF
+EMULATED_MARKER = "EMULATED_BY_MSPROF_KIT.txt"  # collectors/emulator/ MARKER: a synthetic PROF
 SKIPPED_SUFFIXES = (".done", ".complete", ".zip")
 NOT_RESULT_DIRS = {".profiler", "HCCL_PROF", "timeline", "query", "sqlite", "log", "analyze",
                    "mindstudio_profiler_log", "mindstudio_profiler_output"}

@@ -1,4 +1,4 @@
-"""The pyACL emulator (collectors/emulator.py) and get_acl (collectors/acl_runtime.py).
+"""The pyACL emulator (collectors/emulator/) and get_acl (collectors/acl_runtime.py).
 
 Two layers of checks:
 * RULES: one row per documented rule of spec/collectors.md §1.4 (and §2.2 for acl.init), with

@@ -4,7 +4,7 @@ What is real here: the argument rules and the statistics (pure Python, against h
 values), PATH lookup, the msprof process (a real executable script named `msprof`, put first on
 PATH, which records how it was called and runs the application from another directory), the re-run
 of the inference in a child Python, and every file written. What is not: the NPU. The model runs on
-the labelled pyACL emulator (collectors/emulator.py), whose "execute" sleeps; the real-pyACL path is
+the labelled pyACL emulator (collectors/emulator/), whose "execute" sleeps; the real-pyACL path is
 exercised only against a recording stand-in defined below, which checks the calls and the bytes
 moved, not CANN's behaviour.
 """

@@ -1,155 +1,31 @@
-"""EMULATION: a stand-in for pyACL's `acl` module, for machines without CANN (spec/collectors.md §7.1).
-
-Nothing here profiles anything. It exists so that the pyACL collector (collectors/session.py), and
-later an inference runner, can be run and tested where no Ascend runtime exists, and so that the
-documented call-order rules are checked the way the runtime checks them. It is handed out only
-when asked for (collectors/acl_runtime.get_acl), it says so (`__emulated__ = True`, an
-EmulatedAclWarning, and an EMULATED marker file in every directory it writes), and it is never
-installed or importable as `acl`.
-
-What it models, with the source of each rule:
-* `acl.init` / `acl.finalize` (§1.4, §2.2): repeat codes 100002 / 100037; acl.json read per §2.1 and
-  §2.2 (100003 missing file, 100006 bad JSON, 100000 an invalid profiler section, checked with
-  collectors/acljson.py); a switch "on" puts profiling in CMD mode.
-* `acl.prof.*` (§1.1, §1.4): the process-wide mode OFF / API_CTRL / CMD / SUBSCRIBE, the config
-  handle registry, the data-type bit checks, the per-device start/stop bookkeeping and the codes of
-  the table in §1.4. Two profiles:
-    - "strict" (the default) is version A of the collector (2022), which matches the documentation;
-    - "current" is version C (2026) where it differs: start without init initialises itself (path
-      $ACL_PROF_PATH or ./), stop and finalize without init return 0, start(0) uses a default
-      config (device 0, ACL_API|TASK_TIME), prof.init only checks the path (the directory is made
-      at start), and prof.init before acl.init is allowed. C's consistency check of a second start
-      against the first config is not modelled (overlaps get 100042 as in strict).
-* msproftx (§1.1, §1.4 rule 9): stamps work only between start and stop of a config with the
-  MSPROFTX bit; otherwise create_stamp gives 0 and the other calls -1; push/pop pair per thread,
-  range_start returns (range_id, ret).
-* `acl.rt` and `acl.mdl`: the few calls an inference runner needs, as EMULATION ONLY (set_device,
-  reset_device, get_device_count, create_context, destroy_context; load_from_file, execute, which
-  sleeps `exec_seconds`, unload). Their codes beyond "not initialised" and "unknown model id" are
-  this module's choice.
-
-Choices where no source says what happens, labelled [INFER] in docs/collectors.md:
-* strict prof.init before acl.init returns 100001 (ACL_ERROR_UNINITIALIZE); acl.finalize without
-  acl.init returns 100001 too;
-* an unknown or destroyed config handle counts as an invalid parameter (100000) in every call;
-* an AI Core metrics value outside the enum is refused at start with 100000;
-* prof.finalize (or acl.finalize) with configs still started closes their collections, as the
-  runtime flushes every module at finalize;
-* set_stamp_trace_message needs 0 < msg_len <= the message's UTF-8 length (100000 otherwise);
-  pop on an empty stack and range_stop of an unknown id return -1;
-* the host pseudo-device is not tracked, so two starts on disjoint devices may run together.
-
-What it writes, per successful start, under the prof.init path (§1.5): a directory
-`PROF_<6-digit index>_<YYYYmmddHHMMSSfff>_<8-digit pid><8 letters A-R>` holding `host/` and
-`device_<id>/` for each started device, each with an empty `data/`, `info.json[.id]`,
-`sample.json` (the effective switches), `start_info[.id]` and, at stop, `end_info[.id]`; at its
-root `EMULATED_BY_MSPROF_KIT.txt`. Events (msproftx marks, pushes, ranges, model executions) go
-to the emulator's own `host/data/emulated_events.jsonl`, one JSON object per line with
-`kind`, `ts_ns` (CLOCK_MONOTONIC_RAW), `tid` and the call's fields. No binary raw data is
-written: nothing in these trees pretends to be real device data.
-
-Test knobs: `calls` records every call as (name, args, result); `inject(name, result)` makes the
-next call of that name return `result` without touching any state.
-"""
+"""The emulated `acl` module: EmulatedAcl (acl.init / acl.finalize and the state machine behind every
+call: profiling configs, start and stop, subscriptions, devices, contexts and models) and its
+`prof`, `rt` and `mdl` namespaces, which forward each call to it; and the emulator the environment
+configures. Its records live in state.py, the files it writes in tree.py, and msproftx in
+msproftx.py; the module docstring of the package has the rules and their sources."""
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import random
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from msprof_kit.errors import AclJsonError, BadOption
-from msprof_kit.layout import EMULATED_MARKER
 
-from . import acljson
-from .acl_codes import (ACL_AICORE_NONE, ACL_ERROR_INVALID_FILE, ACL_ERROR_INVALID_MODEL_ID,
-                        ACL_ERROR_INVALID_PARAM, ACL_ERROR_INVALID_DEVICE, ACL_ERROR_INVALID_PROFILING_CONFIG,
-                        ACL_ERROR_PARSE_FILE, ACL_ERROR_PROF_ALREADY_RUN, ACL_ERROR_PROF_API_CONFLICT,
-                        ACL_ERROR_PROF_MODULES_UNSUPPORTED, ACL_ERROR_PROF_NOT_RUN,
-                        ACL_ERROR_PROF_REPEAT_SUBSCRIBE, ACL_ERROR_PROFILING_FAILURE, ACL_ERROR_REPEAT_FINALIZE,
-                        ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, ACL_PROF_ACL_API, ACL_PROF_MSPROFTX,
-                        ACL_PROF_TASK_TIME, ACL_SUCCESS, AICORE_METRICS, DATA_TYPE_BITS, KNOWN_DATA_TYPE_MASK,
-                        MAX_DEVICES, PROFILING_FAILED)
-
-ANNOUNCEMENT = ("EMULATED pyACL: CANN's `acl` module is not installed, so msprof-kit's emulator stands in "
-                "for it; nothing is profiled, and the PROF_xxx directories it writes are synthetic")
-MARKER = EMULATED_MARKER  # one name, which import recognises (msprof_kit/layout.py)
-EVENTS = "emulated_events.jsonl"
-STRICT = "strict"
-CURRENT = "current"
-PROFILES = (STRICT, CURRENT)
-
-# process-wide profiling modes of the collector (§1.4)
-OFF, API_CTRL, CMD, SUBSCRIBE = "OFF", "API_CTRL", "CMD", "SUBSCRIBE"
-
-# sample.json switch names (as in real collections) and the data-type bit each reflects
-SAMPLE_SWITCHES = (("ascendcl", "acl_api"), ("runtime_api", "runtime_api"), ("task_trace", "task_time"),
-                   ("ai_core_profiling", "aicore_metrics"), ("aicpu", "aicpu"), ("l2", "l2cache"),
-                   ("hccl", "hccl_trace"), ("msproftx", "msproftx"), ("task_memory", "task_memory"))
-HANDLE_BASE = 0x5A5A0000  # handles are non-zero ints, as pointer addresses are in pyACL
-DEFAULT_EXEC_SECONDS = 0.005
-
-Call = Tuple[str, Tuple[Any, ...], Any]
-
-
-def _monotonic_raw_ns() -> int:
-    clock = getattr(time, "CLOCK_MONOTONIC_RAW", time.CLOCK_MONOTONIC)
-    return time.clock_gettime_ns(clock)
-
-
-@dataclass
-class ProfConfig:
-    """What acl.prof.create_config was given: device ids, AI Core metric group, data type bits."""
-
-    devices: Tuple[int, ...]
-    metrics: int
-    data_types: int
-
-
-@dataclass
-class Collection:
-    """One emulated PROF_xxx directory, open between start and stop."""
-
-    path: str
-    devices: Tuple[int, ...]
-    data_types: int
-    handle: int
-    closed: bool = False
-
-
-@dataclass
-class Subscription:
-    """A model subscription: its subscribe config handle."""
-
-    config: int
-
-
-@dataclass
-class _State:
-    acl: str = "uninit"                 # 'uninit' | 'init' | 'finalized'
-    mode: str = OFF
-    prof_path: Optional[str] = None
-    prof_index: int = 0
-    configs: Dict[int, ProfConfig] = field(default_factory=dict)
-    started: Dict[int, Collection] = field(default_factory=dict)     # device id -> its collection
-    collections: List[Collection] = field(default_factory=list)
-    cmd_collection: Optional[Collection] = None
-    stamps: Dict[int, str] = field(default_factory=dict)
-    pushed: Dict[int, List[int]] = field(default_factory=dict)       # thread id -> stamp stack
-    ranges: Dict[int, int] = field(default_factory=dict)             # range id -> stamp
-    next_range: int = 1
-    subscriptions: Dict[int, Subscription] = field(default_factory=dict)
-    subscribe_configs: Set[int] = field(default_factory=set)
-    devices_set: Dict[int, int] = field(default_factory=dict)        # device -> set_device count
-    current_device: Optional[int] = None
-    contexts: Dict[int, int] = field(default_factory=dict)           # context -> device
-    models: Dict[int, str] = field(default_factory=dict)
-    next_model: int = 1
-    next_handle: int = 0
+from .. import acljson
+from ..acl_codes import (ACL_AICORE_NONE, ACL_ERROR_INVALID_FILE, ACL_ERROR_INVALID_MODEL_ID,
+                         ACL_ERROR_INVALID_PARAM, ACL_ERROR_INVALID_DEVICE, ACL_ERROR_INVALID_PROFILING_CONFIG,
+                         ACL_ERROR_PARSE_FILE, ACL_ERROR_PROF_ALREADY_RUN, ACL_ERROR_PROF_API_CONFLICT,
+                         ACL_ERROR_PROF_MODULES_UNSUPPORTED, ACL_ERROR_PROF_NOT_RUN,
+                         ACL_ERROR_PROF_REPEAT_SUBSCRIBE, ACL_ERROR_PROFILING_FAILURE, ACL_ERROR_REPEAT_FINALIZE,
+                         ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, ACL_PROF_ACL_API, ACL_PROF_MSPROFTX,
+                         ACL_PROF_TASK_TIME, ACL_SUCCESS, AICORE_METRICS, KNOWN_DATA_TYPE_MASK, MAX_DEVICES)
+from . import msproftx
+from .state import (API_CTRL, CMD, CURRENT, DEFAULT_EXEC_SECONDS, HANDLE_BASE, OFF, PROFILES, STRICT, SUBSCRIBE,
+                    Call, Collection, ProfConfig, State, Subscription, monotonic_raw_ns, started_keys)
+from .tree import close_collection, open_collection, prof_name, write_event
 
 
 class _Namespace:
@@ -189,36 +65,39 @@ class EmulatedProf(_Namespace):
 
     def create_stamp(self) -> int:
         """acl.prof.create_stamp: a stamp handle (0 when refused)."""
-        return self._acl._call("acl.prof.create_stamp", (), self._acl._create_stamp)
+        return self._acl._call("acl.prof.create_stamp", (), lambda: msproftx.create_stamp(self._acl._s))
 
     def destroy_stamp(self, stamp: int) -> None:
         """acl.prof.destroy_stamp (no result, as pyACL's)."""
-        self._acl._call("acl.prof.destroy_stamp", (stamp,), lambda: self._acl._destroy_stamp(stamp))
+        self._acl._call("acl.prof.destroy_stamp", (stamp,),
+                        lambda: msproftx.destroy_stamp(self._acl._s, stamp))
 
     def set_stamp_trace_message(self, stamp: int, msg: str, msg_len: int) -> int:
         """acl.prof.set_stamp_trace_message; an ACL error code."""
         return self._acl._call("acl.prof.set_stamp_trace_message", (stamp, msg, msg_len),
-                               lambda: self._acl._set_message(stamp, msg, msg_len))
+                               lambda: msproftx.set_message(self._acl._s, stamp, msg, msg_len))
 
     def mark(self, stamp: int) -> int:
         """acl.prof.mark: an instant event; an ACL error code."""
-        return self._acl._call("acl.prof.mark", (stamp,), lambda: self._acl._mark(stamp))
+        return self._acl._call("acl.prof.mark", (stamp,), lambda: msproftx.mark(self._acl._s, stamp))
 
     def push(self, stamp: int) -> int:
         """acl.prof.push: opens a range on this thread; an ACL error code."""
-        return self._acl._call("acl.prof.push", (stamp,), lambda: self._acl._push(stamp))
+        return self._acl._call("acl.prof.push", (stamp,), lambda: msproftx.push(self._acl._s, stamp))
 
     def pop(self) -> int:
         """acl.prof.pop: closes this thread's last pushed range; an ACL error code."""
-        return self._acl._call("acl.prof.pop", (), self._acl._pop)
+        return self._acl._call("acl.prof.pop", (), lambda: msproftx.pop(self._acl._s))
 
     def range_start(self, stamp: int) -> Tuple[int, int]:
         """acl.prof.range_start: (range id, ACL error code)."""
-        return self._acl._call("acl.prof.range_start", (stamp,), lambda: self._acl._range_start(stamp))
+        return self._acl._call("acl.prof.range_start", (stamp,),
+                               lambda: msproftx.range_start(self._acl._s, stamp))
 
     def range_stop(self, range_id: int) -> int:
         """acl.prof.range_stop; an ACL error code."""
-        return self._acl._call("acl.prof.range_stop", (range_id,), lambda: self._acl._range_stop(range_id))
+        return self._acl._call("acl.prof.range_stop", (range_id,),
+                               lambda: msproftx.range_stop(self._acl._s, range_id))
 
     def create_subscribe_config(self, time_info_switch: int, aicore_metrics: int, fd: int) -> int:
         """acl.prof.create_subscribe_config: a config handle."""
@@ -304,7 +183,7 @@ class EmulatedAcl:
         self.calls: List[Call] = []
         self._injected: Dict[str, List[Any]] = {}
         self._lock = threading.RLock()
-        self._s = _State()
+        self._s = State()
         self._rng = random.Random()
         self.prof = EmulatedProf(self)
         self.rt = EmulatedRt(self)
@@ -393,7 +272,7 @@ class EmulatedAcl:
             return ACL_ERROR_UNINITIALIZE  # [INFER]
         self._close_all()
         if s.cmd_collection is not None:
-            self._close(s.cmd_collection)
+            close_collection(s.cmd_collection)
             s.cmd_collection = None
         s.mode = OFF if s.mode in (CMD, API_CTRL) else s.mode
         s.prof_path = None
@@ -488,7 +367,7 @@ class EmulatedAcl:
         problem = self._config_problem(config)
         if problem is not None:
             return problem
-        keys = _started_keys(config)
+        keys = started_keys(config)
         if any(k in s.started for k in keys):
             return ACL_ERROR_PROF_ALREADY_RUN
         if any(d in self.offline_devices for d in config.devices):
@@ -515,7 +394,7 @@ class EmulatedAcl:
         if not handle or handle not in s.configs:
             return ACL_ERROR_INVALID_PARAM
         config = s.configs[handle]
-        keys = _started_keys(config)
+        keys = started_keys(config)
         if any(k not in s.started for k in keys):
             return ACL_ERROR_PROF_NOT_RUN
         if any(s.started[k].data_types != config.data_types for k in keys):
@@ -525,7 +404,7 @@ class EmulatedAcl:
             del s.started[k]
         for coll in closing.values():
             if not any(c is coll for c in s.started.values()):
-                self._close(coll)
+                close_collection(coll)
         return ACL_SUCCESS
 
     def _prof_finalize(self) -> int:
@@ -544,95 +423,12 @@ class EmulatedAcl:
     def _close_all(self) -> None:
         s = self._s
         for coll in list({id(c): c for c in s.started.values()}.values()):
-            self._close(coll)
+            close_collection(coll)
         s.started.clear()
         s.pushed.clear()
         s.ranges.clear()
 
     # -- msproftx ---------------------------------------------------------------------------------
-    def _tx_collection(self) -> Optional[Collection]:
-        for coll in self._s.started.values():
-            if coll.data_types & ACL_PROF_MSPROFTX:
-                return coll
-        return None
-
-    def _create_stamp(self) -> int:
-        s = self._s
-        if self._tx_collection() is None:
-            return 0
-        s.next_handle += 1
-        stamp = HANDLE_BASE + 0x40 * s.next_handle + 0x8
-        s.stamps[stamp] = ""
-        return stamp
-
-    def _destroy_stamp(self, stamp: Any) -> None:
-        self._s.stamps.pop(stamp, None)
-        return None
-
-    def _set_message(self, stamp: Any, msg: Any, msg_len: Any) -> int:
-        if self._tx_collection() is None:
-            return PROFILING_FAILED
-        if stamp not in self._s.stamps or not isinstance(msg, str) or not isinstance(msg_len, int):
-            return ACL_ERROR_INVALID_PARAM
-        raw = msg.encode("utf-8")
-        if not 0 < msg_len <= len(raw):
-            return ACL_ERROR_INVALID_PARAM  # [INFER]
-        self._s.stamps[stamp] = raw[:msg_len].decode("utf-8", errors="replace")
-        return ACL_SUCCESS
-
-    def _tx_event(self, kind: str, stamp: Optional[int], **extra: Any) -> int:
-        coll = self._tx_collection()
-        if coll is None:
-            return PROFILING_FAILED
-        if stamp is not None and stamp not in self._s.stamps:
-            return PROFILING_FAILED
-        record: Dict[str, Any] = {"kind": kind, "ts_ns": _monotonic_raw_ns(), "tid": threading.get_ident()}
-        if stamp is not None:
-            record["message"] = self._s.stamps[stamp]
-        record.update(extra)
-        self._event(coll, record)
-        return ACL_SUCCESS
-
-    def _mark(self, stamp: Any) -> int:
-        return self._tx_event("mark", stamp)
-
-    def _push(self, stamp: Any) -> int:
-        ret = self._tx_event("push", stamp)
-        if ret == ACL_SUCCESS:
-            self._s.pushed.setdefault(threading.get_ident(), []).append(stamp)
-        return ret
-
-    def _pop(self) -> int:
-        stack = self._s.pushed.get(threading.get_ident())
-        if self._tx_collection() is None or not stack:
-            return PROFILING_FAILED
-        stamp = stack.pop()
-        msg = self._s.stamps.get(stamp, "")
-        coll = self._tx_collection()
-        assert coll is not None
-        self._event(coll, {"kind": "pop", "ts_ns": _monotonic_raw_ns(), "tid": threading.get_ident(),
-                           "message": msg})
-        return ACL_SUCCESS
-
-    def _range_start(self, stamp: Any) -> Tuple[int, int]:
-        s = self._s
-        range_id = s.next_range
-        ret = self._tx_event("range_start", stamp, range_id=range_id)
-        if ret != ACL_SUCCESS:
-            return 0, ret
-        s.next_range += 1
-        s.ranges[range_id] = stamp
-        return range_id, ACL_SUCCESS
-
-    def _range_stop(self, range_id: Any) -> int:
-        s = self._s
-        if range_id not in s.ranges:
-            return PROFILING_FAILED
-        ret = self._tx_event("range_stop", None, range_id=range_id)
-        if ret == ACL_SUCCESS:
-            del s.ranges[range_id]
-        return ret
-
     # -- subscription (only what the mode rules need) ----------------------------------------------
     def _create_subscribe_config(self) -> int:
         s = self._s
@@ -730,11 +526,11 @@ class EmulatedAcl:
         s = self._s
         if model_id not in s.models:
             return ACL_ERROR_INVALID_MODEL_ID
-        begin = _monotonic_raw_ns()
+        begin = monotonic_raw_ns()
         time.sleep(self.exec_seconds)
         coll = s.started.get(s.current_device) if s.current_device is not None else None
         if coll is not None:
-            self._event(coll, {"kind": "model_execute", "ts_ns": begin, "dur_ns": _monotonic_raw_ns() - begin,
+            write_event(coll, {"kind": "model_execute", "ts_ns": begin, "dur_ns": monotonic_raw_ns() - begin,
                                "tid": threading.get_ident(), "model_id": model_id, "device": s.current_device})
         return ACL_SUCCESS
 
@@ -746,73 +542,16 @@ class EmulatedAcl:
         s.subscriptions.pop(model_id, None)
         return ACL_SUCCESS
 
-    # -- the synthetic PROF tree ------------------------------------------------------------------
-    def _prof_name(self) -> str:
-        s = self._s
-        s.prof_index += 1
-        now = datetime.datetime.now()
-        stamp = now.strftime("%Y%m%d%H%M%S") + f"{now.microsecond // 1000:03d}"
-        letters = "".join(self._rng.choice("ABCDEFGHIJKLMNOPQR") for _ in range(8))
-        return f"PROF_{s.prof_index:06d}_{stamp}_{os.getpid() % 10**8:08d}{letters}"
 
+    # -- the synthetic PROF tree ------------------------------------------------------------------
     def _open_collection(self, root: str, devices: Tuple[int, ...], data_types: int, handle: int,
                          metrics: int, source: str) -> Collection:
-        path = os.path.join(root, self._prof_name())
-        os.makedirs(path)
-        with open(os.path.join(path, MARKER), "w", encoding="utf-8") as f:
-            f.write(f"{ANNOUNCEMENT}.\nWritten by {source} in process {os.getpid()} ({self!r}).\n"
-                    "The control files are real in shape only; data/ holds no device data.\n")
-        sample: Dict[str, object] = {"data_type_config": f"0x{data_types:x}"}
-        sample.update({key: ("on" if data_types & DATA_TYPE_BITS[bit] else "off") for key, bit in SAMPLE_SWITCHES})
-        sample["ai_core_metrics"] = AICORE_METRICS.get(metrics, "")
-        begin = _time_info(begin=True)
-        for sub, suffix, dev in [("host", "", "64")] + [(f"device_{d}", f".{d}", str(d)) for d in devices]:
-            folder = os.path.join(path, sub)
-            os.makedirs(os.path.join(folder, "data"))
-            _write_json(os.path.join(folder, f"info.json{suffix}"),
-                        {"emulated": True, "jobInfo": "NA", "pid": str(os.getpid()), "devices": dev,
-                         "DeviceInfo": []})
-            _write_json(os.path.join(folder, "sample.json"), {"emulated": True, "devices": dev, **sample})
-            _write_json(os.path.join(folder, f"start_info{suffix}"), begin)
-        coll = Collection(path, devices, data_types, handle)
-        self._s.collections.append(coll)
+        s = self._s
+        s.prof_index += 1
+        coll = open_collection(os.path.join(root, prof_name(s.prof_index, self._rng)), devices, data_types, handle,
+                               metrics, source, repr(self))
+        s.collections.append(coll)
         return coll
-
-    def _close(self, coll: Collection) -> None:
-        if coll.closed:
-            return
-        end = _time_info(begin=False)
-        for sub, suffix in [("host", "")] + [(f"device_{d}", f".{d}") for d in coll.devices]:
-            _write_json(os.path.join(coll.path, sub, f"end_info{suffix}"), end)
-        coll.closed = True
-
-    def _event(self, coll: Collection, record: Dict[str, Any]) -> None:
-        with open(os.path.join(coll.path, "host", "data", EVENTS), "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-
-
-def _started_keys(config: ProfConfig) -> Tuple[int, ...]:
-    """The ids a config occupies while started: its devices; a device-less (msproftx-only) config
-    occupies the host pseudo-device (MAX_DEVICES), which the runtime appends to every config. For
-    configs with devices the host is not tracked [INFER], so disjoint device sets may run together."""
-    return config.devices or (MAX_DEVICES,)
-
-
-def _time_info(begin: bool) -> Dict[str, str]:
-    """start_info / end_info fields (§1.5): local date, µs since the epoch, CLOCK_MONOTONIC_RAW ns."""
-    now_us = time.time_ns() // 1000
-    date = datetime.datetime.fromtimestamp(now_us / 1e6).strftime("%Y-%m-%d %H:%M:%S.%f")
-    raw = str(_monotonic_raw_ns())
-    if begin:
-        return {"emulated": "true", "collectionDateBegin": date, "collectionDateEnd": "",
-                "collectionTimeBegin": str(now_us), "collectionTimeEnd": "", "clockMonotonicRaw": raw}
-    return {"emulated": "true", "collectionDateBegin": "", "collectionDateEnd": date,
-            "collectionTimeBegin": "", "collectionTimeEnd": str(now_us), "clockMonotonicRaw": raw}
-
-
-def _write_json(path: str, obj: object) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(obj, f)
 
 
 def from_environment() -> EmulatedAcl:
