@@ -292,12 +292,11 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
         st = dev.step
         if st is not None and len(st["syscnt"]):
             steps.append(frame_of({"deviceId": dev.device_id, "timestampNs": dev.clock.to_ns(st["syscnt"]),
-                                 "indexId": st["index_id"], "modelId": st["model_id"],
-                                 "streamId": st["stream_id"], "taskId": st["task_id"], "tagId": st["tag_id"]}))
+                                   "indexId": st["index_id"], "modelId": st["model_id"],
+                                   "streamId": st["stream_id"], "taskId": st["task_id"], "tagId": st["tag_id"]}))
     if steps:
         put("KIT_STEP_TRACE", pd.concat(steps, ignore_index=True))
     put("STRING_IDS", strings.frame())
-
 
 
 def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, DeviceData]], put: TableSink,
@@ -310,9 +309,9 @@ def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, D
     put("HOST_INFO", frame_of({"hostUid": [host_uid or "0"], "hostName": [host_name]}))
     if coll.devices:
         put("NPU_INFO", frame_of({"id": [rd.device_id for rd in coll.devices],
-                                "name": [NPU_NAMES.get(chip.platform, "Unknown")] * len(coll.devices)}))
+                                  "name": [NPU_NAMES.get(chip.platform, "Unknown")] * len(coll.devices)}))
         put("RANK_DEVICE_MAP", frame_of({"rankId": [-1] * len(coll.devices),
-                                       "deviceId": [rd.device_id for rd in coll.devices]}))
+                                         "deviceId": [rd.device_id for rd in coll.devices]}))
     else:
         put("NPU_INFO", frame_of({"id": [-1], "name": ["UNKNOWN"]}))
         put("RANK_DEVICE_MAP", frame_of({"rankId": [-1], "deviceId": [-1]}))

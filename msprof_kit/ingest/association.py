@@ -20,7 +20,7 @@ OP_KINDS = ("nbi", "tensor", "ctx")  # op records, each under the node launch AP
 
 
 def contain(p_thread: np.ndarray, p_time: np.ndarray, a_thread: np.ndarray, a_begin: np.ndarray,
-             a_end: np.ndarray) -> np.ndarray:
+            a_end: np.ndarray) -> np.ndarray:
     """Index of the API (same thread, begin < t <= end, latest begin; of equal begins the last)
     containing each point, or -1. One search a thread: each thread's points are in time order, so
     its search walks the sorted begins forwards (one search of all threads' packed keys jumps
@@ -143,7 +143,7 @@ class Association:
             cols = recs[kind]
             if cols is not None:
                 found = contain(cols["thread_id"].astype(np.int64), cols["timestamp"], cand["thread"][node],
-                                 cand["begin"][node], cand["end"][node])
+                                cand["begin"][node], cand["end"][node])
                 parent = _take(cand["conn"][node], found)
                 hit = parent >= 0
                 cols = {k: v[hit] for k, v in cols.items()}

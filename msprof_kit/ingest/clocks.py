@@ -60,6 +60,8 @@ def _in_range(clock: Clock, path: str) -> Clock:
 
 
 def wall_offset(rd: ResultDir, coll: Collection) -> int:
+    """ns to add to CLOCK_MONOTONIC_RAW ns for ns since the Unix epoch (start_info's collectionTimeBegin
+    - clockMonotonicRaw; another result dir's start_info when this one has none)."""
     info = _start_info(rd, coll)
     path = rd.files.get("start_info", rd.path)
     try:
@@ -105,6 +107,8 @@ def missing_host_start(rd: ResultDir, freq: Fraction) -> str:
 
 
 def host_clock_of(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Clock:
+    """The host's clock: counter ticks through host_start.log and info.json's CPU frequency, or ns
+    where those are missing (with a warning), placed on the wall clock by wall_offset."""
     offset = wall_offset(rd, coll)
     freq = rd.host_freq_mhz()
     if freq is None:
@@ -130,6 +134,8 @@ def host_clock_of(rd: ResultDir, coll: Collection, diag: Diagnostics) -> Clock:
 
 
 def device_clock_of(rd: ResultDir, coll: Collection) -> Clock:
+    """A device's clock: system counter ticks (hwts_frequency) from its sync point (dev_start.log's
+    cntvct at host_start.log's clock_monotonic_raw), placed on the wall clock by wall_offset."""
     offset = wall_offset(rd, coll)
     mhz = rd.hwts_mhz()
     if mhz <= 0:

@@ -7,10 +7,7 @@ from typing import Any, Dict, List, Tuple, Union
 import numpy as np
 import pandas as pd
 
-from ..parsers.host import Columns
-
-__all__ = ["Columns", "DataFiles", "frame_of", "text_array"]
-
+Columns = Dict[str, np.ndarray]  # named columns of equal length (as parsers' and spill's Columns)
 # a result directory's raw slices by (kind, group), each list in slice order (layout.data_files)
 DataFiles = Dict[Tuple[str, str], List[str]]
 
@@ -30,7 +27,6 @@ ACL_API_TAGS = {1: "ACL_OP", 2: "ACL_MODEL", 3: "ACL_RTS", 4: "ACL_OTHERS", 5: "
 STEP_INFO_API = "step_info"  # a node-level API whose item id is a model id, not a hash
 COMPUTE_HOST_TYPES = ("KERNEL_AICORE", "KERNEL_AIVEC", "FFTS_PLUS", "KERNEL_MIX_AIC", "KERNEL_MIX_AIV",
                       "PROFILING_ENABLE", "PROFILING_DISABLE")
-
 
 
 def frame_of(cols: Dict[str, Any]) -> pd.DataFrame:

@@ -26,6 +26,7 @@ from .pairing import Pairing
 
 @dataclass
 class DeviceData:
+    """What load_device reads of one device, spilled to scratch files (`close` removes them)."""
     device_id: int
     tasks: Runs              # TASK_COLUMNS, spilled by start (syscnt)
     clock: Clock
@@ -190,7 +191,7 @@ def device_tasks(dev: DeviceData, cols: Optional[Columns]) -> pd.DataFrame:
                                                       "dev_type")}
     del cols, order
     return frame_of({**t, "batch": _flip_batches(t["stream_id"], t["start"], dev.flips),
-                   "end_ns": dev.clock.to_ns(t["end"])})
+                     "end_ns": dev.clock.to_ns(t["end"])})
 
 
 def has_pmu(dev: DeviceData, stars: bool) -> bool:

@@ -34,6 +34,8 @@ from .tensors import tensor_job, tensor_texts
 
 @dataclass
 class HostData:
+    """What the device side needs of the host: its compute tasks and match entries, model names,
+    pid and the texts of the compute tasks' tensors."""
     tasks: Optional[HostTasks]  # the tracks and compute tasks, spilled (None: no task_track)
     models: pd.DataFrame         # model id -> name
     pid: int
@@ -222,8 +224,8 @@ def _name_apis(apis: Columns, types: Dict[str, str], hashes: Dict[str, str]) -> 
     Adds `name`, codes into the returned table of names."""
     level = apis["level"]
     codes, texts = distinct((level.astype(np.int64) << 32) | apis["type"].astype(np.int64),
-                             lambda k: type_name_of(types, f"{int(k) >> 32}_{int(k) & 0xFFFFFFFF}",
-                                                  str(int(k) & 0xFFFFFFFF)))
+                            lambda k: type_name_of(types, f"{int(k) >> 32}_{int(k) & 0xFFFFFFFF}",
+                                                   str(int(k) & 0xFFFFFFFF)))
     hccl = level == LEVEL_HCCL
     if hccl.any():
         by_item, more = distinct(apis["item"][hccl], hash_text(hashes))
@@ -264,7 +266,7 @@ def _model_names(rd: ResultDir, files: DataFiles, hashes: Dict[str, str], diag: 
     frames = []
     for _, c in _chunks(files, "graph_id_map", diag):
         frames.append(frame_of({"model_id": c["model_id"].astype(np.int64),
-                              "name": hash_names(c["model_name"], hashes)}))
+                                "name": hash_names(c["model_name"], hashes)}))
     if not frames:
         return frame_of({"model_id": np.zeros(0, np.int64), "name": np.zeros(0, dtype=object)})
     return pd.concat(frames, ignore_index=True).drop_duplicates("model_id", keep="last")

@@ -21,6 +21,7 @@ ENTRY_PAYLOAD = ("type", "conn", "model_id", "request_id", "batch", "kernel", "t
                  "info_ts")
 COMPUTE_TEXTS = ("op_name", "ge_type", "op_type", "state", "hf32")
 
+
 def match_keys(stream: np.ndarray, task: np.ndarray, ctx: np.ndarray) -> np.ndarray:
     """One int64 per (stream, task id, context), the key a device task and a host track are
     matched on. Contexts a device task cannot carry (above 0xFFFF, the invalid one aside) share

@@ -60,11 +60,13 @@ class TypeTable(_Lookups):
 
 
 def type_name_of(types: Dict[str, str], key: str, default: str) -> str:
+    """types[key], else `default` (noted in a TypeTable's misses)."""
     return types.name(key, default) if isinstance(types, TypeTable) else types.get(key, default)
 
 
-def read_dictionary(files: DataFiles, kind: str, typed: bool,
-                diag: Diagnostics) -> Dict[str, str]:
+def read_dictionary(files: DataFiles, kind: str, typed: bool, diag: Diagnostics) -> Dict[str, str]:
+    """A dictionary kind's table (hash_dic, or with `typed` type_info_dic), unaging files first;
+    a warning when its files have no entry."""
     table: Dict[str, str] = TypeTable() if typed else HashTable()
     for group in ("unaging", "aging"):
         for path in files.get((kind, group), []):
@@ -132,6 +134,7 @@ def lookup_codes(values: np.ndarray, table: Dict[int, str]) -> np.ndarray:
 
 
 def ge_names(values: np.ndarray) -> np.ndarray:
+    """GE task type names (node_basic_info's task_type), the decimal code when unknown."""
     return lookup_codes(values, GE_TASK_TYPES)
 
 

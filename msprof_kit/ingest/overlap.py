@@ -53,7 +53,7 @@ class Overlap:
             nonlocal next_id
             if len(s):
                 put("OVERLAP_ANALYSIS", frame_of({"id": np.arange(next_id, next_id + len(s), dtype=np.int64),
-                                                "deviceId": self.device_id, "startNs": s, "endNs": e, "type": kind}),
+                                                  "deviceId": self.device_id, "startNs": s, "endNs": e, "type": kind}),
                     last=False)
                 next_id += len(s)
         def read(lo: int) -> Tuple[np.ndarray, np.ndarray]:

@@ -19,6 +19,7 @@ from .matching import match_keys
 
 
 def metric_group(rd: ResultDir, core: str) -> Tuple[str, List[int]]:
+    """(metric group, PMU event codes) sample.json names for a core ("aic" or "aiv")."""
     if core == "aic":
         return str(rd.sample.get("ai_core_metrics", "")), metrics.parse_events(rd.sample.get("ai_core_profiling_events"))
     return str(rd.sample.get("aiv_metrics", "")), metrics.parse_events(rd.sample.get("aiv_profiling_events"))
@@ -54,7 +55,7 @@ def _attach(carry: Optional[Columns], tasks: Columns, key: np.ndarray, t: np.nda
     left_order = np.argsort(t, kind="stable")
     m = pd.merge_asof(frame_of({"t": t[left_order], "k": key[left_order]}),
                       frame_of({"start": right["start"][by_start], "k": right["key"][by_start],
-                              "end": right["end"][by_start], "row": right["row"][by_start]}),
+                                "end": right["end"][by_start], "row": right["row"][by_start]}),
                       left_on="t", right_on="start", by="k", direction="backward")
     row = m["row"].to_numpy()
     ok = ~np.isnan(row) & (m["t"].to_numpy() <= m["end"].fillna(-1).to_numpy())

@@ -19,6 +19,7 @@ from .names import group_paths
 
 
 def tensor_job(rd: ResultDir, files: DataFiles, scratch: str) -> Tuple[Runs, np.ndarray, List[str]]:
+    """tensor_texts in a forked worker: (ops, text table, warnings)."""
     local = Diagnostics()
     tensors, table = tensor_texts(files, local, scratch)
     return tensors, table, local.warnings
