@@ -104,7 +104,8 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
         diag.warn(f"{exc}; device {rd.device_id} is skipped")
         return None
     name = f"device{rd.device_id}"
-    dev = DeviceData(device_id=rd.device_id, clock=clock, tasks=Runs(scratch, f"{name}.task", "start_ns", limits.SAMPLE_EVERY))
+    dev = DeviceData(device_id=rd.device_id, clock=clock,
+                     tasks=Runs(scratch, f"{name}.task", "start_ns", limits.SAMPLE_EVERY))
     logs: List[Runs] = []
     try:
         if ("ts_track.data", "") in files:

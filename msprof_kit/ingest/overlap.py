@@ -56,10 +56,12 @@ class Overlap:
                                                   "deviceId": self.device_id, "startNs": s, "endNs": e, "type": kind}),
                     last=False)
                 next_id += len(s)
+
         def read(lo: int) -> Tuple[np.ndarray, np.ndarray]:
             if not n:
                 return np.zeros(0, np.int64), np.zeros(0, np.int64)
-            return self.runs.read("start", lo, min(n, lo + limits.TASK_ROWS)), self.runs.read("end", lo, min(n, lo + limits.TASK_ROWS))
+            hi = min(n, lo + limits.TASK_ROWS)
+            return self.runs.read("start", lo, hi), self.runs.read("end", lo, hi)
         for lo in range(0, n, limits.TASK_ROWS):
             s, e = read(lo)
             valid = e > s
