@@ -1,7 +1,7 @@
 """`import`, `export db` and `query`: the library side of those commands (no printing here).
 
-The import runs the ingest (build.py for PROF collections, job.py for legacy JOB ones) and hands
-each table it finishes to the store's writer; the store itself knows no parser."""
+The import runs the ingest (ingest.assemble.build for PROF collections, job.build_job for legacy
+JOB ones) and hands each table it finishes to the store's writer; the store itself knows no parser."""
 from __future__ import annotations
 
 import functools
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 from . import forked, store
-from .build import build
+from .ingest.assemble import build
 from .errors import Diagnostics, OutputError, UnreadableFile
 from .job import build_job
 from .layout import Collection, find_collections

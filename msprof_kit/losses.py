@@ -28,7 +28,7 @@ CARRIES: Dict[str, str] = {
     "aicore.data": "the AI Core PMU metrics of the device tasks",
     "ts_track.data": "the step trace and task-id wrap records",
 }
-DICTIONARIES = ("hash_dic", "type_info_dic")  # checked once parsed (build._dictionary): "no entries"
+DICTIONARIES = ("hash_dic", "type_info_dic")  # checked once parsed (ingest.names.read_dictionary): "no entries"
 TASK_LOGS = {"stars": "stars_soc.data", "hwts": "hwts.data"}
 _SLICE = re.compile(r"^(?P<stem>.*\.slice_)(?P<n>\d+)$")
 

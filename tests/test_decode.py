@@ -202,7 +202,7 @@ def test_tensor_ops_by_windows_of_timestamps_match_the_whole_stream(window, tmp_
     (one record or several, their payloads repeating) reads the texts render_tensors gives the
     whole stream, its position is its first record's, and the ops of the aging stream follow.
     ("collision": two payloads share a hash, and the stream is decoded whole instead.)"""
-    from msprof_kit import build
+    from msprof_kit.ingest import limits, tensors
     from msprof_kit.errors import Diagnostics
     from msprof_kit.parsers import stream as S
 
@@ -227,9 +227,9 @@ def test_tensor_ops_by_windows_of_timestamps_match_the_whole_stream(window, tmp_
     if window == "collision":
         monkeypatch.setattr(H, "_row_hash", lambda r, start=0: np.zeros(len(r), dtype=np.uint64))
     else:
-        monkeypatch.setattr(build, "SPILL_ROWS", window)
-        monkeypatch.setattr(build, "SAMPLE_EVERY", 1)
-    runs, got_table = build._tensor_texts(paths, Diagnostics(), str(tmp_path))
+        monkeypatch.setattr(limits, "SPILL_ROWS", window)
+        monkeypatch.setattr(limits, "SAMPLE_EVERY", 1)
+    runs, got_table = tensors.tensor_texts(paths, Diagnostics(), str(tmp_path))
     ops = {name: runs.read(name, 0, runs.rows) for name in ("thread_id", "timestamp", "text", "pos")}
     runs.close()
     by_pos = np.argsort(ops["pos"], kind="stable")

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import synth
-from msprof_kit import api_windows, build, pairing, spill, store
+from msprof_kit import spill, store
+from msprof_kit.ingest import api_windows, limits, pairing
 from msprof_kit.parsers import stream as S
 
 from conftest import DEGRADED_CASES, INTACT_CASES, copy_input, needs_shared, run
@@ -47,9 +48,9 @@ def _windows_of(monkeypatch, rows: int) -> None:
     monkeypatch.setattr(api_windows, "WINDOW_ROWS", rows)
     monkeypatch.setattr(api_windows, "SAMPLE_EVERY", 1)
     monkeypatch.setattr(pairing, "WINDOW_ROWS", rows)
-    monkeypatch.setattr(build, "SAMPLE_EVERY", 1)
-    monkeypatch.setattr(build, "TASK_ROWS", rows)
-    monkeypatch.setattr(build, "SPILL_ROWS", rows)
+    monkeypatch.setattr(limits, "SAMPLE_EVERY", 1)
+    monkeypatch.setattr(limits, "TASK_ROWS", rows)
+    monkeypatch.setattr(limits, "SPILL_ROWS", rows)
 
 
 @needs_shared
@@ -75,7 +76,7 @@ def test_windows_of_a_few_apis_import_the_same_store(case, tmp_path, capsys, mon
 def test_windows_import_the_same_store_of_a_synthetic_collection(rows, tmp_path, capsys, monkeypatch):
     """600 tasks on two devices, a third of them in models (model, node and runtime APIs, and
     events): windows of 1, 7 and 500 APIs give the one-window store. (The carried latest ends of
-    the call tree are checked against a loop in test_build_steps.)"""
+    the call tree are checked against a loop in test_ingest_steps.)"""
     whole = synth.write_collection(str(tmp_path / "a"), n_tasks=600, devices=2, model_fraction=0.3, seed=21)
     assert run(["import", "-dir", whole], capsys)[0] == 0
     _windows_of(monkeypatch, rows)
@@ -126,8 +127,8 @@ def test_pmu_parts_of_devices_with_different_metric_groups(chip, tmp_path, capsy
         return prof
     whole = collection("a")
     assert run(["import", "-dir", whole], capsys)[0] == 0
-    monkeypatch.setattr(build, "TASK_ROWS", 7)
-    monkeypatch.setattr(build, "SAMPLE_EVERY", 1)
+    monkeypatch.setattr(limits, "TASK_ROWS", 7)
+    monkeypatch.setattr(limits, "SAMPLE_EVERY", 1)
     small = collection("b")
     assert run(["import", "-dir", small], capsys)[0] == 0
     assert _tables(small) == _tables(whole)

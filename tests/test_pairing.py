@@ -1,11 +1,11 @@
-"""Device start and end records paired a window of times at a time (msprof_kit.pairing) pair what
+"""Device start and end records paired a window of times at a time (msprof_kit.ingest.pairing) pair what
 pairing them all at once does (parsers.device.pair_start_end)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from msprof_kit import pairing
+from msprof_kit.ingest import pairing
 from msprof_kit.parsers import device as D
 from msprof_kit.spill import Runs
 

@@ -1,7 +1,18 @@
-"""From a raw collection to its store: the steps the modern (build.py) and the legacy JOB
-(job.py) ingest share. The ingest is the only caller of parsers/; it hands finished tables to
-the store's writer (store.TableWriter) and is run by importer.py.
+"""From a raw collection to its store. The ingest is the only caller of parsers/; it hands each
+finished table to the store's writer through a TableSink (sink.py) and is run by importer.py:
+`assemble.build` for PROF collections, `job.build_job` for legacy JOB ones.
 
-* clocks: the collection's start and end from its control files;
-* tasks: STRING_IDS (StringPool) and the globalTaskId numbering of tasks;
-* info: KIT_INFO, what each result directory's control files say about its device."""
+Shared by both pipelines:
+* clocks: the collection's start and end, and the host's and devices' clocks, from its control files;
+* tasks: STRING_IDS (StringPool) and the globalTaskId numbering of tasks (global_ids, GlobalIds);
+* info: KIT_INFO, what each result directory's control files say about its device;
+* sink: the TableSink contract with the store's writer.
+
+The PROF pipeline (assemble.py runs it):
+* host: APIs into CANN_API and KIT_API, by windows of begins (api_windows), and HostData;
+  names: the host's dictionaries; association: the call tree and the tasks and ops under it;
+  tensors: tensor_info records grouped into ops;
+* device: device tasks (start and end records paired a window at a time, pairing) and PMU records;
+* matching: device tasks matched with host tracks, and COMPUTE_TASK_INFO;
+* pmu: KIT_TASK_PMU metrics; overlap: OVERLAP_ANALYSIS;
+* columns: codes and column helpers the steps share; limits: how many rows a step takes at a time."""

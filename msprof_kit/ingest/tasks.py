@@ -1,14 +1,15 @@
-"""Ids the store's tables share: STRING_IDS (StringPool) and globalTaskId (global_ids), numbered
-alike by the modern and the legacy JOB ingest."""
+"""Ids the store's tables share: STRING_IDS (StringPool) and globalTaskId (global_ids, or GlobalIds
+a window of rows at a time), numbered alike by the modern and the legacy JOB ingest."""
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
 
-from ..arrays import numbered_by_first_row
+from ..arrays import Numbering, numbered_by_first_row
 from ..codec import CodedTexts, text_codes
+from .columns import INVALID_CTX
 
 
 class StringPool:
@@ -48,3 +49,46 @@ def global_ids(first: pd.DataFrame, then: pd.DataFrame) -> Tuple[np.ndarray, np.
     gid = numbered_by_first_row(keys)
     n = 0 if first.empty else len(first)
     return gid[:n], gid[n:]
+
+
+def gid_ctx(ctx: np.ndarray) -> np.ndarray:
+    """A context as the global task id's key packs it: the invalid one 0, the others one more."""
+    c = np.asarray(ctx).astype(np.int64)
+    return np.where(c == INVALID_CTX, 0, c + 1)
+
+
+class GlobalIds:
+    """globalTaskIds, given a window of rows at a time: rows sharing (device, stream, task,
+    context, batch) share an id, keys numbered in the order of their first rows (host compute
+    tasks first, then device tasks in TASK order), as global_ids numbers them in one pass. The key
+    columns are packed into one int64 with the widths their largest values need (`largest`); when
+    they need more than 62 bits, the leading columns' packed value is numbered first."""
+
+    def __init__(self, largest: Dict[str, int]) -> None:
+        self.widths = [max(1, int(largest[k]).bit_length()) for k in GID_KEYS]
+        stages, bits = 1, 0
+        for w in self.widths:
+            if bits and bits + w > 62:
+                stages, bits = stages + 1, 31
+            bits += w
+        self.stages = [Numbering() for _ in range(stages)]
+
+    def ids(self, device: np.ndarray, stream: np.ndarray, task: np.ndarray, ctx: np.ndarray,
+            batch: np.ndarray) -> np.ndarray:
+        code: Optional[np.ndarray] = None
+        bits = stage = 0
+        for v, w in zip((device, stream, task, gid_ctx(ctx), batch), self.widths):
+            v = np.asarray(v).astype(np.int64)
+            if code is None:
+                code, bits = v, w
+                continue
+            if bits + w > 62:
+                code, bits, stage = self.stages[stage].number(code), 31, stage + 1
+            code = (code << w) | v
+            bits += w
+        assert code is not None
+        return self.stages[stage].number(code)
+
+    @property
+    def count(self) -> int:
+        return self.stages[-1].count

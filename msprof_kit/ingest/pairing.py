@@ -17,8 +17,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .parsers.device import pairing_order
-from .spill import Runs
+from ..parsers.device import pairing_order
+from ..spill import Runs
 
 Columns = Dict[str, np.ndarray]
 WINDOW_ROWS = 1 << 20  # records paired at a time (more when many share one time)

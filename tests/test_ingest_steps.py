@@ -5,7 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from msprof_kit import api_windows, build
+from msprof_kit.ingest import api_windows, association, columns
+from msprof_kit.timebase import Clock
 
 
 def _records(rng: np.random.Generator, n: int) -> dict:
@@ -95,7 +96,7 @@ def test_points_find_the_api_containing_them_as_a_loop_finds_it(seed, span):
     a_end = a_begin + rng.integers(0, span // 6, n_api)
     p_thread = rng.integers(0, 32, n_pt).astype(np.int64)  # threads without APIs too
     p_time = np.concatenate([rng.integers(0, span, n_pt - 20), a_begin[:10], a_end[:10]]).astype(np.int64)
-    got = build._contain(p_thread, p_time, a_thread, a_begin, a_end)
+    got = association.contain(p_thread, p_time, a_thread, a_begin, a_end)
     expect = _contain_by_loop(p_thread, p_time, a_thread, a_begin, a_end)
     assert got.tolist() == expect
     assert sum(e >= 0 for e in expect) > 20
@@ -107,27 +108,27 @@ def test_tree_mask_drops_what_a_loop_calls_overlapping():
     empty APIs by their own rules."""
     rng = np.random.default_rng(8)
     n = 400
-    level = rng.choice(list(build.TREE_LEVELS) + [5000], n).astype(np.uint16)
+    level = rng.choice(list(columns.TREE_LEVELS) + [5000], n).astype(np.uint16)
     begin = rng.integers(1, 300, n).astype(np.int64)
     end = begin + rng.integers(0, 40, n)
     apis = {"level": level, "thread": rng.integers(1, 4, n).astype(np.uint32), "begin": begin, "end": end}
     expect = []
     for i in range(n):
-        keep = level[i] in build.TREE_LEVELS and begin[i] != end[i]
-        if keep and level[i] != build.LEVEL_NODE:
+        keep = level[i] in columns.TREE_LEVELS and begin[i] != end[i]
+        if keep and level[i] != columns.LEVEL_NODE:
             earlier = [j for j in range(n) if (begin[j], j) < (begin[i], i) and level[j] == level[i]
                        and apis["thread"][j] == apis["thread"][i] and begin[j] != end[j]]
             keep = not any(end[j] >= begin[i] for j in earlier)
         expect.append(keep)
-    got = build._tree_mask(apis).tolist()
+    got = association.tree_mask(apis).tolist()
     assert got == expect
     # a window of begins at a time, in (begin, position) order, the latest ends carried over
     order = np.lexsort((np.arange(n), begin))
-    latest = build.LatestEnds()
+    latest = association.LatestEnds()
     windowed = np.zeros(n, dtype=bool)
     for lo, hi in ((0, 90), (90, 91), (91, 300)):
         rows = order[(begin[order] >= lo) & (begin[order] < hi)]
-        windowed[rows] = build._tree_mask({k: v[rows] for k, v in apis.items()}, latest)
+        windowed[rows] = association.tree_mask({k: v[rows] for k, v in apis.items()}, latest)
     assert windowed.tolist() == expect
     assert 0 < sum(expect) < n and sum(e is False and level[i] != 5000 and begin[i] != end[i]
                                        for i, e in enumerate(expect)) > 10
@@ -152,12 +153,12 @@ def _join(*parts: dict) -> dict:
 
 def _assoc_run(windows, edges):
     """(tracks, compute tasks) the association emits over the windows, joined."""
-    clock = build.Clock(0, 0, None)
+    clock = Clock(0, 0, None)
     emitted = []
-    assoc = build._Association(clock, {"5000_0": "KERNEL_AICORE"}, {"11": "OpLate", "12": "OpEarly", "21": "T"},
-                               lambda tracks, compute: emitted.append((tracks, compute)))
+    assoc = association.Association(clock, {"5000_0": "KERNEL_AICORE"}, {"11": "OpLate", "12": "OpEarly", "21": "T"},
+                                    lambda tracks, compute: emitted.append((tracks, compute)))
     for w, (tree, recs) in enumerate(windows):
-        full = {k: recs.get(k) for k in ("track",) + build.OP_KINDS}
+        full = {k: recs.get(k) for k in ("track",) + association.OP_KINDS}
         assoc.step(tree, full, edges[w] if w < len(edges) else None)
     assoc.finish()
     return (pd.concat([t for t, _ in emitted]).sort_index(kind="stable"),
@@ -169,7 +170,7 @@ def test_op_info_of_a_launch_open_across_windows_is_its_first_record_in_stream_o
     that window and two node_basic_info records: one in that window, one later in the stream but
     timed in the next window. The track waits for its launch API to end; its op is the record
     first in stream order (position 0), as when everything is one window."""
-    node = {"thread": np.array([1], np.uint32), "level": np.array([build.LEVEL_NODE], np.uint16),
+    node = {"thread": np.array([1], np.uint32), "level": np.array([columns.LEVEL_NODE], np.uint16),
             "begin": np.array([100]), "end": np.array([500]), "item": np.array([0], np.uint64),
             "reserve": np.array([0], np.uint32), "conn": np.array([1])}
     early, late = _nbi(120, 1, 12), _nbi(300, 0, 11)

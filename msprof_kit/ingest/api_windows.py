@@ -14,11 +14,11 @@ from typing import Dict, Iterator, Optional, Sequence
 
 import numpy as np
 
-from .arrays import group_ids, run_ranks
-from .errors import Diagnostics
-from .parsers import host, records
-from .parsers.stream import RecordStream, locate
-from .spill import Runs
+from ..arrays import group_ids, run_ranks
+from ..errors import Diagnostics
+from ..parsers import host, records
+from ..parsers.stream import RecordStream, locate
+from ..spill import Runs
 
 Columns = Dict[str, np.ndarray]
 WINDOW_ROWS = 1 << 20   # APIs sorted at a time (a window holds more when many share one begin)

@@ -1,0 +1,272 @@
+"""The host side of a collection: its APIs into CANN_API and KIT_API a window at a time, its task
+tracks and op records associated with the call tree (association.py), and the host compute tasks
+and model names the device side needs (HostData)."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterator, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+
+from .. import losses
+from ..codec import CodedTexts
+from ..errors import Diagnostics
+from ..forked import Forked, can_fork
+from ..layout import Collection, ResultDir, data_files
+from ..parsers import host as host_parsers
+from ..progress import label
+from ..spill import Runs
+from ..timebase import Clock
+from .api_windows import ApiWindows
+from .association import OP_KINDS, TREE_COLUMNS, Association, LatestEnds, tree_mask
+from .clocks import host_clock_of
+from .columns import (ACL_API_TAGS, INVALID_CTX, LEVEL_ACL, LEVEL_HCCL, LEVEL_MODEL, LEVEL_NODE, STEP_INFO_API,
+                      Columns, DataFiles, frame_of, text_array)
+from .matching import HostTasks
+from .names import (HashTable, TypeTable, code_text, distinct, group_paths, hash_names, hash_text, map_names,
+                    read_dictionary, type_name_of, where_text)
+from .sink import TableSink
+from .tasks import StringPool
+from .tensors import tensor_job, tensor_texts
+
+
+@dataclass
+class HostData:
+    """What the device side needs of the host: its compute tasks and match entries, model names,
+    pid and the texts of the compute tasks' tensors."""
+    tasks: Optional[HostTasks]  # the tracks and compute tasks, spilled (None: no task_track)
+    models: pd.DataFrame         # model id -> name
+    pid: int
+    tensor_table: np.ndarray = field(default_factory=lambda: text_array((1, 6), "N/A"))  # compute tensors' rows
+
+
+def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, strings: StringPool, put: TableSink,
+              jobs: int = 1, scratch: str = "") -> Optional[HostData]:
+    """The host's tracks and compute tasks, associated with its APIs; the APIs themselves go to
+    `put` (CANN_API, KIT_API) as soon as they are numbered. With jobs > 1 the tensor texts are
+    rendered in a forked worker meanwhile."""
+    files = data_files(rd, diag)
+    if not files:
+        diag.warn(f"{rd.data_dir}: no host data files; expected *.api_event.data.slice_N and friends")
+        return None
+    losses.check_slices(files, diag)
+    worker = Forked(functools.partial(tensor_job, rd, files, scratch), "tensor texts") \
+        if jobs > 1 and can_fork() else None
+
+    def read_tensors() -> Tuple[Runs, np.ndarray]:
+        if worker is None:
+            return tensor_texts(files, diag, scratch)
+        tensors, table, warnings = worker.result()
+        diag.extend(warnings)
+        return tensors, table
+
+    try:
+        return _load_host(rd, coll, diag, files, read_tensors, strings, put, scratch)
+    finally:
+        if worker is not None:
+            worker.cancel()
+
+
+def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFiles,
+               read_tensors: Callable[[], Tuple[Runs, np.ndarray]], strings: StringPool,
+               put: TableSink, scratch: str) -> HostData:
+    clock = host_clock_of(rd, coll, diag)
+    hashes = read_dictionary(files, "hash_dic", False, diag)
+    types = read_dictionary(files, "type_info_dic", True, diag)
+    pid_text = str(rd.info.get("pid", "0"))
+    pid = int(pid_text) if pid_text.isdigit() else 0
+
+    paths = files.get(("api_event", "unaging"), []) + files.get(("api_event", "aging"), [])
+    name = label(coll.path)
+    reading = diag.progress.phase(f"{name}: reading host records")
+    try:
+        apis = ApiWindows(paths, scratch, diag, rd.data_dir)
+    except BaseException:
+        reading.close()
+        raise
+    records = _HostRecords(scratch)
+    host_tasks = None
+    try:
+        with reading:
+            _spill_records(files, types, records, diag)
+            records.runs["tensor"], tensor_table = read_tensors()
+            models = _model_names(rd, files, hashes, diag)
+        if records.runs["track"].rows:
+            host_tasks = HostTasks(scratch, types, hashes)
+        assoc = Association(clock, types, hashes, host_tasks.add) if host_tasks is not None else None
+        if not apis.count:
+            diag.warn(f"{rd.data_dir}: no api_event records; CANN_API and api_statistic stay empty, and without "
+                      f"launch APIs the device tasks are named by their kernels only")
+        edges = apis.edges()
+        records.cut(edges)
+        latest = LatestEnds()
+        with diag.progress.phase(f"{name}: host APIs", total=int(apis.count), unit="APIs") as phase:
+            for w, window in enumerate(apis.windows(edges)):
+                n = len(window["begin"])
+                tree = _api_window(window, clock, types, hashes, pid, strings, put, latest) if n else None
+                del window
+                if assoc is not None:
+                    assoc.step(tree, records.window(w), int(edges[w]) if w < len(edges) else None)
+                phase.advance(n)
+        put("CANN_API", None, last=True)
+        put("KIT_API", None, last=True)
+        if assoc is not None:
+            assoc.finish()
+        if isinstance(hashes, HashTable):
+            where = next((p for _, group in group_paths(files, "hash_dic") for p in group),
+                         f"{rd.data_dir}/*.hash_dic.slice_N")
+            hashes.warn_misses(where, diag)
+        if isinstance(types, TypeTable):
+            where = next((p for _, group in group_paths(files, "type_info_dic") for p in group),
+                         f"{rd.data_dir}/*.type_info_dic.slice_N")
+            types.warn_misses(where, diag)
+    except BaseException:
+        if host_tasks is not None:
+            host_tasks.close()
+        raise
+    finally:
+        apis.close()
+        records.close()
+    return HostData(tasks=host_tasks, models=models, pid=pid, tensor_table=tensor_table)
+
+
+TRACK_FIELDS = ("thread_id", "timestamp", "device_id", "stream_id", "task_id", "task_type", "kernel_name",
+                "data_len", "num_blocks", "ratio")
+NBI_FIELDS = ("thread_id", "timestamp", "op_name", "op_type", "task_type", "block_dim", "op_flag")
+
+
+def _api_window(window: Columns, clock: Clock, types: Dict[str, str], hashes: Dict[str, str], pid: int,
+                strings: StringPool, put: TableSink, latest: LatestEnds) -> Columns:
+    """A window of the host's APIs (events merged, in connection-id order: APIs by begin, level
+    descending, ties by thread then stream order; an API's connection id is its position + 1)
+    into CANN_API and KIT_API parts. Returns its tree APIs (TREE_COLUMNS; begin and end in host
+    ticks); `latest` carries the call tree's latest ends from a window to the next."""
+    names = _name_apis(window, types, hashes)
+    texts = _api_texts(window, names, hashes)
+    window["start_ns"] = clock.to_ns(window["begin"])
+    window["end_ns"] = clock.to_ns(window["end"])
+    _write_apis(window, texts, pid, strings, put)
+    keep = tree_mask(window, latest)
+    return {k: window[k][keep] for k in TREE_COLUMNS}
+
+
+class _HostRecords:
+    """The host's task tracks (maintenance ones left out) and op records, spilled sorted by time
+    (host ticks) and read back a window of times at a time. `pos` numbers each kind's records in
+    stream order, unaging files first: the order the call tree's rules take the first of. The
+    tensor_info ops come spilled already (`tensor_texts`), as `runs["tensor"]`."""
+
+    def __init__(self, folder: str) -> None:
+        self.runs = {kind: Runs(folder, kind, "timestamp") for kind in ("track",) + OP_KINDS if kind != "tensor"}
+
+    def add(self, kind: str, cols: Columns) -> None:
+        runs = self.runs[kind]
+        n = len(cols["timestamp"])
+        cols["timestamp"] = cols["timestamp"].astype(np.int64)
+        cols["pos"] = np.arange(runs.rows, runs.rows + n, dtype=np.int64)
+        runs.add(cols)
+
+    def cut(self, edges: np.ndarray) -> None:
+        for runs in self.runs.values():
+            runs.cut(edges)
+
+    def window(self, w: int) -> Dict[str, Optional[Columns]]:
+        return {kind: runs.window(w) for kind, runs in self.runs.items()}
+
+    def close(self) -> None:
+        for runs in self.runs.values():
+            runs.close()
+
+
+def _chunks(files: DataFiles, kind: str, diag: Diagnostics) -> Iterator[Tuple[str, Columns]]:
+    """(group, columns) of each chunk of a compact or additional record kind, unaging first; each
+    stream's issues are reported once it is read."""
+    for group, paths in group_paths(files, kind):
+        stream = host_parsers.compact_stream(kind, paths)
+        for arr, offsets in stream.chunks():
+            yield group, host_parsers.compact_columns(kind, arr, offsets)
+        diag.extend(stream.issues)
+
+
+def _spill_records(files: DataFiles, types: Dict[str, str], records: _HostRecords, diag: Diagnostics) -> None:
+    """The task tracks, node_basic_info and context_id_info records into `records`, a chunk at a
+    time."""
+    for _, c in _chunks(files, "task_track", diag):
+        kept = where_text(map_names(c["task_type"], types), lambda t: t != "MAINTENANCE")
+        records.add("track", {k: c[k][kept] for k in TRACK_FIELDS})
+    for group, c in _chunks(files, "node_basic_info", diag):
+        records.add("nbi", {**{k: c[k] for k in NBI_FIELDS},
+                            "aging": np.full(len(c["timestamp"]), group == "aging")})
+    for _, c in _chunks(files, "context_id_info", diag):
+        first = np.where(c["ctx_num"] > 0, c["ctx_ids"][:, 0] if len(c["ctx_num"]) else 0, INVALID_CTX)
+        records.add("ctx", {"thread_id": c["thread_id"], "timestamp": c["timestamp"],
+                            "ctx": first.astype(np.int64)})
+
+
+def _write_apis(apis: Columns, texts: Dict[str, np.ndarray], pid: int, strings: StringPool, put: TableSink) -> None:
+    """CANN_API and KIT_API parts of a window of APIs in connection-id order (`conn`)."""
+    n = len(apis["begin"])
+    if not n:
+        return
+    conn = apis["conn"]
+    put("CANN_API", frame_of({
+        "startNs": apis["start_ns"], "endNs": apis["end_ns"], "type": apis["level"],
+        "globalTid": (np.int64(pid) << 32) | apis["thread"].astype(np.int64), "connectionId": conn,
+        "name": strings.ids_of(CodedTexts(apis["name"], texts["name"]))}), last=False)
+    put("KIT_API", {"connectionId": conn, "mode": CodedTexts(apis["mode"], texts["mode"]),
+                    "itemId": CodedTexts(apis["item_text"], texts["item_text"])}, last=False)
+
+
+def _name_apis(apis: Columns, types: Dict[str, str], hashes: Dict[str, str]) -> np.ndarray:
+    """API names: type_info_dic '<level>_<type>' (decimal type if unknown); HCCL APIs by item hash.
+    Adds `name`, codes into the returned table of names."""
+    level = apis["level"]
+    codes, texts = distinct((level.astype(np.int64) << 32) | apis["type"].astype(np.int64),
+                            lambda k: type_name_of(types, f"{int(k) >> 32}_{int(k) & 0xFFFFFFFF}",
+                                                   str(int(k) & 0xFFFFFFFF)))
+    hccl = level == LEVEL_HCCL
+    if hccl.any():
+        by_item, more = distinct(apis["item"][hccl], hash_text(hashes))
+        codes[hccl] = len(texts) + by_item
+        texts += more
+    apis["name"] = codes.astype(np.int32)
+    return np.array(texts, dtype=object)
+
+
+def _api_texts(apis: Columns, names: np.ndarray, hashes: Dict[str, str]) -> Dict[str, np.ndarray]:
+    """The texts the timeline shows of each API besides its name (KIT_API): `mode`, the reference's
+    struct type (the ACL category for ACL APIs, else the API's type name), and `item_text`, its item
+    id (a model id as a number for model-level and node-level step_info APIs, else the hash
+    dictionary's text, "0" for no item, the decimal hash when the dictionary lacks it).
+
+    `name` is codes into `names`; adds `mode` and `item_text` as codes too, and returns the three
+    tables of texts by column."""
+    level = apis["level"]
+    name = apis["name"]
+    mode = name.copy()
+    modes = list(names.tolist())
+    acl = level == LEVEL_ACL
+    if acl.any():
+        tag_codes, tags = distinct(apis["type"][acl] >> 16, code_text(ACL_API_TAGS))
+        mode[acl] = len(modes) + tag_codes
+        modes += tags
+    step_info = np.array([t == STEP_INFO_API for t in names.tolist()], dtype=bool)
+    by_number = (level == LEVEL_MODEL) | ((level == LEVEL_NODE) & step_info[name])
+    item_codes, values = distinct(apis["item"], int)
+    # the table: each distinct item as a number, then as its hash text
+    item_texts = [str(u) for u in values] + [hashes.get(str(u), str(u)) if u else "0" for u in values]
+    apis["mode"] = mode
+    apis["item_text"] = np.where(by_number, item_codes, len(values) + item_codes).astype(np.int32)
+    return {"name": names, "mode": np.array(modes, dtype=object), "item_text": np.array(item_texts, dtype=object)}
+
+
+def _model_names(rd: ResultDir, files: DataFiles, hashes: Dict[str, str], diag: Diagnostics) -> pd.DataFrame:
+    frames = []
+    for _, c in _chunks(files, "graph_id_map", diag):
+        frames.append(frame_of({"model_id": c["model_id"].astype(np.int64),
+                                "name": hash_names(c["model_name"], hashes)}))
+    if not frames:
+        return frame_of({"model_id": np.zeros(0, np.int64), "name": np.zeros(0, dtype=object)})
+    return pd.concat(frames, ignore_index=True).drop_duplicates("model_id", keep="last")

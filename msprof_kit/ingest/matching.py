@@ -1,0 +1,272 @@
+"""Device tasks matched with the host's task tracks: the host entries spilled per device
+(HostTasks), the entry each device task takes (Match, a window of starts at a time), and
+COMPUTE_TASK_INFO, the host compute tasks under their globalTaskIds."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+
+from ..arrays import first_seen, last_seen
+from ..spill import Runs
+from . import limits
+from .columns import INVALID_CTX, MIX_TYPES, Columns, frame_of
+from .names import distinct, hash_text, where_text
+from .sink import TableSink
+from .tasks import GID_KEYS, GlobalIds, StringPool, gid_ctx
+
+MATCH_CTX_INVALID, MATCH_CTX_OTHER = 0x10000, 0x10001
+ENTRY_PAYLOAD = ("type", "conn", "model_id", "request_id", "batch", "kernel", "thread_id", "ts_ns", "block", "mix",
+                 "info_ts")
+COMPUTE_TEXTS = ("op_name", "ge_type", "op_type", "state", "hf32")
+
+
+def match_keys(stream: np.ndarray, task: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+    """One int64 per (stream, task id, context), the key a device task and a host track are
+    matched on. Contexts a device task cannot carry (above 0xFFFF, the invalid one aside) share
+    one value."""
+    c = np.asarray(ctx).astype(np.int64)
+    c = np.where(c == INVALID_CTX, MATCH_CTX_INVALID, np.where((c >= 0) & (c <= 0xFFFF), c, MATCH_CTX_OTHER))
+    return ((np.asarray(stream).astype(np.int64) & 0xFFFF) << 34) | ((np.asarray(task).astype(np.int64) & 0xFFFF) << 17) | c
+
+
+def _match_order(cols: Columns) -> Columns:
+    """Host entries in the order the match reads them: time, then segment, then track position."""
+    order = np.lexsort((cols["pos"], cols["seg"], cols["ts_ns"]))
+    return {k: v[order] for k, v in cols.items()}
+
+
+class HostTasks:
+    """What the device tasks need of the host's task tracks, and the host compute tasks, spilled as
+    the association makes them a window at a time.
+
+    A track is an entry of the match under up to three keys (match_keys), each a segment: its
+    stream and task id with the invalid context; with its op's context when it has one; with
+    context 0 when it is a MIX kernel whose context is not 0. Entries are spilled per device, by
+    time, with what a matched device task takes of the track (ENTRY_PAYLOAD); `first` keeps each
+    key's first entry (for device tasks that begin before any entry of their key). Compute tasks
+    are spilled by track position. Texts are coded by `texts`."""
+
+    def __init__(self, folder: str, types: Dict[str, str], hashes: Dict[str, str]) -> None:
+        self.folder = folder
+        self.type_name = lambda u: types.get(f"5000_{int(u)}", str(int(u)))  # as map_names names them
+        self.kernel_name = hash_text(hashes)  # as hash_names names them
+        self.texts = StringPool([""])
+        self.entries: Dict[int, Runs] = {}
+        self.first: Dict[int, Columns] = {}
+        self.compute = Runs(folder, "compute", "track", limits.SAMPLE_EVERY)
+        self.largest = dict.fromkeys(GID_KEYS, 0)  # of the compute tasks' keys and the tracks' batches
+
+    def add(self, tracks: pd.DataFrame, compute: pd.DataFrame) -> None:
+        pos = tracks.index.to_numpy()
+        n = len(pos)
+        ctx_of: np.ndarray = np.full(n, INVALID_CTX, dtype=np.int64)
+        block: np.ndarray = np.zeros(n, dtype=np.int64)
+        mix: np.ndarray = np.zeros(n, dtype=np.int64)
+        info_ts: np.ndarray = np.full(n, -1, dtype=np.int64)
+        if len(compute):
+            at = np.searchsorted(pos, compute["track"].to_numpy())
+            ctx_of[at] = compute["ctx"].to_numpy()
+            block[at] = compute["block"].to_numpy()
+            mix[at] = compute["mix"].to_numpy()
+            info_ts[at] = compute["info_ts"].to_numpy()
+        codes, names = distinct(tracks["type_raw"].to_numpy(), self.type_name)
+        type_code = np.array([self.texts.id(t) for t in names], dtype=np.int64)[codes]
+        is_mix = np.array([t in MIX_TYPES for t in names], dtype=bool)[codes]
+        codes, names = distinct(tracks["kernel_raw"].to_numpy(), self.kernel_name)
+        kernel_code = np.array([self.texts.id(t) for t in names], dtype=np.int64)[codes]
+        del codes, names
+        has_ctx = np.flatnonzero(ctx_of != INVALID_CTX)
+        zero = np.flatnonzero(is_mix & (ctx_of != 0))
+        rows = np.concatenate([np.arange(n), has_ctx, zero])
+        key_ctx = np.concatenate([np.full(n, INVALID_CTX, dtype=np.int64), ctx_of[has_ctx],
+                                  np.zeros(len(zero), dtype=np.int64)])
+        payload = {"type": type_code, "conn": tracks["conn"].to_numpy(),
+                   "model_id": tracks["model_id"].to_numpy(), "request_id": tracks["request_id"].to_numpy(),
+                   "batch": tracks["batch"].to_numpy(), "kernel": kernel_code,
+                   "thread_id": tracks["thread_id"].to_numpy(), "ts_ns": tracks["ts_ns"].to_numpy(),
+                   "block": block, "mix": mix, "info_ts": info_ts}
+        self.largest["batch"] = max(self.largest["batch"], int(payload["batch"].max(initial=0)))
+        seg: np.ndarray = np.repeat(np.arange(3, dtype=np.int8), [n, len(has_ctx), len(zero)])
+        order = np.lexsort((seg, payload["ts_ns"][rows]))  # match order (rows are by position within a segment)
+        rows, key_ctx, seg = rows[order], key_ctx[order], seg[order]
+        cols = {"key": match_keys(tracks["stream_id"].to_numpy()[rows], tracks["task_low"].to_numpy()[rows], key_ctx),
+                "seg": seg, "pos": pos[rows], **{k: v[rows] for k, v in payload.items()}}
+        device = tracks["device_id"].to_numpy().astype(np.int64)[rows]
+        del payload, rows, key_ctx, seg, order
+        for d in np.unique(device):
+            d = int(d)
+            mine = device == d
+            part = {k: v[mine] for k, v in cols.items()}
+            if d not in self.entries:
+                self.entries[d] = Runs(self.folder, f"entries{d}", "ts_ns")
+            self.entries[d].add(part)
+            first = first_seen(part["key"])
+            part = {k: v[first] for k, v in part.items()}
+            known = self.first.get(d)
+            if known is not None:
+                part = _match_order({k: np.concatenate([known[k], v]) for k, v in part.items()})
+                first = first_seen(part["key"])
+                part = {k: v[first] for k, v in part.items()}
+            self.first[d] = part
+        if len(compute):
+            c = {k: compute[k].to_numpy() for k in ("track", "device_id", "stream_id", "task_id", "batch", "ctx",
+                                                   "block", "mix", "tensors")}
+            for k in COMPUTE_TEXTS:
+                c[k] = self.texts.ids_of(compute[k].to_numpy())
+            for k in GID_KEYS:
+                values = gid_ctx(c[k]) if k == "ctx" else c[k].astype(np.int64)
+                self.largest[k] = max(self.largest[k], int(values.max(initial=0)))
+            self.compute.add(c)
+
+    def text_table(self) -> np.ndarray:
+        """The texts by code."""
+        out: np.ndarray = np.empty(len(self.texts.ids), dtype=object)
+        out[:] = list(self.texts.ids)
+        return out
+
+    def close(self) -> None:
+        for runs in [self.compute, *self.entries.values()]:
+            runs.close()
+
+
+def write_compute_info(tasks: Optional[HostTasks], tensor_table: np.ndarray, gids: GlobalIds, strings: StringPool,
+                       put: TableSink) -> np.ndarray:
+    """COMPUTE_TASK_INFO (each globalTaskId's first compute task, in track order), written a
+    window of tracks at a time after a first pass that numbers the ids and puts the texts into
+    STRING_IDS in the order one pass over the whole table would. Returns, by globalTaskId, which
+    ids count as compute in OVERLAP_ANALYSIS (AI CPU and AIV kernels do not). `tensor_table`: the
+    texts of the compute tasks' tensors, a row each (HostData.tensor_table)."""
+    if tasks is None or not tasks.compute.rows:
+        return np.zeros(0, dtype=bool)
+    runs = tasks.compute
+    edges = runs.edges(limits.TASK_ROWS)
+    runs.cut(edges)
+    texts = tasks.text_table()
+    code_seen: Dict[str, np.ndarray] = {k: np.zeros(len(texts), dtype=bool) for k in COMPUTE_TEXTS}
+    code_order: Dict[str, List[np.ndarray]] = {k: [] for k in COMPUTE_TEXTS}
+    row_seen: np.ndarray = np.zeros(len(tensor_table), dtype=bool)
+    row_order: List[np.ndarray] = []
+
+    def first_new(values: np.ndarray, seen: np.ndarray, order: List[np.ndarray]) -> None:
+        fresh = values[first_seen(values)]
+        fresh = fresh[~seen[fresh]]
+        seen[fresh] = True
+        order.append(fresh)
+
+    kept: Dict[int, Optional[Columns]] = {}  # one window is read once for both passes
+
+    def window(w: int) -> Optional[Columns]:
+        if w in kept:
+            return kept.pop(w)
+        cols = runs.window(w)
+        if cols is not None:
+            order = np.argsort(cols["track"], kind="stable")
+            cols = {k: v[order] for k, v in cols.items()}
+        if not len(edges):
+            kept[w] = cols
+        return cols
+
+    ids: List[Tuple[np.ndarray, np.ndarray]] = []  # each window's (globalTaskIds, whether first)
+    for w in range(len(edges) + 1):
+        c = window(w)
+        if c is None:
+            continue
+        before = gids.count
+        gid = gids.ids(c["device_id"], c["stream_id"], c["task_id"], c["ctx"], c["batch"])
+        first = (gid >= before) & first_seen(gid)
+        for k in COMPUTE_TEXTS:
+            first_new(c[k][first], code_seen[k], code_order[k])
+        first_new(c["tensors"][first], row_seen, row_order)
+        ids.append((gid.astype(np.int32) if gids.count < 1 << 31 else gid, first))
+        del c, gid, first
+    # STRING_IDS: the columns' texts in the order of COMPUTE_TASK_INFO's columns
+    text_id: np.ndarray = np.full(len(texts), -1, dtype=np.int64)
+
+    def register(k: str) -> None:
+        for code in np.concatenate(code_order[k]):
+            text_id[code] = strings.id(texts[code])
+    for k in ("op_name", "ge_type", "op_type"):
+        register(k)
+    rows = np.concatenate(row_order)
+    tensor_id: Dict[int, np.ndarray] = {}
+    for column in (2, 1, 0, 5, 4, 3):
+        tensor_id[column] = np.zeros(len(tensor_table), dtype=np.int64)
+        tensor_id[column][rows] = strings.ids_of(tensor_table[rows, column])
+    empty = strings.id("")
+    for k in ("state", "hf32"):
+        register(k)
+    na = strings.id("N/A")
+    skip = where_text(texts, lambda t: t.endswith(("AicpuKernel", "AivKernel")))
+    compute_ok: np.ndarray = np.zeros(gids.count, dtype=bool)
+    at = 0
+    for w in range(len(edges) + 1):
+        c = window(w)
+        if c is None:
+            continue
+        gid, first = ids[at]
+        ids[at] = (np.zeros(0, np.int32), np.zeros(0, bool))
+        at += 1
+        f = np.flatnonzero(first)
+        c = {k: v[f] for k, v in c.items()}
+        gid = gid[f].astype(np.int64)
+        n = len(f)
+        t = c["tensors"]
+        put("COMPUTE_TASK_INFO", frame_of({
+            "name": text_id[c["op_name"]], "globalTaskId": gid, "blockNum": c["block"], "mixBlockNum": c["mix"],
+            "taskType": text_id[c["ge_type"]], "opType": text_id[c["op_type"]],
+            "inputFormats": tensor_id[2][t], "inputDataTypes": tensor_id[1][t], "inputShapes": tensor_id[0][t],
+            "outputFormats": tensor_id[5][t], "outputDataTypes": tensor_id[4][t], "outputShapes": tensor_id[3][t],
+            "attrInfo": np.full(n, empty), "opState": text_id[c["state"]], "hf32Eligible": text_id[c["hf32"]],
+            "gridDim": np.full(n, na), "blockDim": np.full(n, na)}), last=False)
+        compute_ok[gid[~skip[c["op_name"]]]] = True
+        del c, gid, first
+    put("COMPUTE_TASK_INFO", None, last=True)
+    return compute_ok
+
+
+class Match:
+    """The host entry each device task of one device takes, a window of starts at a time: of the
+    entries of its key, the latest at or before its start (ties: segment, then track position),
+    else the key's first. Carried from a window to the next: each key's latest entry."""
+
+    def __init__(self, first: Optional[Columns]) -> None:
+        self.carry: Optional[Columns] = None
+        self.first = None
+        if first is not None:
+            order = np.argsort(first["key"], kind="stable")
+            self.first = {k: v[order] for k, v in first.items()}
+
+    def window(self, key: np.ndarray, start_ns: np.ndarray, entries: Optional[Columns]
+               ) -> Tuple[np.ndarray, Columns]:
+        """(whether each task matched, ENTRY_PAYLOAD of each task, zero where it did not) of tasks
+        in start order; `entries` the window's."""
+        n = len(key)
+        parts = [c for c in (self.carry, entries) if c is not None]
+        right = _match_order({k: np.concatenate([p[k] for p in parts]) for k in parts[0]}) if parts else None
+        found: np.ndarray = np.full(n, -1, dtype=np.int64)
+        if right is not None and n:
+            got = pd.merge_asof(frame_of({"t": start_ns, "k": key}),
+                                frame_of({"ts": right["ts_ns"], "k": right["key"], "i": np.arange(len(right["key"]))}),
+                                left_on="t", right_on="ts", by="k", direction="backward")["i"].to_numpy()
+            hit = ~np.isnan(got)
+            found[hit] = got[hit].astype(np.int64)
+        like = right if right is not None else self.first
+        out: Columns = {k: np.zeros(n, dtype=like[k].dtype if like is not None else np.int64) for k in ENTRY_PAYLOAD}
+        hit = found >= 0
+        if right is not None:
+            for k in ENTRY_PAYLOAD:
+                out[k][hit] = right[k][found[hit]]
+        missing = np.flatnonzero(~hit)
+        if len(missing) and self.first is not None and len(self.first["key"]):
+            fk = self.first["key"]
+            at = np.minimum(np.searchsorted(fk, key[missing]), len(fk) - 1)
+            ok = fk[at] == key[missing]
+            for k in ENTRY_PAYLOAD:
+                out[k][missing[ok]] = self.first[k][at[ok]]
+            hit[missing[ok]] = True
+        if right is not None:
+            last = last_seen(right["key"])
+            self.carry = {k: v[last] for k, v in right.items()}
+        return hit, out
