@@ -28,7 +28,7 @@ from . import forked, losses, memory, metrics
 from .api_windows import ApiWindows
 from .spill import Runs
 from .arrays import Numbering, first_seen, isin, last_seen, run_ranks
-from .codec import CodedTexts
+from .store import CodedTexts
 from .ingest.clocks import NS_LIMIT, control_times
 from .ingest.info import SAMPLE_KEYS, device_info_rows
 from .ingest.tasks import GID_KEYS, StringPool
