@@ -559,7 +559,7 @@ def _sync_folder(path: str) -> None:
         os.close(fd)
 
 
-def put_info(out: "TableWriter", info: List[Tuple[int, str, str]], diag: Diagnostics) -> None:
+def put_info(out: TableWriter, info: List[Tuple[int, str, str]], diag: Diagnostics) -> None:
     """The store's small tables, written last: KIT_INFO (`info`: the ingest's (device, key, value)
     rows), KIT_WARNINGS (the import's warnings so far), META_DATA and the ENUM_ tables."""
     for name, cols, rows in (
