@@ -7,7 +7,7 @@ ids (connection ids, task ids, TASK rows) goes through these instead.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -19,7 +19,7 @@ def ascending(values: np.ndarray) -> bool:
 
 def _run_starts(ordered: np.ndarray) -> np.ndarray:
     """Where each run of equal values of an ordered array starts."""
-    starts = np.empty(len(ordered), dtype=bool)
+    starts: np.ndarray = np.empty(len(ordered), dtype=bool)
     if len(ordered):
         starts[0] = True
         np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
@@ -52,7 +52,7 @@ def first_seen(values: np.ndarray) -> np.ndarray:
         return _run_starts(values)
     order = np.argsort(values, kind="stable")
     starts = _run_starts(values[order])
-    first = np.zeros(len(values), dtype=bool)
+    first: np.ndarray = np.zeros(len(values), dtype=bool)
     first[order[starts]] = True
     return first
 
@@ -60,10 +60,16 @@ def first_seen(values: np.ndarray) -> np.ndarray:
 SEARCH_BLOCK = 1 << 20  # values searched at a time (the positions of a block are int64)
 
 
+def _positions(found: object) -> np.ndarray:
+    """np.searchsorted's answer for an array of values: an array of positions. (numpy's stubs pick
+    the overload of a single value when the values' type is not known precisely.)"""
+    return cast(np.ndarray, found)
+
+
 def in_sorted(values: np.ndarray, table: np.ndarray) -> np.ndarray:
     """Which values are in `table` (ascending)."""
     values = np.asarray(values)
-    out = np.zeros(values.shape, dtype=bool)
+    out: np.ndarray = np.zeros(values.shape, dtype=bool)
     if not len(table) or not len(values):
         return out
     for lo in range(0, len(values), SEARCH_BLOCK):
@@ -92,12 +98,12 @@ class SortedKeys:
         """For each wanted value, the position in the keys as given of the first one equal to it
         (-1: none)."""
         wanted = np.asarray(wanted, dtype=np.int64)
-        out = np.full(len(wanted), -1, dtype=np.int64)
+        out: np.ndarray = np.full(len(wanted), -1, dtype=np.int64)
         if not len(self.keys):
             return out
         for lo in range(0, len(wanted), SEARCH_BLOCK):
             part = wanted[lo:lo + SEARCH_BLOCK]
-            pos = np.searchsorted(self.keys, part)
+            pos = _positions(np.searchsorted(self.keys, part))
             np.minimum(pos, len(self.keys) - 1, out=pos)
             found = self.keys[pos] == part
             if self.order is not None:
@@ -111,7 +117,7 @@ def packed_key(keys: Sequence[np.ndarray]) -> Optional[np.ndarray]:
     """One int64 per row of several integer key columns, equal where all of them are (each column
     shifted to start at 0 and given the bits its range needs), or None when they need more than
     63 bits together."""
-    code = np.zeros(len(keys[0]), dtype=np.int64)
+    code: np.ndarray = np.zeros(len(keys[0]), dtype=np.int64)
     bits = 0
     for key in keys:
         if not len(key):
@@ -128,7 +134,7 @@ def packed_key(keys: Sequence[np.ndarray]) -> Optional[np.ndarray]:
 
 def group_ids(keys: Sequence[np.ndarray]) -> np.ndarray:
     """A dense group number per row of several integer key columns (equal keys, equal numbers)."""
-    code = np.zeros(len(keys[0]), dtype=np.int64)
+    code: np.ndarray = np.zeros(len(keys[0]), dtype=np.int64)
     width = 1
     for key in keys:
         values, inverse = np.unique(key, return_inverse=True)
@@ -155,9 +161,9 @@ def numbered_by_first_row(keys: Sequence[np.ndarray]) -> np.ndarray:
     order = np.argsort(key, kind="stable")
     starts = _run_starts(key[order])
     first_rows = order[starts]  # a stable sort puts each group's first row at its start
-    rank = np.empty(len(first_rows), dtype=np.int64)
+    rank: np.ndarray = np.empty(len(first_rows), dtype=np.int64)
     rank[np.argsort(first_rows)] = np.arange(len(first_rows), dtype=np.int64)
-    out = np.empty(len(key), dtype=np.int64)
+    out: np.ndarray = np.empty(len(key), dtype=np.int64)
     out[order] = rank[np.cumsum(starts) - 1]
     return out
 
@@ -181,14 +187,14 @@ class Numbering:
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The number of each key, -1 for keys never seen."""
         keys = np.asarray(keys, dtype=np.int64)
-        out = np.full(len(keys), -1, dtype=np.int64)
+        out: np.ndarray = np.full(len(keys), -1, dtype=np.int64)
         if not len(keys) or not self.levels:
             return out
         order = None if ascending(keys) else np.argsort(keys, kind="stable")
         wanted = keys if order is None else keys[order]
-        got = np.full(len(keys), -1, dtype=np.int64)
+        got: np.ndarray = np.full(len(keys), -1, dtype=np.int64)
         for level, numbers in self.levels:
-            pos = np.searchsorted(level, wanted)
+            pos = _positions(np.searchsorted(level, wanted))
             np.minimum(pos, len(level) - 1, out=pos)
             hit = level[pos] == wanted
             got[hit] = numbers[pos[hit]]
@@ -231,7 +237,7 @@ def _merged(a: Tuple[np.ndarray, np.ndarray], b: Tuple[np.ndarray, np.ndarray]) 
     at = np.searchsorted(ak, bk) + np.arange(len(bk))
     keys = np.empty(n, dtype=ak.dtype)
     numbers = np.empty(n, dtype=np.result_type(an, bn))
-    from_a = np.ones(n, dtype=bool)
+    from_a: np.ndarray = np.ones(n, dtype=bool)
     from_a[at] = False
     keys[from_a] = ak
     numbers[from_a] = an

@@ -250,9 +250,9 @@ def problem(events: Sequence[int], group: str, rules: Rules) -> Optional[str]:
         return None
     if group not in PY_GROUPS:
         return f"metric group {group!r} is not one the Python analysis computes (known: {', '.join(PY_GROUPS)})"
-    missing = [n for n in _py_columns(events, group) if n not in _py_available(events, group)]
-    if missing:
-        return (f"metric group {group!r} has columns {', '.join(missing)}, which the event list "
+    absent = [n for n in _py_columns(events, group) if n not in _py_available(events, group)]
+    if absent:
+        return (f"metric group {group!r} has columns {', '.join(absent)}, which the event list "
                 f"{','.join(hex(e) for e in events)} does not give")
     return None
 
@@ -329,11 +329,11 @@ def metric_columns(events: Sequence[int], group: str, rules: Rules = Rules()) ->
 
 def total_time_us(cycles: np.ndarray, blocks: np.ndarray, cores: int, freq_hz: np.ndarray) -> np.ndarray:
     """cycles · 10^6 / f / blocks · ceil(blocks / cores), µs; 0 when blocks, cores or f is 0."""
-    cyc = cycles.astype(np.float64)
-    b = blocks.astype(np.int64)
+    cyc: np.ndarray = cycles.astype(np.float64)
+    b: np.ndarray = blocks.astype(np.int64)
     f = np.asarray(freq_hz, dtype=np.float64)
     ok = (b > 0) & (cores > 0) & (f > 0)
-    ceil = (b + cores - 1) // cores if cores else np.zeros(len(b), np.int64)
+    ceil: np.ndarray = (b + cores - 1) // cores if cores else np.zeros(len(b), np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(ok, cyc * 1e6 / np.where(f > 0, f, 1.0) / np.where(b > 0, b, 1) * ceil, 0.0)
 
@@ -389,7 +389,7 @@ def _py_values(events: Sequence[int], group: str, cyc: np.ndarray, counters: np.
     for i, name in enumerate(_py_names(events)):
         if i >= counters.shape[1] or name in value:
             continue
-        raw = counters[:, i].astype(np.float64)
+        raw: np.ndarray = counters[:, i].astype(np.float64)
         if name in PY_BANDWIDTH:
             got = np.where(f > 0, raw * PY_BANDWIDTH[name] / seconds / BW_SCALE, 0.0)
         elif name in _PY_RATIOS:
@@ -426,7 +426,7 @@ def compute(events: Sequence[int], group: str, cycles: np.ndarray, counters: np.
     count used for the time (block_num, or mix_block_num for the secondary core of a MIX op);
     cores: AI Core (or vector core) count; freq_hz: AI Core frequency per task.
     """
-    cyc = cycles.astype(np.float64)
+    cyc: np.ndarray = cycles.astype(np.float64)
     total_us = total_time_us(cycles, blocks, cores, freq_hz)
     if is_custom(group):
         total_us = py_round_units(total_us, 2) / 100.0

@@ -318,7 +318,7 @@ def py_format_rows(pieces: Sequence[bytes], slots: Sequence[Slot], n: int, sep: 
 
 
 # ------------------------------------------------------------------------------------------------
-# sqlite table b-tree leaves (msprof_kit.pages writes them into database files)
+# sqlite table b-tree leaves (msprof_kit.store.pages writes them into database files)
 
 LEAF_KINDS = b"irnk"  # INT int64, REAL float64, NUMERIC float64, rowid alias (stored as NULL)
 

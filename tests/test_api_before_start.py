@@ -1,5 +1,5 @@
 """Host APIs recorded before the collection start: the exports leave out those the reference drops
-(msprof_kit/before_start.py; docs/exports.md, "Host APIs before the collection start").
+(msprof_kit/store/before_start.py; docs/exports.md, "Host APIs before the collection start").
 
 The inputs are written again by tests/synth.py (`early_apis=3`); the reference's outputs for them
 are stored in tests/reference/api_before_start{,_310p} (MANIFEST.txt there: the generator call,
@@ -24,7 +24,8 @@ import pytest
 import synth
 from refcases import tree_digest
 from conftest import COMPARE, HERE, needs_shared, run
-from msprof_kit import before_start, store
+from msprof_kit import store
+from msprof_kit.store import before_start
 
 REFERENCE = os.path.join(HERE, "reference")
 CASES = {"910B": "api_before_start", "310P": "api_before_start_310p"}

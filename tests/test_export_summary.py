@@ -17,6 +17,7 @@ from conftest import COMPARE, DEGRADED_CASES, GOLDEN, INTACT_CASES, copy_input, 
 
 from msprof_kit import store
 from msprof_kit.exporters import summary as S
+from msprof_kit.store import columns
 
 KINDS = "op_summary,op_statistic,api_statistic,task_time"
 
@@ -274,7 +275,7 @@ def test_blocks_of_a_few_rows_write_the_same_files(case, extra, tmp_path, capsys
     whole = _files(export_summary(case, tmp_path / "whole", capsys, *extra))
     assert whole
     monkeypatch.setattr(S, "TASK_BLOCK", 4)
-    monkeypatch.setattr(store, "RUN_GAP", 2)
+    monkeypatch.setattr(columns, "RUN_GAP", 2)
     monkeypatch.setattr(S, "BLOCK_ROWS", 7)
     monkeypatch.setattr(S, "API_BLOCK", 5)
     monkeypatch.setattr(S, "CHUNK_ROWS", 3)

@@ -24,6 +24,7 @@ from conftest import COMPARE, DEGRADED_CASES, GOLDEN, INTACT_CASES, SHARED, copy
 
 from msprof_kit import cli, native_impl, store
 from msprof_kit.exporters import timeline
+from msprof_kit.store import columns
 
 pytestmark = needs_shared
 ALL_CASES = INTACT_CASES + DEGRADED_CASES
@@ -187,7 +188,7 @@ def test_blocks_of_a_few_apis_write_the_same_file(case, extra, tmp_path, monkeyp
     monkeypatch.setattr(timeline, "API_BLOCK", 6)
     monkeypatch.setattr(timeline, "TASK_BLOCK", 6)
     monkeypatch.setattr(timeline, "TASK_CACHE", 0)  # each block made again for the writing
-    monkeypatch.setattr(store, "RUN_GAP", 2)
+    monkeypatch.setattr(columns, "RUN_GAP", 2)
     blocks = export(case, str(tmp_path / "blocks"), *extra)
     if extra:
         assert event_set(load(blocks)) == event_set(load(whole))

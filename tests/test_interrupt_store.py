@@ -33,6 +33,7 @@ from conftest import copy_input, needs_shared, run, tree_hashes
 
 from msprof_kit import importer, store
 from msprof_kit.forked import Forked, can_fork
+from msprof_kit.store import writer
 
 needs_fork = pytest.mark.skipif(not can_fork() or not sys.platform.startswith("linux"),
                                 reason="forked workers and /proc: Linux only")
@@ -399,8 +400,8 @@ def test_the_store_carries_its_format_version_and_is_synced_before_the_rename(tm
         events.append(f"replace {dst}")
         real_replace(src, dst)
 
-    monkeypatch.setattr(store.os, "fsync", fsync)
-    monkeypatch.setattr(store.os, "replace", replace)
+    monkeypatch.setattr(writer.os, "fsync", fsync)
+    monkeypatch.setattr(writer.os, "replace", replace)
     assert run(["import", "-dir", prof, "-j", "1"], capsys)[0] == 0
     path = store.store_path(prof)
     assert events.index(f"replace {path}") > 0 and events[events.index(f"replace {path}") - 1].startswith("fsync")

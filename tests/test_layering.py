@@ -11,7 +11,8 @@ functions count as much as those at the top of a file.
     collectors  collectors/                             layout, base
     layout      layout (where a collection's files      parsers (its file helpers), base
                 are: discovery, control files)
-    store       store, pages, codec, before_start       base
+    store       store, store/ (paths, columns, writer,  base
+                read, unified, pages, before_start)
     parsers     parsers/ (bytes -> columns)             base
     base        errors, progress, arrays, intervals, ... base
 
@@ -36,7 +37,7 @@ ROOMS: Dict[str, Tuple[str, ...]] = {
     "base": ("", "_native", "errors", "progress", "interrupt", "arrays", "intervals", "schema", "losses", "memory",
              "timebase", "metrics", "native_impl", "forked", "spill"),
     "parsers": ("parsers", "parsers.*"),
-    "store": ("store", "pages", "codec", "before_start"),
+    "store": ("store", "store.*"),
     "layout": ("layout",),
     "ingest": ("ingest", "ingest.*", "job", "importer"),
     "exporters": ("exporters", "exporters.*"),

@@ -84,7 +84,7 @@ def test_counter_ticks_read_as_ns_as_the_reference_does(tmp_path, capsys):
     """Host time stamps in 100 MHz ticks without host_start.log: every export equals the
     reference's (API durations a tenth of the true ones, as its own). Every API then falls before
     the collection start, so the timeline has no CANN layer and no arrows, as the reference's
-    (msprof_kit/before_start.py; docs/exports.md, "Host APIs before the collection start")."""
+    (msprof_kit/store/before_start.py; docs/exports.md, "Host APIs before the collection start")."""
     prof = make(str(tmp_path), "310P", host_ns=False)
     export(prof, capsys)
     golden = os.path.join(REFERENCE, "no_host_start_310p_ticks", "python")

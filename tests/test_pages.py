@@ -1,4 +1,4 @@
-"""Tables written as sqlite pages (msprof_kit.pages, the C packer `table_leaves` and its twin):
+"""Tables written as sqlite pages (msprof_kit.store.pages, the C packer `table_leaves` and its twin):
 the two packers give the same bytes, and what they write is an ordinary database that sqlite
 checks clean and reads back exactly as if sqlite had inserted the rows itself."""
 from __future__ import annotations
@@ -13,8 +13,9 @@ import pytest
 from conftest import copy_input, needs_shared, run, run_once_with_c
 
 from msprof_kit import native_impl as N
-from msprof_kit import pages, schema, store
+from msprof_kit import schema, store
 from msprof_kit.errors import StoreError
+from msprof_kit.store import pages, writer
 
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
@@ -95,7 +96,7 @@ def _write(path: str, frame: pd.DataFrame, impl: str) -> None:
                 with out.pages_of("T") as appender:
                     appender.add_frame(frame, [c for c, _ in COLS], kinds)
             else:
-                store._insert_frame(out.conn, "T", COLS, frame)
+                writer.insert_frame(out.conn, "T", COLS, frame)
             out.put("TASK", pd.DataFrame({c: np.arange(len(frame), dtype=np.int64) % 97
                                           for c, _ in schema.UNIFIED["TASK"]}))
     finally:

@@ -8,8 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from msprof_kit import store
+from msprof_kit import schema, store
 from msprof_kit.errors import StoreError
+from msprof_kit.store import columns
+
+
+def write_tables(path, tables):
+    """Write `tables` (name -> frame) into a new database at `path`, atomically."""
+    with store.TableWriter(path) as out:
+        for table, frame in tables.items():
+            out.put(table, frame)
 
 
 @pytest.mark.parametrize("n", [0, 1, 199, 200, 201, 50_001])
@@ -27,7 +35,7 @@ def test_inserts_keep_every_row_and_type(tmp_path, n):
         "STRING_IDS": pd.DataFrame({"id": np.arange(n), "value": [f"s{i}" for i in range(n)]}),
     }
     path = str(tmp_path / "x.db")
-    store.write_tables(path, frames)
+    write_tables(path, frames)
     conn = sqlite3.connect(path)
     present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     for name, frame in frames.items():
@@ -54,7 +62,7 @@ def test_inserts_keep_every_row_and_type(tmp_path, n):
 def test_a_failed_write_leaves_nothing_behind(tmp_path):
     path = str(tmp_path / "x.db")
     with pytest.raises(StoreError):
-        store.write_tables(path, {"TASK": pd.DataFrame({"startNs": [1]})})  # lacks columns
+        write_tables(path, {"TASK": pd.DataFrame({"startNs": [1]})})  # lacks columns
     assert os.listdir(tmp_path) == []
 
 
@@ -76,12 +84,12 @@ def test_blob_slices_read_the_same_with_and_without_blobopen(tmp_path):
             return conn.execute(*args)
 
     for reader in (conn, NoBlobOpen()):
-        got = np.frombuffer(store.blob_slice(reader, 1, 8 * 10, 8 * 5), dtype="<i8")
+        got = np.frombuffer(columns.blob_slice(reader, 1, 8 * 10, 8 * 5), dtype="<i8")
         assert got.tolist() == [10, 11, 12, 13, 14]
     # a handle kept open serves later ranges, forward and back
     handles = {}
     for lo, n in ((900, 3), (20, 4), (995, 5), (0, 1)):
-        got = np.frombuffer(store.blob_slice(conn, 1, 8 * lo, 8 * n, handles), dtype="<i8")
+        got = np.frombuffer(columns.blob_slice(conn, 1, 8 * lo, 8 * n, handles), dtype="<i8")
         assert got.tolist() == list(range(lo, lo + n))
     assert list(handles) == [1]
     conn.close()
@@ -91,7 +99,7 @@ def test_blob_slices_read_the_same_with_and_without_blobopen(tmp_path):
 def test_stored_columns_take_rows_in_any_order(tmp_path, monkeypatch, gap):
     """`take` reads the runs of wanted rows apart (RUN_GAP): rows in order, shuffled, repeated,
     none, and the many-rows path that reads the column whole all give values[rows]."""
-    monkeypatch.setattr(store, "RUN_GAP", gap)
+    monkeypatch.setattr(columns, "RUN_GAP", gap)
     conn = sqlite3.connect(str(tmp_path / "t.db"))
     conn.execute("CREATE TABLE KIT_COLUMNS (tableName, name, dtype, data BLOB, labels)")
     values = (np.arange(1000, dtype="<i4") * 7 - 3000)
@@ -117,7 +125,7 @@ def test_a_failure_in_the_background_writer_reaches_the_caller(tmp_path):
     with pytest.raises(StoreError):
         with store.TableWriter(str(tmp_path / "s.db"), background=True) as out:
             out.put("CANN_API", api)
-            out.put("TASK", pd.DataFrame({c: ids for c, _ in store.schema.UNIFIED["TASK"]}))
+            out.put("TASK", pd.DataFrame({c: ids for c, _ in schema.UNIFIED["TASK"]}))
     assert os.listdir(tmp_path) == []
 
 
@@ -127,7 +135,7 @@ def test_a_failure_in_the_background_writer_reaches_the_caller(tmp_path):
     ([], "<i8")])
 def test_mirror_columns_take_the_narrowest_type_that_holds_them(values, dtype):
     arr = np.array(values, dtype=np.int64)
-    got = store.narrowest(arr)
+    got = columns.narrowest(arr)
     assert got.dtype.str == dtype
     assert got.astype(np.int64).tolist() == arr.tolist()
 

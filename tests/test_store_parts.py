@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from msprof_kit import native_impl as N
-from msprof_kit import store
-from msprof_kit.codec import CodedTexts
+from msprof_kit import schema, store
+from msprof_kit.store import CodedTexts
 from msprof_kit.errors import StoreError
 
 NAMES = np.array(["aclopCompile", "launch", "aclopCompile", "x" * 40, "\u7b97\u5b50"], dtype=object)
@@ -87,7 +87,7 @@ def test_no_other_table_is_written_while_one_of_pages_waits_for_parts(tmp_path):
     with pytest.raises(StoreError, match="waits for its next part"):
         with store.TableWriter(str(tmp_path / "s.db"), background=True) as out:
             out.put("CANN_API", _apis(10), last=False)
-            out.put("TASK", pd.DataFrame({c: np.arange(3) for c, _ in store.schema.UNIFIED["TASK"]}))
+            out.put("TASK", pd.DataFrame({c: np.arange(3) for c, _ in schema.UNIFIED["TASK"]}))
             out.put("CANN_API", None)
     assert os.listdir(tmp_path) == []
 
@@ -95,6 +95,6 @@ def test_no_other_table_is_written_while_one_of_pages_waits_for_parts(tmp_path):
 def test_parts_of_one_column_in_two_types_are_an_internal_error(tmp_path):
     with pytest.raises(StoreError, match="in one part"):
         with store.TableWriter(str(tmp_path / "s.db")) as out:
-            out.put("KIT_TASK", {c: np.zeros(2, np.int64) for c in store.schema.COLUMNAR["KIT_TASK"]}, last=False)
-            out.put("KIT_TASK", {c: np.zeros(2, np.int32) for c in store.schema.COLUMNAR["KIT_TASK"]})
+            out.put("KIT_TASK", {c: np.zeros(2, np.int64) for c in schema.COLUMNAR["KIT_TASK"]}, last=False)
+            out.put("KIT_TASK", {c: np.zeros(2, np.int32) for c in schema.COLUMNAR["KIT_TASK"]})
     assert os.listdir(tmp_path) == []

@@ -11,7 +11,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 import numpy as np
 import pandas as pd
 
-from .. import before_start, store
+from .. import store
+from ..store import before_start
 from ..progress import Progress
 
 OUTPUT_DIR = "mindstudio_profiler_output"

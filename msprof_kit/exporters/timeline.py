@@ -47,7 +47,8 @@ from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence,
 import numpy as np
 import pandas as pd
 
-from .. import before_start, memory, store
+from .. import memory, store
+from ..store import before_start
 from ..arrays import SortedKeys, ascending, distinct, first_seen, in_marked_groups, in_sorted, isin
 from ..intervals import interval_gaps, union_intervals
 from ..forked import Forked

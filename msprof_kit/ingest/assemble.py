@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .. import forked, memory, metrics
-from ..codec import CodedTexts
+from ..store import CodedTexts
 from ..errors import Diagnostics, MsprofKitError, NoData
 from ..forked import Forked, can_fork
 from ..layout import NPU_NAMES, Chip, Collection, ResultDir

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .. import losses
-from ..codec import CodedTexts
+from ..store import CodedTexts
 from ..errors import Diagnostics
 from ..forked import Forked, can_fork
 from ..layout import Collection, ResultDir, data_files

@@ -7,7 +7,7 @@ from typing import Dict, Optional, Protocol, Union
 import numpy as np
 import pandas as pd
 
-from ..codec import CodedTexts
+from ..store import CodedTexts
 
 # A table's rows: a DataFrame, or for a columnar table a dict of column arrays (texts may come
 # coded). The same type as store.Table, so that TableWriter.put is a TableSink.

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..arrays import Numbering, numbered_by_first_row
-from ..codec import CodedTexts, text_codes
+from ..store import CodedTexts, text_codes
 from .columns import INVALID_CTX
 
 

@@ -28,7 +28,7 @@ MODEL_LOAD = "ModelLoad"  # the struct type name of the GE model load event pair
 
 
 class Columns(Protocol):
-    """A column-wise copy of CANN_API (store.StoredColumns)."""
+    """A column-wise copy of CANN_API (columns.StoredColumns)."""
 
     def __contains__(self, name: str) -> bool: ...
 

@@ -25,8 +25,8 @@ from typing import BinaryIO, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import pandas as pd
 
-from . import native_impl
-from .errors import StoreError
+from .. import native_impl
+from ..errors import StoreError
 
 PAGE_SIZE = 65536
 HEADER_PAGE_COUNT = 28       # the header's database size in pages (4 bytes)
