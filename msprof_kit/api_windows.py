@@ -16,8 +16,9 @@ import numpy as np
 
 from .arrays import group_ids, run_ranks
 from .errors import Diagnostics
+from .ingest.streams import RecordStream
 from .parsers import host, records
-from .parsers.stream import RecordStream, locate
+from .parsers.stream import locate
 from .spill import Runs
 
 Columns = Dict[str, np.ndarray]
@@ -81,7 +82,7 @@ class ApiWindows:
         self.count = self.runs.bounds[-1]
 
     def _read(self, paths: Sequence[str], diag: Diagnostics, data_dir: str) -> None:
-        stream = RecordStream(records.API_EVENT, paths, host._host_valid, host._EXPECT)
+        stream = RecordStream(records.API_EVENT, paths, *host.HOST_VALID)
         pairing = _Pairing()
         seen = zeros = reversed_ = 0
         first_reversed = -1  # stream offset of the first API ending before its begin

@@ -23,7 +23,8 @@ from .parsers import device as D
 from .parsers import host as H
 from .parsers import records as R
 from .pairing import Pairing
-from .parsers.stream import RecordStream, decode_stream, locate, read_lines, read_stream
+from .parsers.stream import decode_stream, locate
+from .ingest.streams import RecordStream, compact_stream, read_aic_pmu, read_lines, read_stream
 from . import forked, losses, memory, metrics
 from .api_windows import ApiWindows
 from .spill import Runs
@@ -511,7 +512,7 @@ def _chunks(files, kind: str, diag: Diagnostics) -> Iterator[Tuple[str, Columns]
     """(group, columns) of each chunk of a compact or additional record kind, unaging first; each
     stream's issues are reported once it is read."""
     for group, paths in _group_paths(files, kind):
-        stream = H.compact_stream(kind, paths)
+        stream = compact_stream(kind, paths)
         for arr, offsets in stream.chunks():
             yield group, H.compact_columns(kind, arr, offsets)
         diag.extend(stream.issues)
@@ -795,14 +796,14 @@ def _tensor_stream(paths: List[str], recs: Runs, out: Runs, base: int, seen: int
                    ) -> Tuple[int, np.ndarray]:
     """One tensor_info stream's ops into `out` (text rows from `base`, positions from `seen`), its
     records spilled to `recs`; returns (its records, its text table)."""
-    stream = RecordStream(R.TENSOR_INFO, paths, H._host_valid, H._EXPECT)
+    stream = RecordStream(R.TENSOR_INFO, paths, *H.HOST_VALID)
     payloads = H.TensorPayloads()
     count = 0
     for arr, _ in stream.chunks():
         h = payloads.hashes(arr)
         if h is None:  # two payloads share a hash: decode the stream whole to tell them apart
             buf, pieces = read_stream(paths)
-            arr, _, issues = decode_stream(R.TENSOR_INFO, buf, pieces, H._host_valid, H._EXPECT)
+            arr, _, issues = decode_stream(R.TENSOR_INFO, buf, pieces, *H.HOST_VALID)
             del buf
             diag.extend(issues)
             group, text_row, table = H.render_tensors(arr)
@@ -1079,7 +1080,7 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
                     "end": c["syscnt"][e], "dev_type": HWTS_CODES + c["task_type"][e].astype(np.int16),
                     "tie": np.zeros(len(s), dtype=np.int64)}, diag)
             if ("aicore.data", "") in files:
-                dev.aic_pmu, issues = D.read_aic_pmu(files[("aicore.data", "")])
+                dev.aic_pmu, issues = read_aic_pmu(files[("aicore.data", "")])
                 diag.extend(issues)
     except BaseException:
         dev.close()

@@ -27,7 +27,9 @@ import pandas as pd
 from .parsers import device as D
 from .parsers import job as J
 from .parsers.host import parse_dictionary_lines
-from .parsers.stream import Issue, Piece, TextLines, locate, open_regular, read_lines, read_stream
+from .parsers.stream import Issue, Piece, TextLines, locate
+from .files import open_regular
+from .ingest.streams import read_lines, read_stream
 from .ingest.clocks import control_times
 from .ingest.info import device_info_rows
 from .ingest.tasks import GID_KEYS, StringPool, global_ids

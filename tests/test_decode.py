@@ -151,10 +151,10 @@ def _write_slices(tmp_path, raw: bytes, cuts) -> list:
 
 
 def _whole_and_chunked(paths, chunk_bytes):
-    from msprof_kit.parsers.stream import RecordStream, read_stream
+    from msprof_kit.ingest.streams import RecordStream, read_stream
     buf, pieces = read_stream(paths)
-    arr, offsets, issues = decode_stream(R.API_EVENT, buf, pieces, H._host_valid, H._EXPECT)
-    stream = RecordStream(R.API_EVENT, paths, H._host_valid, H._EXPECT, chunk_bytes=chunk_bytes)
+    arr, offsets, issues = decode_stream(R.API_EVENT, buf, pieces, *H.HOST_VALID)
+    stream = RecordStream(R.API_EVENT, paths, *H.HOST_VALID, chunk_bytes=chunk_bytes)
     parts = list(stream.chunks())
     got = np.concatenate([a for a, _ in parts]) if parts else np.zeros(0, R.API_EVENT.dtype)
     got_off = np.concatenate([o for _, o in parts]) if parts else np.zeros(0, np.int64)
@@ -185,13 +185,13 @@ def test_record_stream_reads_what_decode_stream_decodes(tmp_path):
 
 
 def test_read_api_event_matches_the_whole_stream_decoder(tmp_path, monkeypatch):
-    from msprof_kit.parsers import stream as S
+    from msprof_kit.ingest import streams
     raw = _api(30, {4: {"magic": 7}, 11: {"end": R.EVENT_FLAG}})
     paths = _write_slices(tmp_path, raw, [100, 333])
-    buf, pieces = S.read_stream(paths)
+    buf, pieces = streams.read_stream(paths)
     want, want_issues = H.decode_api_event(buf, pieces)
-    monkeypatch.setattr(S, "CHUNK_BYTES", 3 * R.API_EVENT.size)
-    got, got_issues = H.read_api_event(paths)
+    monkeypatch.setattr(streams, "CHUNK_BYTES", 3 * R.API_EVENT.size)
+    got, got_issues = streams.read_api_event(paths)
     assert want.keys() == got.keys() and all(np.array_equal(want[k], got[k]) for k in want)
     assert [str(i) for i in want_issues] == [str(i) for i in got_issues] and got_issues
 
@@ -204,7 +204,7 @@ def test_tensor_ops_by_windows_of_timestamps_match_the_whole_stream(window, tmp_
     ("collision": two payloads share a hash, and the stream is decoded whole instead.)"""
     from msprof_kit import build
     from msprof_kit.errors import Diagnostics
-    from msprof_kit.parsers import stream as S
+    from msprof_kit.ingest import streams
 
     def rec(ts, thread, shape):
         fields = dict(magic=R.HOST_MAGIC, level=10000, type=1, thread_id=thread, timestamp=ts, op_name=99,
@@ -223,7 +223,7 @@ def test_tensor_ops_by_windows_of_timestamps_match_the_whole_stream(window, tmp_
     group, text_row, table = H.render_tensors(arr)
     first = np.unique(group, return_index=True)[1]
     want = sorted((int(arr["timestamp"][i]), tuple(table[text_row[group[i]]])) for i in first)
-    monkeypatch.setattr(S, "CHUNK_BYTES", 2 * R.TENSOR_INFO.size)
+    monkeypatch.setattr(streams, "CHUNK_BYTES", 2 * R.TENSOR_INFO.size)
     if window == "collision":
         monkeypatch.setattr(H, "_row_hash", lambda r, start=0: np.zeros(len(r), dtype=np.uint64))
     else:

@@ -20,7 +20,7 @@ from msprof_kit.errors import Diagnostics, NotACollection
 from msprof_kit.layout import find_collections
 from msprof_kit.parsers import job as J
 from msprof_kit.parsers import records as R
-from msprof_kit.parsers.stream import read_stream
+from msprof_kit.ingest.streams import read_stream
 
 INVALID = 4294967295
 

@@ -18,7 +18,7 @@ from conftest import run, tree_hashes
 from msprof_kit import store
 from msprof_kit.parsers import job as J
 from msprof_kit.parsers.host import parse_dictionary
-from msprof_kit.parsers.stream import read_stream
+from msprof_kit.ingest.streams import read_stream
 
 LEGACY = os.path.join(REAL, "mindinsight-legacy-job")
 MS = os.path.join(REAL, "mindspore-ut-profiler-data")

@@ -34,7 +34,7 @@ EXTENSIONS = {"msprof_kit._native"}  # compiled modules (native/_native.c), no .
 # module in no room fails the test: place a new module deliberately.
 ROOMS: Dict[str, Tuple[str, ...]] = {
     "base": ("", "_native", "errors", "progress", "interrupt", "arrays", "intervals", "schema", "losses", "memory",
-             "timebase", "metrics", "native_impl", "forked", "spill"),
+             "timebase", "metrics", "native_impl", "forked", "spill", "files"),
     "parsers": ("parsers", "parsers.*"),
     "store": ("store", "pages", "codec", "before_start"),
     "layout": ("layout",),
@@ -265,6 +265,47 @@ def test_the_allow_list_is_current():
     closing = in_circle(set(GRAPH))
     needless = [f"{a} -> {b}" for (a, b) in sorted(ALLOWED) if wrong((a, b)) is None and (a, b) not in closing]
     assert not needless, f"allowed edges that break no rule and close no circle: {needless}"
+
+
+# parsers/ is bytes -> columns: the modules that reach files, and the calls that open or read one
+FILE_MODULES = frozenset({"os", "io", "pathlib", "mmap", "glob", "shutil", "tempfile", "fileinput", "sqlite3"})
+FILE_CALLS = frozenset({"open", "fdopen", "fromfile", "memmap", "load", "loadtxt", "genfromtxt", "read_bytes",
+                        "read_text", "readinto"})
+
+
+def file_access(path: str) -> List[str]:
+    """Where (file:line) a module imports a file-reaching module or calls something that opens or
+    reads a file (`open(...)`, `os.open`, `io.open`, `np.fromfile`, `f.readinto`, ...)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), filename=path)
+    where = os.path.relpath(path, ROOT)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"{where}:{node.lineno}: import {a.name}" for a in node.names
+                      if a.name.split(".")[0] in FILE_MODULES]
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in FILE_MODULES:
+            found.append(f"{where}:{node.lineno}: from {node.module} import ...")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name in FILE_CALLS:
+                found.append(f"{where}:{node.lineno}: {name}(...)")
+    return found
+
+
+def test_parsers_open_no_file():
+    """parsers/ decodes bytes it is given; reading files is the ingest's (ingest/streams.py)."""
+    found = [hit for short, path in sorted(module_files().items()) if room_of(short) == "parsers"
+             for hit in file_access(path)]
+    assert not found, "parsers/ reaches files (move the reading to msprof_kit/ingest/):\n" + "\n".join(found)
+
+
+def test_file_access_is_seen(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("import os\nfrom io import BytesIO\nx = open('f')\ny = np.fromfile(f)\nz = b.split()\n")
+    assert [hit.split(": ", 1)[1] for hit in file_access(str(sample))] == [
+        "import os", "from io import ...", "open(...)", "fromfile(...)"]
 
 
 @pytest.mark.parametrize("edges, circle", [
