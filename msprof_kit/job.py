@@ -26,6 +26,7 @@ import pandas as pd
 
 from .parsers import device as D
 from .parsers import job as J
+from .parsers import job_text
 from .parsers.host import parse_dictionary_lines
 from .parsers.stream import Issue, Piece, TextLines, locate
 from .files import open_regular
@@ -188,14 +189,14 @@ def load_ops(layout: JobLayout, diag: Diagnostics) -> Tuple[pd.DataFrame, pd.Dat
                     frame[col] = merged[f"{col}_t"].fillna(NA).to_numpy(dtype=object)
         else:
             backend = files[0].encoding if files[0].encoding in ("vm", "ge") else "ge"
-            c = _text_columns(J.parse_task_desc_text, files, diag)
+            c = _text_columns(job_text.parse_task_desc_text, files, diag)
             n = len(c["task_id"])
             frame = pd.DataFrame({"device_id": dev, "stream_id": c["stream_id"], "full_task": c["task_id"],
                                   "op_name": c["op_name"], "block": c["block_dim"], **_op_frame(n)})
-            info: Dict[str, J.GraphInfo] = {}
+            info: Dict[str, job_text.GraphInfo] = {}
             for (gdev, _), gfiles in graphs.items():
                 if gdev == dev:
-                    described, issues = J.parse_graph_desc_text(read_lines([f.path for f in gfiles]), backend)
+                    described, issues = job_text.parse_graph_desc_text(read_lines([f.path for f in gfiles]), backend)
                     diag.extend(issues)
                     info.update(described)
             _describe(frame, info)
@@ -217,13 +218,13 @@ def load_ops(layout: JobLayout, diag: Diagnostics) -> Tuple[pd.DataFrame, pd.Dat
                                     "name": [lookup.get((int(s), int(t)), "") for s, t in
                                              zip(c["stream_id"].tolist(), c["task_id"].tolist())]}))
     for (dev, _), files in layout.group("point").items():
-        c = _text_columns(J.parse_point_text, files, diag)
+        c = _text_columns(job_text.parse_point_text, files, diag)
         points.append(pd.DataFrame({"deviceId": dev, "modelId": NO_MODEL, "tagId": J.store_step_tags(c["tag"]),
                                     "name": c["op_name"]}))
     return ops, (pd.concat(points, ignore_index=True) if points else pd.DataFrame())
 
 
-def _describe(frame: pd.DataFrame, info: Dict[str, J.GraphInfo]) -> None:
+def _describe(frame: pd.DataFrame, info: Dict[str, job_text.GraphInfo]) -> None:
     """Fill the op type and tensor texts of text-described ops from graph_desc_info, by op name."""
     if not info:
         return
@@ -520,7 +521,7 @@ def _put_aicpu(layout: JobLayout, clocks: Clocks, ops: pd.DataFrame, diag: Diagn
     frames = []
     for (dev, _), files in layout.group("aicpu").items():
         c = _decode(J.decode_aicpu, files, diag) if _starts_with_magic(files) else \
-            _text_columns(J.parse_aicpu_text, files, diag, J.AICPU_SEP)
+            _text_columns(job_text.parse_aicpu_text, files, diag, job_text.AICPU_SEP)
         name = c["name"].copy()
         binary = c["task_id"] >= 0
         if not ops.empty and binary.any():  # the binary records name no op: take it from the task descriptions
