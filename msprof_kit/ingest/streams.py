@@ -13,7 +13,6 @@ import numpy as np
 
 from ..files import open_regular
 from ..parsers import device, host, records
-from ..parsers.records import Record
 from ..parsers.stream import LINE_CAP, Columns, Issue, Piece, RecordChunks, TextLines, Validity
 
 CHUNK_BYTES = 32 << 20  # bytes of a stream read at a time by RecordStream
@@ -104,7 +103,7 @@ class RecordStream(RecordChunks):
     File sizes are taken when the stream is opened; bytes appended to a slice afterwards are not
     read."""
 
-    def __init__(self, record: Record, paths: Sequence[str], valid: Optional[Validity] = None,
+    def __init__(self, record: records.Record, paths: Sequence[str], valid: Optional[Validity] = None,
                  expected: str = "", chunk_bytes: Optional[int] = None) -> None:
         pieces: List[Piece] = []
         start = 0
