@@ -9,7 +9,6 @@ import errno
 import io
 import os
 import stat
-from typing import BinaryIO
 
 
 class NotRegularFile(OSError):
@@ -44,8 +43,3 @@ def open_regular(path: str) -> io.BufferedReader:
     except BaseException:
         os.close(fd)
         raise
-
-
-def regular_size(f: BinaryIO) -> int:
-    """Size in bytes of an open file."""
-    return os.fstat(f.fileno()).st_size
