@@ -1,6 +1,6 @@
 """`import`, `export db` and `query`: the library side of those commands (no printing here).
 
-The import runs the ingest (ingest.assemble.build for PROF collections, job.build_job for legacy
+The import runs the ingest (ingest.assemble.build for PROF collections, ingest.job.build_job for legacy
 JOB ones) and hands each table it finishes to the store's writer; the store itself knows no parser."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import List, Tuple
 from . import forked, store
 from .ingest.assemble import build
 from .errors import Diagnostics, OutputError, UnreadableFile
-from .job import build_job
+from .ingest.job import build_job
 from .layout import Collection, find_collections
 from .progress import Progress, label
 

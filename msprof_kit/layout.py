@@ -17,7 +17,7 @@ from typing import AbstractSet, Dict, Iterable, List, Optional, Tuple
 
 from .errors import BadControlFile, Diagnostics, MissingControlFile, NoCollection, NotACollection, PathNotFound, \
     UnknownChip, UnreadableFile
-from .parsers.stream import NotRegularFile, file_kind, open_regular
+from .files import NotRegularFile, file_kind, open_regular
 
 HOST_ID = 64
 EMULATED_MARKER = "EMULATED_BY_MSPROF_KIT.txt"  # collectors/emulator/ MARKER: a synthetic PROF

@@ -1,7 +1,8 @@
 """Device-side decoders (device_N/data): task logs, PMU records, ts_track, frequency changes.
 
-Pure functions from records or bytes already read to column arrays (and `Issue`s), except
-read_aic_pmu, which reads its files through a RecordStream. Times stay raw device syscnt. device_formats.md §3 (logs), §4 (PMU), §5.3 (frequency), §6 (ts_track).
+Pure functions from records or bytes already read to column arrays (and `Issue`s); the ingest
+reads the files (msprof_kit/ingest/streams.py). Times stay raw device syscnt. device_formats.md §3
+(logs), §4 (PMU), §5.3 (frequency), §6 (ts_track).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 from . import records
-from .stream import Columns, Issue, Piece, RecordStream, Validity, decode_stream, read_chunks
+from .stream import Columns, Issue, Piece, Validity, decode_stream
 
 
 ACSQ_START, ACSQ_END = 0, 1
@@ -44,7 +45,7 @@ def _stars_valid(arr: np.ndarray) -> np.ndarray:
     return arr["magic"] == records.DEVICE_MAGIC
 
 
-#: RecordStream's validity check of STARS soc log records, and what it asks for
+#: the validity check of STARS soc log records, and what it asks for
 STARS_VALID: Tuple[Validity, str] = (_stars_valid, f"without magic 0x{records.DEVICE_MAGIC:04X}")
 
 
@@ -76,7 +77,7 @@ def _ffts_valid(arr: np.ndarray) -> np.ndarray:
     return np.isin(records.bit_field(records.FFTS_PMU, "head", "func_type", arr["head"]), (CTX_PMU, BLOCK_PMU))
 
 
-#: RecordStream's validity check of FFTS PMU records, and what it asks for
+#: the validity check of FFTS PMU records, and what it asks for
 FFTS_VALID: Tuple[Validity, str] = (
     _ffts_valid, f"with a func type other than {CTX_PMU} (context PMU) or {BLOCK_PMU} (block PMU)")
 
@@ -123,7 +124,7 @@ def _hwts_valid(arr: np.ndarray) -> np.ndarray:
     return (arr["magic"] == records.DEVICE_MAGIC) | (log_type <= 3)
 
 
-#: RecordStream's validity check of HWTS log records, and what it asks for
+#: the validity check of HWTS log records, and what it asks for
 HWTS_VALID: Tuple[Validity, str] = (_hwts_valid, "with a log type above 3")
 
 
@@ -139,18 +140,13 @@ def hwts_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
     }
 
 
-def _aic_pmu_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
+def aic_pmu_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
+    """AI Core / AI Vector Core task PMU of HWTS chips (128-byte records, no timestamp), with the
+    records' byte offsets."""
     return {
         "stream_id": (arr["stream_id"] % 2048).astype(np.int64), "task_id": arr["task_id"].astype(np.int64),
         "total_cycle": arr["total_cycle"].astype(np.int64), "pmu": arr["pmu"].astype(np.int64), "offset": offsets,
     }
-
-
-def read_aic_pmu(paths: Sequence[str]) -> Tuple[Columns, List[Issue]]:
-    """AI Core / AI Vector Core task PMU of HWTS chips (128-byte records, no timestamp) of the
-    files `paths` (one stream), read a chunk at a time."""
-    stream = RecordStream(records.AIC_PMU, paths)
-    return read_chunks(stream, _aic_pmu_columns), stream.issues
 
 
 TS_STEP, TS_MEMCPY, TS_TASK_TYPE, TS_OLD_FLIP, TS_FLIP, TS_BLOCK_NUM = 10, 11, 12, 13, 14, 15

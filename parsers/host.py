@@ -1,8 +1,8 @@
 """Host-side decoders (host/data): API/event records, compact and additional records, dictionaries.
 
 Pure functions from records, bytes or lines already read to column arrays (dict of numpy arrays)
-and a list of `Issue`s, except read_api_event and compact_stream, which read files through a
-RecordStream. Timestamps stay raw host ticks; clock conversion happens elsewhere.
+and a list of `Issue`s (the ingest reads the files: msprof_kit/ingest/streams.py). Timestamps stay
+raw host ticks; clock conversion happens elsewhere.
 """
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import records
-from .stream import (Columns, Issue, Piece, RecordStream, TextLines, cap_names, decode_stream, locate, read_chunks,
-                     split_lines)
+from .stream import Columns, Issue, Piece, TextLines, Validity, cap_names, decode_stream, locate, split_lines
 
 
 KNOWN_LEVELS = np.array([30000, 25000, 20500, 20000, 15000, 10000, 6000, 5500, 5000, 4500, 4000, 3000])
@@ -39,8 +38,10 @@ def _host_valid(arr: np.ndarray) -> np.ndarray:
     return ok
 
 
-_EXPECT = (f"without magic 0x{records.HOST_MAGIC:04X}, a known level, a thread id and (compact and additional records) "
-           "a time")
+#: the validity check of host records (API/event, compact and additional), and what it asks for
+HOST_VALID: Tuple[Validity, str] = (
+    _host_valid,
+    f"without magic 0x{records.HOST_MAGIC:04X}, a known level, a thread id and (compact and additional records) a time")
 
 
 def columns(arr: np.ndarray, names: Optional[Sequence[str]] = None) -> Columns:
@@ -49,7 +50,7 @@ def columns(arr: np.ndarray, names: Optional[Sequence[str]] = None) -> Columns:
     return {name: np.ascontiguousarray(arr[name]) for name in (arr.dtype.names or () if names is None else names)}
 
 
-def _api_columns(arr: np.ndarray, offsets: np.ndarray, fields: Optional[Sequence[str]] = None) -> Columns:
+def api_columns(arr: np.ndarray, offsets: np.ndarray, fields: Optional[Sequence[str]] = None) -> Columns:
     """The records' fields (only `fields` when given, then without `offset`) and `is_event`."""
     cols = columns(arr, fields)
     cols["is_event"] = arr["end"] == np.uint64(records.EVENT_FLAG)
@@ -60,15 +61,8 @@ def _api_columns(arr: np.ndarray, offsets: np.ndarray, fields: Optional[Sequence
 
 def decode_api_event(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
     """API and event records (40 bytes). Adds `is_event` (end field all ones) and `offset`."""
-    arr, offsets, issues = decode_stream(records.API_EVENT, buf, pieces, _host_valid, _EXPECT)
-    return _api_columns(arr, offsets), issues
-
-
-def read_api_event(paths: Sequence[str], fields: Optional[Sequence[str]] = None) -> Tuple[Columns, List[Issue]]:
-    """decode_api_event of the files `paths` (one stream), read a chunk at a time; of the
-    record's own fields only `fields` when given (`is_event` always)."""
-    stream = RecordStream(records.API_EVENT, paths, _host_valid, _EXPECT)
-    return read_chunks(stream, lambda arr, offsets: _api_columns(arr, offsets, fields)), stream.issues
+    arr, offsets, issues = decode_stream(records.API_EVENT, buf, pieces, *HOST_VALID)
+    return api_columns(arr, offsets), issues
 
 
 def compact_columns(kind: str, arr: np.ndarray, offsets: np.ndarray) -> Columns:
@@ -82,14 +76,9 @@ def compact_columns(kind: str, arr: np.ndarray, offsets: np.ndarray) -> Columns:
     return cols
 
 
-def _record_of(kind: str) -> records.Record:
+def record_of(kind: str) -> records.Record:
+    """The record of a compact or additional kind (its file tag: 'task_track', 'tensor_info')."""
     return COMPACT_KINDS.get(kind) or ADDITIONAL_KINDS[kind]
-
-
-def compact_stream(kind: str, paths: Sequence[str]) -> RecordStream:
-    """The records of one compact or additional kind's stream, to be read a chunk at a time (each
-    chunk's columns: compact_columns)."""
-    return RecordStream(_record_of(kind), paths, _host_valid, _EXPECT)
 
 
 def parse_dictionary(text: str, path: str, typed: bool) -> Tuple[Dict[str, str], List[Issue]]:

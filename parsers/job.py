@@ -1,4 +1,5 @@
-"""Legacy `JOBxxx` collections (older CANN releases, SoC boards): record tables and pure decoders.
+"""Legacy `JOBxxx` collections (older CANN releases, SoC boards): record tables and the pure
+decoders of the binary kinds (the text kinds are parsers/job_text.py's).
 
 Binary record kinds, one table each (sizes checked when this module is imported):
 
@@ -12,9 +13,9 @@ Binary record kinds, one table each (sizes checked when this module is imported)
 | `GE_STEP_INFO`     | `Framework.step_info.<dev>.slice_<k>` (0x5A5A)               | 64    |
 | `AICPU_PREPROCESS` | `DATA_PREPROCESS.AICPU.<dev>.slice_<k>` (0x5A5A)             | 128   |
 
-Text kinds: `Framework.host.vm.{task_desc_info,graph_desc_info,point}` (one op or point a line),
-`Framework.hash_dic` (`<id>:<name>` lines) and the older `DATA_PREPROCESS.dev.AICPU` (NUL-separated
-"Node:" / "Thread" lines).
+Text kinds (job_text): `Framework.host.vm.{task_desc_info,graph_desc_info,point}` (one op or point a
+line), `Framework.hash_dic` (`<id>:<name>` lines, parsers.host.parse_dictionary_lines) and the older
+`DATA_PREPROCESS.dev.AICPU` (NUL-separated "Node:" / "Thread" lines).
 
 Everything here is bytes in, columns out: no file IO, no logging. A problem that costs some
 records comes back as an `Issue`; one that makes a stream unusable raises `RecordError` naming
@@ -29,14 +30,13 @@ framework_struct, aicpu_data_parser, step_trace_parser}.py`, the GE reporter hea
 """
 from __future__ import annotations
 
-import re
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
 from . import records
-from .host import dtype_name, format_name
-from .stream import Columns, Issue, Piece, TextLines, cap_names, locate, split_lines
+from .job_text import AICPU_SEP, Tensor, parse_aicpu_text, render_tensors
+from .stream import Columns, Issue, Piece, locate, split_lines
 
 
 MAGIC = 0x5A5A  # GE reporter records, AclModule, binary DATA_PREPROCESS
@@ -177,10 +177,6 @@ REGISTRY: Dict[str, records.Record] = {r.name: r for r in (
 # Enumerations the texts are rendered with.
 HWTS_TASK_TYPES = {0: "AI_CORE", 1: "AI_CPU", 2: "AI_VECTOR_CORE"}
 GE_TASK_TYPES = {0: "AI_CORE", 1: "AI_CPU", 2: "AI_VECTOR_CORE", 10: "HCCL", 11: "RTS", 1000: "UNKNOWN"}
-# MindSpore's number types as written by the 2020 text reporter (Framework.host.vm.graph_desc_info)
-VM_DTYPES_2020 = {27: "BOOL", 28: "INT", 29: "INT8", 30: "INT16", 31: "INT32", 32: "INT64", 33: "UINT",
-                  34: "UINT8", 35: "UINT16", 36: "UINT32", 37: "UINT64", 38: "FLOAT", 39: "FLOAT16",
-                  40: "FLOAT32", 41: "FLOAT64"}
 # ... and by the binary reporter (Framework.tensor_data_info), after removing the +200 offset
 VM_DTYPES = {30: "BOOL", 31: "INT", 32: "INT8", 33: "INT16", 34: "INT32", 35: "INT64", 36: "UINT", 37: "UINT8",
              38: "UINT16", 39: "UINT32", 40: "UINT64", 41: "FLOAT", 42: "FLOAT16", 43: "FLOAT32", 44: "FLOAT64",
@@ -194,7 +190,6 @@ MSPROF_OFFSET = 200  # tensor formats and types reported through msprof are Mind
 # Step-trace tags: the training trace's own numbering -> the store's (device_formats.md §6.1)
 LEGACY_END_TAG = 255
 STORE_MODEL_START, STORE_FP_START, STORE_BP_END, STORE_ITER_END, STORE_REDUCE_BASE = 0, 2, 3, 4, 10000
-NA = "N/A"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -254,20 +249,6 @@ def _u64_at(arr: np.ndarray, field: str) -> np.ndarray:
     """The first 8 bytes of a byte-string field, as little-endian u64 (MixData hash ids)."""
     raw = np.ascontiguousarray(arr[field]).view(np.uint8).reshape(len(arr), -1)[:, :8]
     return np.ascontiguousarray(raw).view("<u8").ravel()
-
-
-def _lines(text: TextLines, issues: List[Issue]) -> List[Tuple[int, str]]:
-    """(byte offset, text) of each non-empty line of a text stream; a line longer than the line
-    cap cannot be whole and is ignored (reported in `issues`)."""
-    issues.extend(text.cut_issues(kept=False))
-    out: List[Tuple[int, str]] = []
-    for pos, raw in text.lines:
-        if pos in text.cut:
-            continue
-        line = raw.rstrip(b"\r\0").decode("utf-8", errors="replace")
-        if line.strip():
-            out.append((pos, line))
-    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -429,21 +410,6 @@ def _vm_name(value: int, table: Dict[int, str]) -> str:
     return table.get(value, str(value))
 
 
-Tensor = Tuple[str, str, str]  # (shape, data type, format) texts
-
-
-def render_tensors(ins: List[Tensor], outs: List[Tensor]) -> Tuple[str, str, str, str, str, str]:
-    """The six description texts as the store keeps them (as for PROF collections): shapes
-    `"d,d;d,d"` with the quotes, types and formats `;`-joined, N/A when there is no tensor."""
-    def side(ts: List[Tensor]) -> Tuple[str, str, str]:
-        if not ts:
-            return NA, NA, NA
-        return '"' + ";".join(t[0] for t in ts) + '"', ";".join(t[1] for t in ts), ";".join(t[2] for t in ts)
-    a, b, c = side(ins)
-    d, e, f = side(outs)
-    return a, b, c, d, e, f
-
-
 def decode_tensor_data(buf: np.ndarray, pieces: Sequence[Piece], complete: bool) -> Tuple[Columns, List[Issue]]:
     """Binary tensor descriptions, one row per op (model, stream, task) with the six texts. An
     op's tensors may span records; only its first iteration's records are used."""
@@ -487,124 +453,8 @@ def decode_step_info(buf: np.ndarray, pieces: Sequence[Piece], complete: bool) -
     }, issues
 
 
-def parse_task_desc_text(text: TextLines) -> Tuple[Columns, List[Issue]]:
-    """`<full op name> <block dim> <task id> <stream id>` lines (a 5-field line has an extra
-    leading field, which is ignored). Op names are cut to NAME_CAP characters."""
-    pieces = text.pieces
-    names: List[str] = []
-    nums: List[Tuple[int, int, int]] = []
-    where: List[int] = []
-    issues: List[Issue] = []
-    for off, line in _lines(text, issues):
-        parts = line.split()
-        if len(parts) == 5:
-            parts = parts[1:]
-        if len(parts) != 4 or not all(p.isdigit() for p in parts[1:]):
-            path, at = locate(pieces, off)
-            issues.append(Issue(path, at, f"task_desc_info line {line[:80]!r} is not '<op name> <block dim> "
-                                          f"<task id> <stream id>'; ignored"))
-            continue
-        names.append(parts[0])
-        nums.append((int(parts[1]), int(parts[2]), int(parts[3])))
-        where.append(off)
-    names, capped = cap_names(names, where, pieces, "op names")
-    issues.extend(capped)
-    table = np.array(nums, dtype=np.int64).reshape(-1, 3)
-    return {"op_name": np.array(names, dtype=object), "block_dim": table[:, 0], "task_id": table[:, 1],
-            "stream_id": table[:, 2], "offset": np.array(where, dtype=np.int64)}, issues
-
-
-GraphInfo = Tuple[str, str, str, str, str, str, str]  # op type, then the six tensor texts
-
-
-def parse_graph_desc_text(text: TextLines, backend: str) -> Tuple[Dict[str, GraphInfo], List[Issue]]:
-    """`op_name:<name> op_type:<type> input_id:0 input_format:.. input_data_type:.. input_shape:".."
-    output_id:0 ...` lines -> op name -> (op type, six tensor texts). Backend 'vm' writes
-    MindSpore's 2020 number types and format names; 'ge' writes GE enum codes. Names, types and
-    tensor texts are cut to NAME_CAP characters."""
-    pieces = text.pieces
-    rows: List[Tuple[str, ...]] = []
-    where: List[int] = []
-    issues: List[Issue] = []
-    for off, line in _lines(text, issues):
-        name = op_type = ""
-        ins: List[List[str]] = []
-        outs: List[List[str]] = []
-        current: List[str] = []
-        bad = ""
-        for token in line.split(" "):
-            if not token:
-                continue
-            key, sep, value = token.partition(":")
-            if not sep:
-                bad = token
-                break
-            if key == "op_name":
-                name = value
-            elif key == "op_type":
-                op_type = value
-            elif key in ("input_id", "output_id"):
-                current = ["", "", ""]
-                (ins if key == "input_id" else outs).append(current)
-            elif key.endswith(("_format", "_data_type", "_shape")) and current:
-                if key.endswith("_shape"):
-                    current[0] = value.strip('"')
-                elif key.endswith("_data_type"):
-                    code = int(value) if value.isdigit() else -1
-                    current[1] = (VM_DTYPES_2020.get(code, value) if backend == "vm" else
-                                  dtype_name(code) if code >= 0 else value)
-                else:
-                    current[2] = format_name(int(value)) if backend == "ge" and value.isdigit() else value
-        if bad or not name:
-            path, at = locate(pieces, off)
-            issues.append(Issue(path, at, f"graph_desc_info line {line[:80]!r} is not 'op_name:.. op_type:.. "
-                                          f"input_id:.. ...'; ignored"))
-            continue
-        ins_t = [(c[0], c[1], c[2]) for c in ins]
-        outs_t = [(c[0], c[1], c[2]) for c in outs]
-        rows.append((name, op_type or NA) + render_tensors(ins_t, outs_t))
-        where.append(off)
-    columns: List[List[str]] = [list(c) for c in zip(*rows)] if rows else []
-    for j, what in enumerate(("op names", "op types") + tuple(f"{c} texts" for c in _TENSOR_TEXTS)):
-        if columns:
-            columns[j], capped = cap_names(columns[j], where, pieces, what)
-            issues.extend(capped)
-    out: Dict[str, GraphInfo] = {row[0]: row[1:] for row in zip(*columns)}
-    return out, issues
-
-
-_TENSOR_TEXTS = ("input shape", "input data type", "input format", "output shape", "output data type",
-                 "output format")
-
-
-def parse_point_text(text: TextLines) -> Tuple[Columns, List[Issue]]:
-    """`<point tag> <full op name>` lines: the op that records each step-trace point."""
-    pieces = text.pieces
-    tags: List[int] = []
-    names: List[str] = []
-    where: List[int] = []
-    issues: List[Issue] = []
-    for off, line in _lines(text, issues):
-        tag, _, name = line.strip().partition(" ")
-        if not tag.isdigit() or not name:
-            path, at = locate(pieces, off)
-            issues.append(Issue(path, at, f"point line {line[:80]!r} is not '<tag> <op name>'; ignored"))
-            continue
-        tags.append(int(tag))
-        names.append(name.strip())
-        where.append(off)
-    names, capped = cap_names(names, where, pieces, "op names")
-    issues.extend(capped)
-    return {"tag": np.array(tags, dtype=np.int64), "op_name": np.array(names, dtype=object)}, issues
-
-
 # ------------------------------------------------------------------------------------------------
 # AI CPU (DATA_PREPROCESS)
-
-_DISPATCH = re.compile(r"dispatchTime=\s*([0-9.]+)")
-_TOTAL = re.compile(r"totalTime=\s*([0-9.]+)")
-_NUMBER = re.compile(r"[0-9]+")
-
 
 def is_binary_aicpu(buf: np.ndarray) -> bool:
     """Whether a DATA_PREPROCESS stream holds binary records (it starts with magic 0x5A5A), not text."""
@@ -630,49 +480,3 @@ def decode_aicpu(buf: np.ndarray, pieces: Sequence[Piece], complete: bool) -> Tu
             "offset": offsets,
         }, issues
     return parse_aicpu_text(split_lines(buf, pieces, AICPU_SEP))
-
-
-AICPU_SEP = b"\0"  # what separates the segments of a text DATA_PREPROCESS file
-
-
-def parse_aicpu_text(text: TextLines) -> Tuple[Columns, List[Issue]]:
-    """'[ts] Node:<name>, Run start:<us> [<ticks>], ..., Run end:<us> [<ticks>]' segments, each
-    followed by its 'Thread[..] ... dispatchTime=<us> us, totalTime=<us> us' segment; segments
-    are NUL-separated (`text` split at AICPU_SEP). A segment longer than the line cap is ignored;
-    node names are cut to NAME_CAP characters."""
-    pieces = text.pieces
-    issues: List[Issue] = text.cut_issues(kept=False)
-    segments = [(pos, "" if pos in text.cut else raw.strip(b"\n").decode("utf-8", errors="replace"))
-                for pos, raw in text.lines]
-    rows: List[Tuple[str, int, int, int, int, float, float, int]] = []
-    for i, (off, seg) in enumerate(segments):
-        if "Node" not in seg:
-            continue
-        thread = segments[i + 1][1] if i + 1 < len(segments) else ""
-        fields = seg.split(",")
-        dispatch, total = _DISPATCH.search(thread), _TOTAL.search(thread)
-        start_nums = _NUMBER.findall(fields[1].split(":")[-1]) if len(fields) > 1 else []
-        end_nums = _NUMBER.findall(fields[-1].split(":")[-1])
-        if "Thread" not in thread or dispatch is None or total is None or len(fields) not in (3, 6) \
-                or not start_nums or not end_nums:
-            path, at = locate(pieces, off)
-            issues.append(Issue(path, at, f"AI CPU node line {seg[:80]!r} has no 'Run start', 'Run end' or thread "
-                                          f"line with dispatchTime and totalTime; ignored"))
-            continue
-        name = fields[0].split("Node:", 1)[-1].strip()
-        rows.append((name, int(start_nums[0]), int(end_nums[0]), int(start_nums[1]) if len(start_nums) > 1 else -1,
-                     int(end_nums[1]) if len(end_nums) > 1 else -1, float(dispatch.group(1)),
-                     float(total.group(1)), off))
-    n = len(rows)
-    col: List[Tuple[Any, ...]] = list(zip(*rows)) if rows else [()] * 8
-    if rows:
-        names, capped = cap_names(list(col[0]), list(col[7]), pieces, "node names")
-        col[0] = tuple(names)
-        issues.extend(capped)
-    return {
-        "stream_id": np.full(n, -1, dtype=np.int64), "task_id": np.full(n, -1, dtype=np.int64),
-        "name": np.array(col[0], dtype=object), "run_start_us": np.array(col[1], dtype=np.int64),
-        "run_end_us": np.array(col[2], dtype=np.int64), "start_ticks": np.array(col[3], dtype=np.int64),
-        "end_ticks": np.array(col[4], dtype=np.int64), "dispatch_us": np.array(col[5], dtype=np.float64),
-        "total_us": np.array(col[6], dtype=np.float64), "offset": np.array(col[7], dtype=np.int64),
-    }, issues

@@ -1,23 +1,16 @@
-"""Record streams: reading the slice files of one data kind, and decoding their bytes into
-structured arrays and issues.
+"""Record streams: decoding the bytes of one data kind's slices into structured arrays and issues.
 
 A stream is the concatenation of the slices of one data kind (`x.slice_0`, `x.slice_1`, ...),
-decoded as one byte string because records may straddle slice boundaries. Decoding is pure
-(`decode_stream`, `split_lines`: bytes in, arrays out), but this module also reads files:
-`read_stream` reads a stream whole, `RecordStream` a chunk of whole records at a time, `read_lines`
-a text stream by lines of bounded length (that reading is to move to the import, issue 24). Only
-regular files are opened (`open_regular`): a FIFO would block, /dev/zero never ends. Nothing here
-logs or prints: problems come back as `Issue` values for the caller to report.
+decoded as one byte string because records may straddle slice boundaries. Everything here is
+pure: bytes in, arrays out (`decode_stream`, `split_lines`, `RecordChunks` over a function that
+hands it the stream's bytes). Reading the slice files is the ingest's (msprof_kit/ingest/streams.py).
+Nothing here logs or prints: problems come back as `Issue` values for the caller to report.
 """
 from __future__ import annotations
 
-import errno
-import io
 import itertools
-import os
-import stat
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union, cast
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -65,50 +58,9 @@ def locate(pieces: Sequence[Piece], offset: int) -> Tuple[str, int]:
 Validity = Callable[[np.ndarray], np.ndarray]
 #: column arrays by name, all of one length
 Columns = Dict[str, np.ndarray]
-#: what a chunk converter of read_chunks gives: one dict of columns, or a tuple of them
-ChunkColumns = TypeVar("ChunkColumns", bound=Union[Columns, Tuple[Columns, ...]])
 
 LINE_CAP = 1 << 20  # bytes: a longer line of a text file keeps only its first LINE_CAP bytes (docs/store.md)
 NAME_CAP = 4096     # characters: a longer name or text taken from a collection is cut to this (docs/store.md)
-
-
-class NotRegularFile(OSError):
-    """A path that names something other than a regular file (after symlinks): `what` it is."""
-
-    def __init__(self, path: str, what: str) -> None:
-        super().__init__(errno.EINVAL, f"{what}, not a regular file", path)
-        self.what = what
-
-
-def file_kind(mode: int) -> str:
-    """What a stat mode names, as an article and a noun ('a FIFO', 'a directory')."""
-    for test, what in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return what
-    return "not a file"
-
-
-def open_regular(path: str) -> io.BufferedReader:
-    """`path` opened for reading when it is a regular file (symlinks followed); else NotRegularFile.
-    The open does not block (O_NONBLOCK: a FIFO without a writer would), and the check is made on
-    what was opened (fstat), so a file swapped after a listing cannot slip through."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegularFile(path, file_kind(mode))
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def regular_size(f: BinaryIO) -> int:
-    """Size in bytes of an open file."""
-    return os.fstat(f.fileno()).st_size
 
 
 @dataclass
@@ -134,51 +86,10 @@ class TextLines:
         return out
 
 
-def read_lines(paths: Sequence[str], sep: bytes = b"\n", cap: int = LINE_CAP) -> TextLines:
-    """The lines of the text stream made of `paths`, read a block of `cap` bytes at a time: memory
-    is the lines kept plus one block, however long a line is."""
-    lines: List[Tuple[int, bytes]] = []
-    cut: Dict[int, int] = {}
-    pieces: List[Piece] = []
-    head: List[bytes] = []  # the line being read: its kept parts (at most `cap` bytes in all)
-    head_at = head_len = 0  # its stream offset and full length so far
-    start = 0
-    for path in paths:
-        size = 0
-        with open_regular(path) as f:
-            while True:
-                block = f.read(cap)
-                if not block:
-                    break
-                parts = block.split(sep)
-                head_len += len(parts[0])
-                kept = sum(len(h) for h in head)
-                if kept < cap:
-                    head.append(parts[0][:cap - kept])
-                if len(parts) > 1:
-                    lines.append((head_at, b"".join(head)))
-                    if head_len > cap:
-                        cut[head_at] = head_len
-                    at = start + size + len(parts[0]) + 1
-                    middle = parts[1:-1]  # whole lines within the block: shorter than cap
-                    offsets = itertools.accumulate((len(m) + 1 for m in middle), initial=at)
-                    lines.extend(zip(offsets, middle))
-                    head_at = at + sum(len(m) + 1 for m in middle)
-                    head, head_len = [parts[-1]], len(parts[-1])
-                size += len(block)
-        pieces.append(Piece(path, start, size))
-        start += size
-    if head_len:
-        lines.append((head_at, b"".join(head)))
-        if head_len > cap:
-            cut[head_at] = head_len
-    return TextLines(lines, pieces, cut, cap)
-
-
 def split_lines(buf: Union[bytes, np.ndarray], pieces: Sequence[Piece], sep: bytes = b"\n",
                 cap: int = LINE_CAP) -> TextLines:
-    """TextLines of a text stream already in memory (bytes or a uint8 array): the lines read_lines
-    gives for the same bytes."""
+    """TextLines of a text stream in memory (bytes or a uint8 array): the lines the ingest's
+    read_lines gives for the same bytes read from files."""
     data = buf.tobytes() if isinstance(buf, np.ndarray) else bytes(buf)
     parts = data.split(sep)
     if parts[-1] == b"":
@@ -220,80 +131,35 @@ def decode_stream(record: Record, buf: np.ndarray, pieces: Sequence[Piece],
     one by one, each reported with its file and offset. `expected` describes what a
     valid record looks like, for the issue text.
     """
-    stream = RecordStream(record, (), valid, expected, buffer=buf, pieces=pieces)
+    stream = RecordChunks(record, pieces, len(buf), lambda start, length: buf[start:start + length], valid, expected)
     chunks = list(stream.chunks())  # the whole buffer is one chunk, or none when it holds no record
     arr, offsets = chunks[0] if chunks else (np.zeros(0, dtype=record.dtype), np.zeros(0, dtype=np.int64))
     return arr, offsets, stream.issues
 
 
-def read_stream(paths: Sequence[str]) -> Tuple[np.ndarray, List[Piece]]:
-    """Read slice files into one byte array, with each file's place in it: each file is read
-    straight into its place in an array sized from the files' sizes (one copy of the stream)."""
-    sizes = [os.path.getsize(path) for path in paths]
-    buf = np.empty(sum(sizes), dtype=np.uint8)
-    pieces: List[Piece] = []
-    start = 0
-    for path, size in zip(paths, sizes):
-        with open_regular(path) as f:
-            got = f.readinto(buf.data[start:start + size]) if size else 0
-            rest = f.read()  # a slice still being written: whatever came after the size was taken
-        if rest or got != size:
-            return _read_stream_again(paths)
-        pieces.append(Piece(path, start, size))
-        start += size
-    return buf, pieces
+#: the bytes [start, start + length) of a stream: RecordChunks' source of bytes
+ReadBytes = Callable[[int, int], np.ndarray]
 
 
-def _read_stream_again(paths: Sequence[str]) -> Tuple[np.ndarray, List[Piece]]:
-    """read_stream for files that changed size while being read: each read whole, then joined."""
-    pieces: List[Piece] = []
-    chunks: List[np.ndarray] = []
-    start = 0
-    for path in paths:
-        with open_regular(path) as f:
-            data = np.fromfile(f, dtype=np.uint8)
-        pieces.append(Piece(path, start, len(data)))
-        chunks.append(data)
-        start += len(data)
-    if not chunks:
-        return np.zeros(0, dtype=np.uint8), pieces
-    return (chunks[0] if len(chunks) == 1 else np.concatenate(chunks)), pieces
-
-
-CHUNK_BYTES = 32 << 20  # bytes of a stream read at a time by RecordStream
-
-
-class RecordStream:
-    """The records of a stream of slice files, read and validated a chunk at a time: whole
-    records at the stream's alignment (`lead` bytes skipped), with their byte offsets, and the
-    issues (`issues`, complete once `chunks()` has been iterated to its end).
+class RecordChunks:
+    """The records of a stream, validated a chunk at a time: whole records at the stream's
+    alignment (`lead` bytes skipped), with their byte offsets, and the issues (`issues`, complete
+    once `chunks()` has been iterated to its end). The stream's `size` bytes, placed in files by
+    `pieces`, come from `read` (a slice of a buffer in memory, or the ingest's file reader).
 
     The alignment: the reference always drops `size % record size` leading bytes (a collection
     aged from its start). A collection cut at its end instead (an interrupted write) keeps its
     records aligned at offset 0. Where a validity check exists, the alignment that keeps more
     valid records wins; on a tie, the reference's.
-
-    File sizes are taken when the stream is opened; bytes appended to a slice afterwards are not
-    read. `buffer` (with its `pieces`) decodes bytes already in memory instead (decode_stream).
     """
 
-    def __init__(self, record: Record, paths: Sequence[str], valid: Optional[Validity] = None,
-                 expected: str = "", chunk_bytes: Optional[int] = None, buffer: Optional[np.ndarray] = None,
-                 pieces: Sequence[Piece] = ()) -> None:
+    def __init__(self, record: Record, pieces: Sequence[Piece], size: int, read: ReadBytes,
+                 valid: Optional[Validity] = None, expected: str = "", chunk_bytes: Optional[int] = None) -> None:
         self.record, self.valid, self.expected = record, valid, expected
-        self.buffer = buffer
         self.pieces: List[Piece] = list(pieces)
-        if buffer is None:
-            start = 0
-            for path in paths:
-                size = os.path.getsize(path)
-                self.pieces.append(Piece(path, start, size))
-                start += size
-            self.size = start
-        else:
-            self.size = len(buffer)
-        chunk = len(buffer) if buffer is not None else CHUNK_BYTES if chunk_bytes is None else chunk_bytes
-        self.per_chunk = max(1, chunk // record.size)
+        self.size = size
+        self.read = read
+        self.per_chunk = max(1, (size if chunk_bytes is None else chunk_bytes) // record.size)
         self.issues: List[Issue] = []
         self.lead = self._alignment()
         self.count = (self.size - self.lead) // record.size
@@ -306,26 +172,6 @@ class RecordStream:
             path, off = locate(self.pieces, self.lead + self.count * record.size)
             self.issues.append(Issue(path, off, f"truncated {record.name} record: {tail} of {record.size} bytes; "
                                                 f"dropped"))
-
-    def read(self, start: int, length: int) -> np.ndarray:
-        """Bytes [start, start + length) of the stream, across slice files (a view of `buffer`
-        when the stream is in memory)."""
-        if self.buffer is not None:
-            return self.buffer[start:start + length]
-        out = np.empty(length, dtype=np.uint8)
-        at = 0
-        for piece in self.pieces:
-            lo = max(start, piece.start)
-            hi = min(start + length, piece.start + piece.size)
-            if hi <= lo:
-                continue
-            with open_regular(piece.path) as f:
-                f.seek(lo - piece.start)
-                got = f.readinto(out.data[at:at + hi - lo])
-            if got != hi - lo:
-                raise OSError(f"{piece.path} became shorter while being read ({piece.size} bytes expected)")
-            at += hi - lo
-        return out
 
     def _records(self, lead: int) -> Iterator[Tuple[int, np.ndarray]]:
         """(first record's index, the records) of whole chunks at alignment `lead`."""
@@ -347,9 +193,9 @@ class RecordStream:
 
     def chunks(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
         """(valid records, their byte offsets in the stream) a chunk at a time, in stream order.
-        Each chunk is a new array (a view of `buffer` where nothing is dropped). Records failing
-        `valid` are dropped one by one: the first 20 each reported with their file and offset,
-        the rest counted in one more issue."""
+        Each chunk is a new array (a view of what `read` gave where nothing is dropped). Records
+        failing `valid` are dropped one by one: the first 20 each reported with their file and
+        offset, the rest counted in one more issue."""
         name = self.record.name
         bad_total = 0
         repeats = Repeats(self.record) if name not in MAY_REPEAT else None
@@ -421,45 +267,3 @@ class Repeats:
             self.first = int(offsets[int(np.argmax(same))])
         self.count += int(np.count_nonzero(same))
         return arr[~same], offsets[~same]
-
-
-def read_chunks(stream: RecordStream, convert: Callable[[np.ndarray, np.ndarray], ChunkColumns]) -> ChunkColumns:
-    """convert(records, offsets) of each chunk of `stream`, joined end to end (convert of no
-    records where the stream has none). `convert` gives a dict of column arrays, or a tuple of
-    such dicts, with at most one row per record: each column is allocated once for as many rows
-    as the stream has records (pages never written cost no memory) and filled chunk by chunk, so
-    the chunks' own columns are freed as they come instead of being held for a final join."""
-    out: Optional[List[Filling]] = None
-    several = False
-    for arr, offsets in stream.chunks():
-        part = convert(arr, offsets)
-        several = isinstance(part, tuple)
-        leaves: List[Columns] = list(part) if isinstance(part, tuple) else [part]
-        if out is None:
-            out = [Filling(leaf, stream.count) for leaf in leaves]
-        for filling, leaf in zip(out, leaves):
-            filling.add(leaf)
-        del part, leaves
-    if out is None:
-        return convert(np.zeros(0, dtype=stream.record.dtype), np.zeros(0, dtype=np.int64))
-    done = [filling.columns() for filling in out]
-    return cast(ChunkColumns, tuple(done) if several else done[0])  # the shape `convert` gave
-
-
-class Filling:
-    """Columns of up to `rows` rows, filled a part at a time."""
-
-    def __init__(self, first: Columns, rows: int) -> None:
-        self.cols = {k: np.empty((rows,) + v.shape[1:], dtype=v.dtype) for k, v in first.items()}
-        self.n = 0
-
-    def add(self, part: Columns) -> None:
-        """Append the rows of `part` (the same columns as the first part)."""
-        m = len(next(iter(part.values()))) if part else 0
-        for k, v in part.items():
-            self.cols[k][self.n:self.n + m] = v
-        self.n += m
-
-    def columns(self) -> Columns:
-        """The columns of the rows added so far."""
-        return {k: v[:self.n] for k, v in self.cols.items()}

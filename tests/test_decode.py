@@ -4,9 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from msprof_kit.parsers import device as D
-from msprof_kit.parsers import host as H
-from msprof_kit.parsers import records as R
+from msprof_kit.parsers import device, host, records
 from msprof_kit.parsers.stream import Piece, decode_stream, locate
 from msprof_kit.timebase import Clock
 from fractions import Fraction
@@ -16,29 +14,29 @@ def _api(n: int, over: dict = None) -> bytes:
     over = over or {}
     out = b""
     for i in range(n):
-        fields = dict(magic=R.HOST_MAGIC, level=20000, type=1, thread_id=7, begin=100 + i, end=200 + i)
+        fields = dict(magic=records.HOST_MAGIC, level=20000, type=1, thread_id=7, begin=100 + i, end=200 + i)
         fields.update(over.get(i, {}))
-        out += R.pack(R.API_EVENT, **fields)
+        out += records.pack(records.API_EVENT, **fields)
     return out
 
 
 def test_bad_magic_costs_one_record():
     raw = _api(5, {2: {"magic": 0x5A5B}})
-    cols, issues = H.decode_api_event(np.frombuffer(raw, np.uint8), [Piece("f", 0, len(raw))])
+    cols, issues = host.decode_api_event(np.frombuffer(raw, np.uint8), [Piece("f", 0, len(raw))])
     assert list(cols["begin"]) == [100, 101, 103, 104]
     assert len(issues) == 1 and issues[0].offset == 80 and "0x5A5A" in issues[0].message
 
 
 def test_truncated_tail_keeps_aligned_records():
     raw = _api(4)[:-15]
-    cols, issues = H.decode_api_event(np.frombuffer(raw, np.uint8), [Piece("f", 0, len(raw))])
+    cols, issues = host.decode_api_event(np.frombuffer(raw, np.uint8), [Piece("f", 0, len(raw))])
     assert list(cols["begin"]) == [100, 101, 102]
     assert any("truncated" in i.message and i.offset == 120 for i in issues)
 
 
 def test_aged_head_follows_the_reference():
     raw = _api(4)[15:]  # the collector's ager cut the start
-    cols, issues = H.decode_api_event(np.frombuffer(raw, np.uint8), [Piece("f", 0, len(raw))])
+    cols, issues = host.decode_api_event(np.frombuffer(raw, np.uint8), [Piece("f", 0, len(raw))])
     assert list(cols["begin"]) == [101, 102, 103]
     assert any("leading" in i.message for i in issues)
 
@@ -46,7 +44,7 @@ def test_aged_head_follows_the_reference():
 def test_records_straddling_slices_and_locate():
     raw = _api(3)
     pieces = [Piece("a", 0, 50), Piece("b", 50, 70)]
-    arr, offsets, issues = decode_stream(R.API_EVENT, np.frombuffer(raw, np.uint8), pieces)
+    arr, offsets, issues = decode_stream(records.API_EVENT, np.frombuffer(raw, np.uint8), pieces)
     assert list(arr["begin"]) == [100, 101, 102] and not issues
     assert locate(pieces, 80) == ("b", 30)
 
@@ -55,36 +53,36 @@ def test_pairing_drops_only_the_orphans():
     keys = [np.array([1, 1, 1, 1, 2, 2])]
     time = np.array([10, 20, 30, 40, 15, 25])
     is_start = np.array([True, True, False, True, True, False])
-    s, e, lost_end, lost_start = D.pair_start_end(keys, time, is_start)
+    s, e, lost_end, lost_start = device.pair_start_end(keys, time, is_start)
     assert sorted(zip(time[s], time[e])) == [(15, 25), (20, 30)]
     assert (lost_end, lost_start) == (2, 0)
 
 
 def test_stars_id_decoding():
-    stream, task = D.stars_ids(np.array([5, 0x1000 | 7, 0x2000 | 0x123]), np.array([9, 0x2005, 0x1003]))
+    stream, task = device.stars_ids(np.array([5, 0x1000 | 7, 0x2000 | 0x123]), np.array([9, 0x2005, 0x1003]))
     assert list(stream) == [5, 7, 3]
     assert list(task) == [9, 0x0005, 0x123 | 0x1000]
 
 
 def test_dictionaries():
-    table, issues = H.parse_dictionary("12:a:b\nxx:bad\n7:c\n12:z\n", "d", typed=False)
+    table, issues = host.parse_dictionary("12:a:b\nxx:bad\n7:c\n12:z\n", "d", typed=False)
     assert table == {"12": "z", "7": "c"} and len(issues) == 1 and issues[0].offset == 7
-    types, issues = H.parse_dictionary("5000_802:task_track\n20000_x:bad\n", "t", typed=True)
+    types, issues = host.parse_dictionary("5000_802:task_track\n20000_x:bad\n", "t", typed=True)
     assert types == {"5000_802": "task_track"} and len(issues) == 1
 
 
 def test_tensor_texts_join_split_records():
     def rec(ts, tensors):
-        fields = dict(magic=R.HOST_MAGIC, level=10000, type=1, thread_id=3, timestamp=ts, op_name=99,
+        fields = dict(magic=records.HOST_MAGIC, level=10000, type=1, thread_id=3, timestamp=ts, op_name=99,
                       tensor_num=len(tensors))
         for i, (kind, fmt, dt, shape) in enumerate(tensors):
             fields.update({f"t{i}_type": kind, f"t{i}_format": fmt, f"t{i}_dtype": dt,
                            f"t{i}_shape": list(shape) + [0] * (8 - len(shape))})
-        return R.pack(R.TENSOR_INFO, **fields)
+        return records.pack(records.TENSOR_INFO, **fields)
     raw = rec(5, [(0, 2, 1, (8, 16)), (0, 29, 27, (4,))]) + rec(5, [(1, 2 | (16 << 8), 0, (8,))]) + \
         rec(6, [(0, 0xFFFFFFFF, 9, ())])
-    arr = np.frombuffer(raw, dtype=R.TENSOR_INFO.dtype)
-    group, text_row, table = H.render_tensors(arr)
+    arr = np.frombuffer(raw, dtype=records.TENSOR_INFO.dtype)
+    group, text_row, table = host.render_tensors(arr)
     assert group[0] == group[1] != group[2]
     assert list(table[text_row[group[0]]]) == ['"8,16;4"', "FLOAT16;DT_BF16", "ND;FRACTAL_NZ", '"8"', "FLOAT",
                                                "ND:16"]
@@ -120,7 +118,7 @@ def test_distinct_rows_groups_equal_rows_only():
     base = rng.integers(0, 256, (5, 24), dtype=np.uint8)
     pick = rng.integers(0, 5, 200)
     rows = base[pick]
-    first, inverse = H._distinct_rows(rows)
+    first, inverse = host._distinct_rows(rows)
     assert len(first) == len(np.unique(pick))
     assert np.array_equal(rows[first[inverse]], rows)
 
@@ -130,11 +128,11 @@ def test_distinct_rows_survive_hash_collisions_and_skip_the_header(monkeypatch):
     base = rng.integers(0, 256, (4, 32), dtype=np.uint8)
     rows = base[rng.integers(0, 4, 100)]
     rows[:, :8] = rng.integers(0, 256, (100, 8), dtype=np.uint8)  # headers differ row to row
-    first, inverse = H._distinct_rows(rows, start=8)
+    first, inverse = host._distinct_rows(rows, start=8)
     assert len(first) == len(np.unique(rows[:, 8:], axis=0))
     assert np.array_equal(rows[first[inverse], 8:], rows[:, 8:])
-    monkeypatch.setattr(H, "_row_hash", lambda r, start=0: np.zeros(len(r), dtype=np.uint64))
-    first, inverse = H._distinct_rows(rows, start=8)
+    monkeypatch.setattr(host, "_row_hash", lambda r, start=0: np.zeros(len(r), dtype=np.uint64))
+    first, inverse = host._distinct_rows(rows, start=8)
     assert np.array_equal(rows[first[inverse], 8:], rows[:, 8:])
     assert len(first) == len(np.unique(rows[:, 8:], axis=0))
 
@@ -151,12 +149,12 @@ def _write_slices(tmp_path, raw: bytes, cuts) -> list:
 
 
 def _whole_and_chunked(paths, chunk_bytes):
-    from msprof_kit.parsers.stream import RecordStream, read_stream
+    from msprof_kit.ingest.streams import RecordStream, read_stream
     buf, pieces = read_stream(paths)
-    arr, offsets, issues = decode_stream(R.API_EVENT, buf, pieces, H._host_valid, H._EXPECT)
-    stream = RecordStream(R.API_EVENT, paths, H._host_valid, H._EXPECT, chunk_bytes=chunk_bytes)
+    arr, offsets, issues = decode_stream(records.API_EVENT, buf, pieces, *host.HOST_VALID)
+    stream = RecordStream(records.API_EVENT, paths, *host.HOST_VALID, chunk_bytes=chunk_bytes)
     parts = list(stream.chunks())
-    got = np.concatenate([a for a, _ in parts]) if parts else np.zeros(0, R.API_EVENT.dtype)
+    got = np.concatenate([a for a, _ in parts]) if parts else np.zeros(0, records.API_EVENT.dtype)
     got_off = np.concatenate([o for _, o in parts]) if parts else np.zeros(0, np.int64)
     return (arr, offsets, [str(i) for i in issues]), (got, got_off, [str(i) for i in stream.issues])
 
@@ -185,13 +183,13 @@ def test_record_stream_reads_what_decode_stream_decodes(tmp_path):
 
 
 def test_read_api_event_matches_the_whole_stream_decoder(tmp_path, monkeypatch):
-    from msprof_kit.parsers import stream as S
-    raw = _api(30, {4: {"magic": 7}, 11: {"end": R.EVENT_FLAG}})
+    from msprof_kit.ingest import streams
+    raw = _api(30, {4: {"magic": 7}, 11: {"end": records.EVENT_FLAG}})
     paths = _write_slices(tmp_path, raw, [100, 333])
-    buf, pieces = S.read_stream(paths)
-    want, want_issues = H.decode_api_event(buf, pieces)
-    monkeypatch.setattr(S, "CHUNK_BYTES", 3 * R.API_EVENT.size)
-    got, got_issues = H.read_api_event(paths)
+    buf, pieces = streams.read_stream(paths)
+    want, want_issues = host.decode_api_event(buf, pieces)
+    monkeypatch.setattr(streams, "CHUNK_BYTES", 3 * records.API_EVENT.size)
+    got, got_issues = streams.read_api_event(paths)
     assert want.keys() == got.keys() and all(np.array_equal(want[k], got[k]) for k in want)
     assert [str(i) for i in want_issues] == [str(i) for i in got_issues] and got_issues
 
@@ -204,13 +202,13 @@ def test_tensor_ops_by_windows_of_timestamps_match_the_whole_stream(window, tmp_
     ("collision": two payloads share a hash, and the stream is decoded whole instead.)"""
     from msprof_kit.ingest import limits, tensors
     from msprof_kit.errors import Diagnostics
-    from msprof_kit.parsers import stream as S
+    from msprof_kit.ingest import streams
 
     def rec(ts, thread, shape):
-        fields = dict(magic=R.HOST_MAGIC, level=10000, type=1, thread_id=thread, timestamp=ts, op_name=99,
+        fields = dict(magic=records.HOST_MAGIC, level=10000, type=1, thread_id=thread, timestamp=ts, op_name=99,
                       tensor_num=1, t0_type=ts % 2, t0_format=2, t0_dtype=1,
                       t0_shape=list(shape) + [0] * (8 - len(shape)))
-        return R.pack(R.TENSOR_INFO, **fields)
+        return records.pack(records.TENSOR_INFO, **fields)
     # stream order is not time order; ops of two and three records, interleaved with others (no
     # time 0: such a record is dropped as invalid)
     order = [5, 3, 9, 1, 9, 10, 7, 3, 2, 9, 8, 4, 6]
@@ -218,14 +216,14 @@ def test_tensor_ops_by_windows_of_timestamps_match_the_whole_stream(window, tmp_
     paths = {}
     for group in ("unaging", "aging"):
         (tmp_path / group).mkdir()
-        paths[("tensor_info", group)] = _write_slices(tmp_path / group, raw, [5 * R.TENSOR_INFO.size])
-    arr = np.frombuffer(raw, dtype=R.TENSOR_INFO.dtype)
-    group, text_row, table = H.render_tensors(arr)
+        paths[("tensor_info", group)] = _write_slices(tmp_path / group, raw, [5 * records.TENSOR_INFO.size])
+    arr = np.frombuffer(raw, dtype=records.TENSOR_INFO.dtype)
+    group, text_row, table = host.render_tensors(arr)
     first = np.unique(group, return_index=True)[1]
     want = sorted((int(arr["timestamp"][i]), tuple(table[text_row[group[i]]])) for i in first)
-    monkeypatch.setattr(S, "CHUNK_BYTES", 2 * R.TENSOR_INFO.size)
+    monkeypatch.setattr(streams, "CHUNK_BYTES", 2 * records.TENSOR_INFO.size)
     if window == "collision":
-        monkeypatch.setattr(H, "_row_hash", lambda r, start=0: np.zeros(len(r), dtype=np.uint64))
+        monkeypatch.setattr(host, "_row_hash", lambda r, start=0: np.zeros(len(r), dtype=np.uint64))
     else:
         monkeypatch.setattr(limits, "SPILL_ROWS", window)
         monkeypatch.setattr(limits, "SAMPLE_EVERY", 1)

@@ -10,8 +10,7 @@ import pytest
 
 import synth
 from msprof_kit import spill, store
-from msprof_kit.ingest import api_windows, limits, pairing
-from msprof_kit.parsers import stream as S
+from msprof_kit.ingest import api_windows, limits, pairing, streams
 
 from conftest import DEGRADED_CASES, INTACT_CASES, copy_input, needs_shared, run
 
@@ -34,7 +33,7 @@ def test_chunks_of_a_few_records_import_the_same_store(case, tmp_path, capsys, m
     edges) every table, warnings included, is the one-chunk import's."""
     whole = copy_input(case, str(tmp_path / "whole"))
     assert run(["import", "-dir", whole], capsys)[0] == 0
-    monkeypatch.setattr(S, "CHUNK_BYTES", 700)
+    monkeypatch.setattr(streams, "CHUNK_BYTES", 700)
     small = copy_input(case, str(tmp_path / "small"))
     assert run(["import", "-dir", small], capsys)[0] == 0
     want, got = _tables(whole), _tables(small)
@@ -62,7 +61,7 @@ def test_windows_of_a_few_apis_import_the_same_store(case, tmp_path, capsys, mon
     whole = copy_input(case, str(tmp_path / "whole"))
     code, _, warned = run(["import", "-dir", whole], capsys)
     assert code == 0
-    monkeypatch.setattr(S, "CHUNK_BYTES", 700)
+    monkeypatch.setattr(streams, "CHUNK_BYTES", 700)
     _windows_of(monkeypatch, 3)
     small = copy_input(case, str(tmp_path / "small"))
     code, _, small_warned = run(["import", "-dir", small], capsys)

@@ -18,9 +18,9 @@ from conftest import run, tree_hashes
 from msprof_kit import store
 from msprof_kit.errors import Diagnostics, NotACollection
 from msprof_kit.layout import find_collections
-from msprof_kit.parsers import job as J
-from msprof_kit.parsers import records as R
-from msprof_kit.parsers.stream import read_stream
+from msprof_kit.parsers import records
+from msprof_kit.parsers.job import ACL_API, REGISTRY, decode_hwts, store_step_tags
+from msprof_kit.ingest.streams import read_stream
 
 INVALID = 4294967295
 
@@ -47,16 +47,16 @@ def raw_unchanged(job: str, before: Dict[str, str]) -> bool:
 
 
 def test_record_tables_are_little_endian_and_sized():
-    for spec in J.REGISTRY.values():
+    for spec in REGISTRY.values():
         assert spec.fmt[0] == "<", spec.name
         assert struct.calcsize(spec.fmt) == spec.size == spec.dtype.itemsize, spec.name
     # the AclModule layout of host_formats.md §1.6, field for field
-    assert J.ACL_API.fmt == "<HHIQQII64s32x" and struct.calcsize("<HHIQQII64s4Q") == J.ACL_API.size
+    assert ACL_API.fmt == "<HHIQQII64s32x" and struct.calcsize("<HHIQQII64s4Q") == ACL_API.size
 
 
-@pytest.mark.parametrize("name", sorted(J.REGISTRY))
+@pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_packed_records_decode_to_the_same_values(name):
-    spec = J.REGISTRY[name]
+    spec = REGISTRY[name]
     rng = np.random.default_rng(len(name))
     values = {}
     for field in spec.names:
@@ -68,7 +68,7 @@ def test_packed_records_decode_to_the_same_values(name):
             values[field] = rng.integers(0, min(np.iinfo(base).max, 2 ** 62), shape, dtype=np.int64).astype(base)
         else:
             values[field] = int(rng.integers(0, min(np.iinfo(dt).max, 2 ** 62)))
-    raw = R.pack(spec, **values)
+    raw = records.pack(spec, **values)
     back = np.frombuffer(raw, dtype=spec.dtype)[0]
     for field, value in values.items():
         assert np.array_equal(back[field], value), field
@@ -76,7 +76,7 @@ def test_packed_records_decode_to_the_same_values(name):
 
 def test_training_trace_tags_in_the_store_numbering():
     legacy = np.array([0, 1, 2, 3, 17, 254, 255, 256, 9999])
-    assert J.store_step_tags(legacy).tolist() == [0, 2, 3, 10003, 10017, 10254, 4, 0, 0]
+    assert store_step_tags(legacy).tolist() == [0, 2, 3, 10003, 10017, 10254, 4, 0, 0]
 
 
 # --- the round trip -------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def test_round_trip_tasks_ops_apis(soc_job, capsys):
     # the step trace, in the store's tag numbering, and the FP / BP ops of step_info
     steps = read(soc_job, "KIT_STEP_TRACE")
     assert steps["timestampNs"].tolist() == plan.tick_ns(plan.step_syscnt).tolist()
-    assert steps["tagId"].tolist() == J.store_step_tags(plan.step_tag).tolist()
+    assert steps["tagId"].tolist() == store_step_tags(plan.step_tag).tolist()
     assert steps["indexId"].tolist() == np.repeat([1, 2], 6).tolist()
     points = read(soc_job, "KIT_STEP_POINT")
     fp = plan.task_op[0]
@@ -335,7 +335,7 @@ def test_an_empty_text_file_and_an_unusable_frequency_are_named(soc_job, capsys)
 def test_decoders_split_the_stream_where_records_straddle_slices(soc_job):
     buf, pieces = read_stream(_hwts_slices(soc_job))
     assert pieces[0].size % 64 != 0  # the writer cuts inside a record
-    cols, issues = J.decode_hwts(buf, pieces, True)
+    cols, issues = decode_hwts(buf, pieces, True)
     assert not issues and cols["is_start"].sum() == 50 and (~cols["is_start"]).sum() == 50
 
 

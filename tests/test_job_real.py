@@ -16,9 +16,9 @@ from realdata import REAL, writable_copy
 from conftest import run, tree_hashes
 
 from msprof_kit import store
-from msprof_kit.parsers import job as J
+from msprof_kit.parsers.job import decode_aicpu, decode_task_desc, task_op_names
 from msprof_kit.parsers.host import parse_dictionary
-from msprof_kit.parsers.stream import read_stream
+from msprof_kit.ingest.streams import read_stream
 
 LEGACY = os.path.join(REAL, "mindinsight-legacy-job")
 MS = os.path.join(REAL, "mindspore-ut-profiler-data")
@@ -68,11 +68,11 @@ def test_binary_framework_gives_the_expected_task_op_names():
         hashes, issues = parse_dictionary(f.read(), _framework_file("hash_dic"), False)
     assert not issues
     buf, pieces = read_stream([_framework_file("task_desc_info")])
-    cols, issues = J.decode_task_desc(buf, pieces, True, hashes)
+    cols, issues = decode_task_desc(buf, pieces, True, hashes)
     assert not issues
     with open(os.path.join(FRAMEWORK, "expected", "task_id_full_op_name.json"), encoding="utf-8") as f:
         expected = json.load(f)
-    assert J.task_op_names(cols) == expected
+    assert task_op_names(cols) == expected
     assert (cols["task_type"] == 0).all() and set(cols["block_dim"].tolist()) >= {1, 32}
 
 
@@ -172,7 +172,7 @@ MS_OP_TASK = {"22_2": DROPOUT + "DropoutGenMask-op281", "22_4": DROPOUT + "Dropo
 ])
 def test_aicpu_records_reproduce_the_expected_files(data, expect, render):
     buf, pieces = read_stream([os.path.join(REAL, data)])
-    cols, issues = J.decode_aicpu(buf, pieces, True)
+    cols, issues = decode_aicpu(buf, pieces, True)
     assert not issues
     text = mindspore_lines(cols, MS_OP_TASK) if render == "mindspore" else mindinsight_table(cols)
     with open(os.path.join(REAL, expect), encoding="utf-8") as f:

@@ -1,7 +1,7 @@
 """Legacy JOBs whose HWTS log numbers streams differently from the task descriptions (2020-era
 runtimes wrote physical stream ids, 519 and up, into the HWTS log and logical ones, 3 and up, into
 the Framework task descriptions): names by task id alone when that id is unambiguous, never a
-guess (msprof_kit/job.py `link_by_task_id`; docs/store.md, "JOB collections")."""
+guess (msprof_kit/ingest/job_links.py `link_by_task_id`; docs/store.md, "JOB collections")."""
 from __future__ import annotations
 
 import csv
@@ -19,7 +19,7 @@ import synth_job
 from conftest import run
 
 from msprof_kit import store
-from msprof_kit.job import link_by_task_id
+from msprof_kit.ingest.job_links import link_by_task_id
 
 OFFSET = 516  # logical streams 3, 4 -> physical 519, 520
 

@@ -22,10 +22,11 @@ import pytest
 import synth_job
 from conftest import copy_input, needs_shared, run
 
-from msprof_kit import layout, store
+from msprof_kit import files, layout, store
 from msprof_kit.errors import Diagnostics
 from msprof_kit.layout import ResultDir, data_files
-from msprof_kit.parsers import stream as S
+from msprof_kit.ingest import streams
+from msprof_kit.parsers import stream
 
 TIMEOUT = 60  # s, for one CLI run (each takes a few seconds)
 MEMORY_LIMIT = 3 << 30  # bytes of address space for a CLI run (reading /dev/zero must not get far)
@@ -151,12 +152,12 @@ def test_open_regular_refuses_without_blocking(tmp_path):
     fifo = str(tmp_path / "fifo")
     os.mkfifo(fifo)
     for path, what in ((fifo, "a FIFO"), ("/dev/zero", "a character device"), (str(tmp_path), "a directory")):
-        with pytest.raises(S.NotRegularFile) as info:
-            S.open_regular(path)
+        with pytest.raises(files.NotRegularFile) as info:
+            files.open_regular(path)
         assert info.value.what == what and info.value.filename == path
     regular = tmp_path / "f"
     regular.write_bytes(b"abc")
-    with S.open_regular(str(regular)) as f:
+    with files.open_regular(str(regular)) as f:
         assert f.read() == b"abc"
 
 
@@ -239,14 +240,14 @@ def test_read_lines_bounds_each_line(tmp_path):
     a, b = tmp_path / "x.slice_0", tmp_path / "x.slice_1"
     a.write_bytes(b"one\ntw")                   # a line straddles the two slices
     b.write_bytes(b"o\n" + b"L" * 50 + b"\n\nlast")
-    text = S.read_lines([str(a), str(b)], cap=8)
+    text = streams.read_lines([str(a), str(b)], cap=8)
     assert text.lines == [(0, b"one"), (4, b"two"), (8, b"L" * 8), (59, b""), (60, b"last")]
     assert text.cut == {8: 50}
     assert [(p.path, p.start, p.size) for p in text.pieces] == [(str(a), 0, 6), (str(b), 6, 58)]
-    assert S.read_lines([str(a)], sep=b"\0").lines == [(0, b"one\ntw")]
-    assert S.split_lines(b"one\ntwo\n", [S.Piece("m", 0, 8)]).lines == [(0, b"one"), (4, b"two")]
+    assert streams.read_lines([str(a)], sep=b"\0").lines == [(0, b"one\ntw")]
+    assert stream.split_lines(b"one\ntwo\n", [stream.Piece("m", 0, 8)]).lines == [(0, b"one"), (4, b"two")]
     whole = (a.read_bytes() + b.read_bytes())
-    again = S.split_lines(whole, text.pieces, cap=8)
+    again = stream.split_lines(whole, text.pieces, cap=8)
     assert (again.lines, again.cut) == (text.lines, text.cut)
 
 
@@ -274,8 +275,8 @@ def test_a_huge_op_name_is_cut_to_the_name_cap(prof):
     assert os.path.getsize(summary) < 1 << 20
     with open(summary, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert "N" * S.NAME_CAP in {r["Op Name"] for r in rows}
-    assert max(len(v) for r in rows for v in r.values()) <= S.NAME_CAP
+    assert "N" * stream.NAME_CAP in {r["Op Name"] for r in rows}
+    assert max(len(v) for r in rows for v in r.values()) <= stream.NAME_CAP
 
 
 def _peak_rss_kib(*args: str) -> Tuple[subprocess.CompletedProcess, int]:
@@ -305,7 +306,7 @@ def test_a_huge_text_line_costs_no_memory(tmp_path, name):
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr
     long = [w for w in warnings_of(res.stderr) if w.startswith(f"Warning: {path}: offset ")
-            and f"longer than the {S.LINE_CAP}-byte line cap" in w]
+            and f"longer than the {stream.LINE_CAP}-byte line cap" in w]
     assert len(long) == 1, res.stderr
     assert (peak - base) * 1024 < huge // 2, (peak, base)  # before the line cap: about 8 x huge
 
@@ -325,7 +326,7 @@ def test_job_text_names_are_cut_to_the_name_cap(tmp_path):
     assert len(cut) == 1 and "1 op name longer" in cut[0], res.stderr
     with sqlite3.connect(store.store_path(job)) as conn:
         longest = conn.execute("SELECT MAX(LENGTH(value)) FROM STRING_IDS").fetchone()[0]
-    assert longest == S.NAME_CAP
+    assert longest == stream.NAME_CAP
 
 
 @needs_shared

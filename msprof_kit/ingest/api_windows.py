@@ -17,8 +17,9 @@ import numpy as np
 from ..arrays import group_ids, run_ranks
 from ..errors import Diagnostics
 from ..parsers import host, records
-from ..parsers.stream import RecordStream, locate
+from ..parsers.stream import locate
 from ..spill import Runs
+from .streams import RecordStream
 
 Columns = Dict[str, np.ndarray]
 WINDOW_ROWS = 1 << 20   # APIs sorted at a time (a window holds more when many share one begin)
@@ -81,7 +82,7 @@ class ApiWindows:
         self.count = self.runs.bounds[-1]
 
     def _read(self, paths: Sequence[str], diag: Diagnostics, data_dir: str) -> None:
-        stream = RecordStream(records.API_EVENT, paths, host._host_valid, host._EXPECT)
+        stream = RecordStream(records.API_EVENT, paths, *host.HOST_VALID)
         pairing = _Pairing()
         seen = zeros = reversed_ = 0
         first_reversed = -1  # stream offset of the first API ending before its begin

@@ -14,7 +14,8 @@ from ..errors import BadControlFile, Diagnostics, MissingControlFile
 from ..layout import Chip, Collection, ResultDir, data_files
 from ..parsers import device as device_parsers
 from ..parsers.records import FFTS_PMU, HWTS_LOG, STARS_LOG
-from ..parsers.stream import RecordStream, locate, read_stream
+from ..parsers.stream import locate
+from .streams import RecordStream, read_aic_pmu, read_stream
 from ..spill import Runs
 from ..timebase import Clock
 from . import limits
@@ -158,7 +159,7 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
                     "end": c["syscnt"][e], "dev_type": HWTS_CODES + c["task_type"][e].astype(np.int16),
                     "tie": np.zeros(len(s), dtype=np.int64)}, diag)
             if ("aicore.data", "") in files:
-                dev.aic_pmu, issues = device_parsers.read_aic_pmu(files[("aicore.data", "")])
+                dev.aic_pmu, issues = read_aic_pmu(files[("aicore.data", "")])
                 diag.extend(issues)
     except BaseException:
         dev.close()

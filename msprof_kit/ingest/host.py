@@ -28,6 +28,7 @@ from .matching import HostTasks
 from .names import (HashTable, TypeTable, code_text, distinct, group_paths, hash_names, hash_text, map_names,
                     read_dictionary, type_name_of, where_text)
 from .sink import TableSink
+from .streams import compact_stream
 from .tasks import StringPool
 from .tensors import tensor_job, tensor_texts
 
@@ -184,7 +185,7 @@ def _chunks(files: DataFiles, kind: str, diag: Diagnostics) -> Iterator[Tuple[st
     """(group, columns) of each chunk of a compact or additional record kind, unaging first; each
     stream's issues are reported once it is read."""
     for group, paths in group_paths(files, kind):
-        stream = host_parsers.compact_stream(kind, paths)
+        stream = compact_stream(kind, paths)
         for arr, offsets in stream.chunks():
             yield group, host_parsers.compact_columns(kind, arr, offsets)
         diag.extend(stream.issues)

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..errors import Diagnostics
 from ..parsers import host as host_parsers
-from ..parsers.stream import read_lines
+from .streams import read_lines
 from .columns import GE_TASK_TYPES, DataFiles
 
 

@@ -11,7 +11,8 @@ from ..errors import Diagnostics
 from ..layout import ResultDir
 from ..parsers import host as host_parsers
 from ..parsers.records import TENSOR_INFO
-from ..parsers.stream import RecordStream, decode_stream, read_stream
+from ..parsers.stream import decode_stream
+from .streams import RecordStream, read_stream
 from ..spill import Runs
 from . import limits
 from .columns import DataFiles, text_array
@@ -61,14 +62,14 @@ def _tensor_stream(paths: List[str], recs: Runs, out: Runs, base: int, seen: int
                    ) -> Tuple[int, np.ndarray]:
     """One tensor_info stream's ops into `out` (text rows from `base`, positions from `seen`), its
     records spilled to `recs`; returns (its records, its text table)."""
-    stream = RecordStream(TENSOR_INFO, paths, host_parsers._host_valid, host_parsers._EXPECT)
+    stream = RecordStream(TENSOR_INFO, paths, *host_parsers.HOST_VALID)
     payloads = host_parsers.TensorPayloads()
     count = 0
     for arr, _ in stream.chunks():
         h = payloads.hashes(arr)
         if h is None:  # two payloads share a hash: decode the stream whole to tell them apart
             buf, pieces = read_stream(paths)
-            arr, _, issues = decode_stream(TENSOR_INFO, buf, pieces, host_parsers._host_valid, host_parsers._EXPECT)
+            arr, _, issues = decode_stream(TENSOR_INFO, buf, pieces, *host_parsers.HOST_VALID)
             del buf
             diag.extend(issues)
             group, text_row, table = host_parsers.render_tensors(arr)

@@ -19,21 +19,29 @@ from __future__ import annotations
 
 import os
 from fractions import Fraction
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
-from .parsers import device as D
-from .parsers import job as J
-from .parsers.host import parse_dictionary_lines
-from .parsers.stream import Issue, Piece, TextLines, locate, open_regular, read_lines, read_stream
-from .ingest.clocks import control_times
-from .ingest.info import device_info_rows
-from .ingest.tasks import GID_KEYS, StringPool, global_ids
-from .errors import BadRecords, Diagnostics, MissingControlFile, NoData
-from .layout import CHIPS, NPU_NAMES, Collection, JobFile, JobLayout
-from .timebase import Clock, wall_offset_ns
+from ..errors import BadRecords, Diagnostics, MissingControlFile, NoData
+from ..files import open_regular
+from ..layout import CHIPS, NPU_NAMES, Collection, JobFile, JobLayout
+from ..parsers.device import pair_start_end
+from ..parsers.host import parse_dictionary_lines
+from ..parsers.job import (GE_TASK_TYPES, HWTS_TASK_TYPES, RecordError, decode_acl, decode_aicpu, decode_hwts,
+                           decode_step_info, decode_task_desc, decode_tensor_data, decode_training_trace,
+                           store_step_tags)
+from ..parsers.job_text import (AICPU_SEP, GraphInfo, parse_aicpu_text, parse_graph_desc_text, parse_point_text,
+                                parse_task_desc_text)
+from ..parsers.stream import Issue, Piece, TextLines, locate
+from ..store import Table
+from ..timebase import Clock, wall_offset_ns
+from .clocks import control_times
+from .info import device_info_rows
+from .job_links import link_by_task_id, warn_task_id_names
+from .streams import read_lines, read_stream
+from .tasks import GID_KEYS, StringPool, global_ids
 
 INVALID_CTX = 4294967295
 NO_MODEL = 4294967295
@@ -45,7 +53,7 @@ NA = "N/A"
 
 # receives each finished store table (store.TableWriter.put): its name, and its rows as a DataFrame or
 # as a dict of column arrays
-Sink = Callable[[str, Any], None]
+Sink = Callable[[str, Table], None]
 InfoRows = List[Tuple[int, str, str]]
 
 
@@ -60,7 +68,7 @@ def _decode(fn: Callable[..., Tuple[Dict[str, np.ndarray], List[Issue]]], files:
     buf, pieces = read_stream([f.path for f in files])
     try:
         cols, issues = fn(buf, pieces, files[-1].done, *args)
-    except J.RecordError as exc:
+    except RecordError as exc:
         raise BadRecords(exc.message, path=exc.path, offset=exc.offset) from exc
     diag.extend(issues)
     return cols
@@ -142,7 +150,7 @@ class Clocks:
 
 def _op_frame(n: int) -> Dict[str, np.ndarray]:
     def texts(value: str) -> np.ndarray:
-        out = np.empty(n, dtype=object)
+        out: np.ndarray = np.empty(n, dtype=object)
         out.fill(value)
         return out
     return {"op_type": texts(NA), "ge_type": texts(NA), "state": texts(NA), "model_id": np.full(n, NO_MODEL),
@@ -167,18 +175,18 @@ def load_ops(layout: JobLayout, diag: Diagnostics) -> Tuple[pd.DataFrame, pd.Dat
     tensors = layout.group("tensor_data")
     for (dev, _), files in layout.group("task_desc").items():
         if files[0].encoding == "binary" and _starts_with_magic(files):
-            c = _decode(J.decode_task_desc, files, diag, hashes.get(dev, {}))
+            c = _decode(decode_task_desc, files, diag, hashes.get(dev, {}))
             n = len(c["task_id"])
             extra = _op_frame(n)
             extra.update(op_type=c["op_type"], model_id=c["model_id"],
-                         ge_type=_names(c["task_type"], J.GE_TASK_TYPES),
+                         ge_type=_names(c["task_type"], GE_TASK_TYPES),
                          state=np.where(c["shape_type"] == 1, "dynamic", "static").astype(object))
             frame = pd.DataFrame({"device_id": dev, "stream_id": c["stream_id"], "full_task": c["task_id"],
                                   "op_name": c["op_name"], "block": c["block_dim"], **extra})
             for (tdev, _), tfiles in tensors.items():
                 if tdev != dev:
                     continue
-                t = pd.DataFrame(_decode(J.decode_tensor_data, tfiles, diag))
+                t = pd.DataFrame(_decode(decode_tensor_data, tfiles, diag))
                 t = t.drop_duplicates(["model_id", "stream_id", "task_id"], keep="first")
                 merged = frame.merge(t.rename(columns={"task_id": "full_task"}),
                                      on=["model_id", "stream_id", "full_task"], how="left", suffixes=("", "_t"))
@@ -186,14 +194,14 @@ def load_ops(layout: JobLayout, diag: Diagnostics) -> Tuple[pd.DataFrame, pd.Dat
                     frame[col] = merged[f"{col}_t"].fillna(NA).to_numpy(dtype=object)
         else:
             backend = files[0].encoding if files[0].encoding in ("vm", "ge") else "ge"
-            c = _text_columns(J.parse_task_desc_text, files, diag)
+            c = _text_columns(parse_task_desc_text, files, diag)
             n = len(c["task_id"])
             frame = pd.DataFrame({"device_id": dev, "stream_id": c["stream_id"], "full_task": c["task_id"],
                                   "op_name": c["op_name"], "block": c["block_dim"], **_op_frame(n)})
-            info: Dict[str, J.GraphInfo] = {}
+            info: Dict[str, GraphInfo] = {}
             for (gdev, _), gfiles in graphs.items():
                 if gdev == dev:
-                    described, issues = J.parse_graph_desc_text(read_lines([f.path for f in gfiles]), backend)
+                    described, issues = parse_graph_desc_text(read_lines([f.path for f in gfiles]), backend)
                     diag.extend(issues)
                     info.update(described)
             _describe(frame, info)
@@ -207,7 +215,7 @@ def load_ops(layout: JobLayout, diag: Diagnostics) -> Tuple[pd.DataFrame, pd.Dat
         ops = _unique_ops(ops, diag)
     # step points: binary step_info (tags in the store's numbering) and text point files
     for (dev, _), files in layout.group("step_info").items():
-        c = _decode(J.decode_step_info, files, diag)
+        c = _decode(decode_step_info, files, diag)
         names = ops[ops["device_id"] == dev] if not ops.empty else pd.DataFrame()
         lookup = {(int(s), int(t)): str(n) for s, t, n in zip(names.get("stream_id", []), names.get("full_task", []),
                                                              names.get("op_name", []))}
@@ -215,13 +223,13 @@ def load_ops(layout: JobLayout, diag: Diagnostics) -> Tuple[pd.DataFrame, pd.Dat
                                     "name": [lookup.get((int(s), int(t)), "") for s, t in
                                              zip(c["stream_id"].tolist(), c["task_id"].tolist())]}))
     for (dev, _), files in layout.group("point").items():
-        c = _text_columns(J.parse_point_text, files, diag)
-        points.append(pd.DataFrame({"deviceId": dev, "modelId": NO_MODEL, "tagId": J.store_step_tags(c["tag"]),
+        c = _text_columns(parse_point_text, files, diag)
+        points.append(pd.DataFrame({"deviceId": dev, "modelId": NO_MODEL, "tagId": store_step_tags(c["tag"]),
                                     "name": c["op_name"]}))
     return ops, (pd.concat(points, ignore_index=True) if points else pd.DataFrame())
 
 
-def _describe(frame: pd.DataFrame, info: Dict[str, J.GraphInfo]) -> None:
+def _describe(frame: pd.DataFrame, info: Dict[str, GraphInfo]) -> None:
     """Fill the op type and tensor texts of text-described ops from graph_desc_info, by op name."""
     if not info:
         return
@@ -252,7 +260,7 @@ def _unique_ops(ops: pd.DataFrame, diag: Diagnostics) -> pd.DataFrame:
             diag.warn(f"device {int(row['device_id'])}: {int(differ.sum())} task descriptions name another op for a "
                       f"(stream, task) described again later (first: stream {int(row['stream_id'])}, task "
                       f"{int(row['full_task'])}, {row['op_name']!r}); the later description is kept")
-        ops = ops[~dup]
+        ops = ops[~dup.to_numpy()]  # a mask array: pandas-stubs type a frame masked by a Series as a Series
     return ops.reset_index(drop=True)
 
 
@@ -274,7 +282,7 @@ def _wrap_batches(tasks: pd.DataFrame) -> np.ndarray:
 
 def _report_orphans(cols: Dict[str, np.ndarray], starts: np.ndarray, ends: np.ndarray, pieces: List[Piece],
                     diag: Diagnostics) -> None:
-    used = np.zeros(len(cols["syscnt"]), dtype=bool)
+    used: np.ndarray = np.zeros(len(cols["syscnt"]), dtype=bool)
     used[starts] = used[ends] = True
     for want_start, text in ((True, "start record has no end record; task dropped"),
                              (False, "end record has no start record; dropped")):
@@ -294,19 +302,19 @@ def load_tasks(layout: JobLayout, clocks: Clocks, diag: Diagnostics) -> pd.DataF
     for (dev, _), files in layout.group("hwts").items():
         buf, pieces = read_stream([f.path for f in files])
         try:
-            cols, issues = J.decode_hwts(buf, pieces, files[-1].done)
-        except J.RecordError as exc:
+            cols, issues = decode_hwts(buf, pieces, files[-1].done)
+        except RecordError as exc:
             raise BadRecords(exc.message, path=exc.path, offset=exc.offset) from exc
         del buf
         diag.extend(issues)
-        s, e, _, _ = D.pair_start_end([cols["stream_id"], cols["task_id"]], cols["syscnt"], cols["is_start"])
+        s, e, _, _ = pair_start_end([cols["stream_id"], cols["task_id"]], cols["syscnt"], cols["is_start"])
         _report_orphans(cols, s, e, pieces, diag)
         clock = clocks.of(dev)
         start, end = cols["syscnt"][s], cols["syscnt"][e]
         frames.append(pd.DataFrame({
             "device_id": dev, "stream_id": cols["stream_id"][s], "task_id": cols["task_id"][s],
             "start": start, "end": end, "start_ns": clock.to_ns(start), "end_ns": clock.to_ns(end),
-            "dev_type": _names(cols["task_type"][e], J.HWTS_TASK_TYPES)}))
+            "dev_type": _names(cols["task_type"][e], HWTS_TASK_TYPES)}))
     if not frames:
         return pd.DataFrame()
     tasks = pd.concat(frames, ignore_index=True)
@@ -322,89 +330,6 @@ def _names(codes: np.ndarray, table: Dict[int, str]) -> np.ndarray:
         return np.zeros(0, dtype=object)
     uniq, inverse = np.unique(codes, return_inverse=True)
     return np.array([table.get(int(u), str(int(u))) for u in uniq.tolist()], dtype=object)[inverse.ravel()]
-
-
-# ------------------------------------------------------------------------------------------------
-# Names by task id, when the HWTS log numbers its streams differently
-
-TASK_KEY = ["device_id", "task_id", "batch"]
-REASONS = (("described", "described for several ops or streams"),
-           ("run", "run on several HWTS streams"),
-           ("mixed", "on an HWTS stream whose task ids name ops of several streams"))
-
-
-def link_by_task_id(ops: pd.DataFrame, tasks: pd.DataFrame, exact: np.ndarray) -> Tuple[np.ndarray, pd.DataFrame]:
-    """Ops of the device tasks that (stream, task id) cannot name, found by task id alone.
-
-    Applies to a device none of whose tasks matches a description by (stream, task id, batch): the
-    2020-era runtime wrote physical stream ids (519, ...) into the HWTS log and logical ones (3, ...)
-    into the task descriptions, so no pair matches. A task is then given the op whose (device, task
-    id, batch) it shares, only when that key is unambiguous on both sides: described by exactly one
-    op (one stream), run on exactly one HWTS stream, and that HWTS stream's other resolved task ids
-    point to ops of the same described stream. Anything else stays unlinked.
-
-    `exact`: per task, whether (stream, task id) already found its op. Returns the op row of each
-    task (-1: none) and, per device where the fallback applied, the counts: `resolved`, the
-    unresolved tasks by reason (`described`, `run`, `mixed`), and the stream ids of both sides."""
-    via = np.full(len(tasks), -1, dtype=np.int64)
-    report = pd.DataFrame(columns=["device_id", "resolved", *(r for r, _ in REASONS),
-                                   "hwts_streams", "desc_streams"])
-    if ops.empty or tasks.empty:
-        return via, report
-    dev = tasks["device_id"].to_numpy(dtype=np.int64)
-    matched = pd.Series(np.asarray(exact, dtype=bool)).groupby(dev).any()
-    devices = np.intersect1d(matched.index[~matched.to_numpy()], ops["device_id"].to_numpy(dtype=np.int64))
-    if not len(devices):
-        return via, report
-    mine = ops["device_id"].isin(devices).to_numpy()
-    o = ops.loc[mine, TASK_KEY + ["stream_id"]].astype(np.int64)
-    o = o.assign(row=np.flatnonzero(mine), n_desc=o.groupby(TASK_KEY)["stream_id"].transform("size"))
-    t = tasks.loc[np.isin(dev, devices), TASK_KEY + ["stream_id"]].astype(np.int64)
-    t = t.assign(pos=np.flatnonzero(np.isin(dev, devices)),
-                 n_run=t.groupby(TASK_KEY)["stream_id"].transform("nunique"))
-    cand = t.merge(o.drop_duplicates(TASK_KEY).rename(columns={"stream_id": "op_stream"}), on=TASK_KEY, how="inner")
-    described = cand["n_desc"].to_numpy() > 1
-    run = ~described & (cand["n_run"].to_numpy() > 1)
-    unique = ~described & ~run
-    # one HWTS stream carries one described stream's tasks: a stream whose unique ids name ops of
-    # several described streams contradicts that, and none of its tasks is named
-    spread = cand[unique].groupby(["device_id", "stream_id"])["op_stream"].nunique()
-    bad = spread.index[spread.to_numpy() > 1]
-    mixed = unique & pd.MultiIndex.from_frame(cand[["device_id", "stream_id"]]).isin(bad)
-    ok = unique & ~mixed
-    via[cand["pos"].to_numpy()[ok]] = cand["row"].to_numpy()[ok]
-    counts = pd.DataFrame({"device_id": cand["device_id"].to_numpy(), "resolved": ok, "described": described,
-                           "run": run, "mixed": mixed}).groupby("device_id").sum()
-    counts = counts.reindex(devices, fill_value=0)
-    hwts = tasks.groupby("device_id")["stream_id"].agg(["min", "max"]).reindex(devices)
-    desc = ops.groupby("device_id")["stream_id"].agg(["min", "max"]).reindex(devices)
-    report = counts.reset_index().rename(columns={"index": "device_id"}).astype(np.int64)
-    report["hwts_streams"] = [_span(a, b) for a, b in zip(hwts["min"].tolist(), hwts["max"].tolist())]
-    report["desc_streams"] = [_span(a, b) for a, b in zip(desc["min"].tolist(), desc["max"].tolist())]
-    return via, report
-
-
-def _span(lo: int, hi: int) -> str:
-    return str(int(lo)) if lo == hi else f"{int(lo)}-{int(hi)}"
-
-
-def _warn_task_id_names(report: pd.DataFrame, where: str, diag: Diagnostics, info: InfoRows) -> None:
-    """One warning per device where names were taken by task id (what was assumed and how many
-    tasks), and one more for the tasks left unnamed because their task id is ambiguous."""
-    for row in report.itertuples(index=False):
-        unresolved = {r: int(getattr(row, r)) for r, _ in REASONS}
-        left = sum(unresolved.values())
-        if not row.resolved and not left:
-            continue
-        device = int(row.device_id)
-        info += [(device, "names_by_task_id", str(int(row.resolved))), (device, "names_ambiguous", str(left))]
-        diag.warn(f"{where}: device {device}: the HWTS log's stream ids ({row.hwts_streams}) match none of the task "
-                  f"descriptions' ({row.desc_streams}); {int(row.resolved)} tasks named by task id alone, assuming "
-                  "a task id is unique on the device (described once and run on one HWTS stream)")
-        if left:
-            why = ", ".join(f"{n} {text}" for (r, text), n in zip(REASONS, unresolved.values()) if n)
-            diag.warn(f"{where}: device {device}: {left} tasks left N/A: their task id is ambiguous ({why}); "
-                      "no name is guessed")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -473,7 +398,7 @@ def _put_apis(layout: JobLayout, clocks: Clocks, strings: StringPool, diag: Diag
               spans: Spans) -> int:
     frames = []
     for (dev, sub), files in layout.group("acl").items():
-        c = _decode(J.decode_acl, files, diag)
+        c = _decode(decode_acl, files, diag)
         frames.append(pd.DataFrame({"start": c["start"], "end": c["end"], "pid": c["pid"], "tid": c["tid"],
                                     "name": c["name"], "mode": sub.upper(), "device": dev}))
     if not frames:
@@ -497,14 +422,14 @@ def _put_steps(layout: JobLayout, clocks: Clocks, ops: pd.DataFrame, diag: Diagn
                spans: Spans) -> int:
     frames = []
     for (dev, _), files in layout.group("training_trace").items():
-        c = _decode(J.decode_training_trace, files, diag)
+        c = _decode(decode_training_trace, files, diag)
         models = np.unique(ops.loc[(ops["device_id"] == dev) & (ops["model_id"] != NO_MODEL), "model_id"].to_numpy()) \
             if not ops.empty else np.zeros(0, dtype=np.int64)
         model = int(models[0]) if len(models) == 1 else NO_MODEL  # the legacy trace names no model
         frames.append(pd.DataFrame({
             "deviceId": dev, "timestampNs": clocks.of(dev).to_ns(c["syscnt"]), "indexId": c["iteration"],
             "modelId": model, "streamId": c["stream_id"], "taskId": c["task_id"],
-            "tagId": J.store_step_tags(c["tag"])}))
+            "tagId": store_step_tags(c["tag"])}))
     if frames:
         steps = pd.concat(frames, ignore_index=True)
         put("KIT_STEP_TRACE", steps)
@@ -517,12 +442,12 @@ def _put_aicpu(layout: JobLayout, clocks: Clocks, ops: pd.DataFrame, diag: Diagn
                spans: Spans) -> int:
     frames = []
     for (dev, _), files in layout.group("aicpu").items():
-        c = _decode(J.decode_aicpu, files, diag) if _starts_with_magic(files) else \
-            _text_columns(J.parse_aicpu_text, files, diag, J.AICPU_SEP)
+        c = _decode(decode_aicpu, files, diag) if _starts_with_magic(files) else \
+            _text_columns(parse_aicpu_text, files, diag, AICPU_SEP)
         name = c["name"].copy()
         binary = c["task_id"] >= 0
         if not ops.empty and binary.any():  # the binary records name no op: take it from the task descriptions
-            mine = ops.loc[ops["device_id"] == dev, ["stream_id", "task_id", "op_name"]]
+            mine = ops.loc[(ops["device_id"] == dev).to_numpy(), ["stream_id", "task_id", "op_name"]]
             mine = mine.drop_duplicates(["stream_id", "task_id"], keep="last")
             keys = pd.DataFrame({"stream_id": c["stream_id"][binary], "task_id": c["task_id"][binary]})
             found = keys.merge(mine, on=["stream_id", "task_id"], how="left")["op_name"]
@@ -605,7 +530,7 @@ def build_job(coll: Collection, diag: Diagnostics, put: Sink) -> InfoRows:
     ops, points = load_ops(layout, diag)
     tasks = load_tasks(layout, clocks, diag)
     spans: Spans = [(tasks["start_ns"].to_numpy(), tasks["end_ns"].to_numpy())] if not tasks.empty else []
-    _warn_task_id_names(_put_tasks(ops, tasks, int(pid_text), strings, put), coll.path, diag, info)
+    warn_task_id_names(_put_tasks(ops, tasks, int(pid_text), strings, put), coll.path, diag, info)
     n_api = _put_apis(layout, clocks, strings, diag, put, spans)
     n_steps = _put_steps(layout, clocks, ops, diag, put, spans)
     if not points.empty:
