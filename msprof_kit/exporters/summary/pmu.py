@@ -256,7 +256,7 @@ def _cube_utilization(cols: List[PmuColumn], ok: np.ndarray, dur_ns: np.ndarray,
 
 
 def op_summary_pmu(ctx: ExportContext, pmu: PmuReader, rows: np.ndarray, dev: np.ndarray, dur: np.ndarray,
-                    task_type: np.ndarray, model: np.ndarray, flavour: str) -> List[Column]:
+                   task_type: np.ndarray, model: np.ndarray, flavour: str) -> List[Column]:
     """The PMU columns of these TASK rows (`model`: their model ids), then memory_bound and
     cube_utilization(%) (§4.3)."""
     metrics, found = pmu.read(rows, dev)
