@@ -23,6 +23,7 @@ SD = StringDType()
 
 
 def int_text(a: np.ndarray) -> np.ndarray:
+    """Integers as decimal text."""
     return native_impl.int_texts(np.asarray(a).astype(np.int64))
 
 

@@ -222,6 +222,7 @@ def keep_after_start(start: np.ndarray, end: np.ndarray, begin: Optional[int], f
 
 
 def graph_mode(ctx: ExportContext) -> bool:
+    """An iteration (graph) export: `--model-id` and `--iteration-id` given."""
     return not ctx.scope.all_export
 
 

@@ -14,6 +14,10 @@ HostToDevice flow arrows join each device task to the host call that issued it: 
 host task record inside the launch (outputs.md §9.5). Only complete arrows are written: the
 reference also writes an arrow start without an end when a launch's task is missing.
 
+The modules: writer.py streams the JSON (`TraceWriter`, `Template`); facts.py, tasks.py and apis.py
+read what the layers show; one module per layer (cann.py, hardware.py with steps.py, freq.py,
+overlap.py) and arrows.py for the flows; export.py runs them (`write_timeline`).
+
 Every event kind has one text template (a `Template` of literal pieces and typed slots), filled
 from column arrays a chunk at a time by `native_impl.format_rows` (one C call per chunk when the
 extension is built, its Python twin otherwise); each chunk is written as soon as it is made, so

@@ -61,6 +61,7 @@ class Facts:
 
 
 def load_facts(ctx: ExportContext) -> Facts:
+    """The facts of an export: its flavour's rules, STRING_IDS (id -> text), the host and device pids."""
     strings: np.ndarray = np.zeros(0, dtype=object)
     if ctx.has("STRING_IDS"):
         rows = ctx.conn.execute("SELECT id, value FROM STRING_IDS").fetchall()

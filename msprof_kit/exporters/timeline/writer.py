@@ -188,6 +188,7 @@ def dur_us(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def constant_slot(value: int, n: int) -> Slot:
+    """An INT slot of n times the same value."""
     return int_slot(np.full(n, value, dtype=np.int64))
 
 
@@ -199,11 +200,13 @@ def meta_event(name: str, pid: int, tid: int, args: Dict[str, object]) -> str:
 
 
 def process_meta(pid: int, name: str, label: str, sort_index: int) -> List[str]:
+    """A process's metadata events: its name, its label (CPU, NPU <n>) and its sort index."""
     return [meta_event("process_name", pid, 0, {"name": name}), meta_event("process_labels", pid, 0, {"labels": label}),
             meta_event("process_sort_index", pid, 0, {"sort_index": sort_index})]
 
 
 def thread_meta(pid: int, tid: int, name: str, sort_index: int) -> List[str]:
+    """A thread's metadata events: its name and its sort index."""
     return [meta_event("thread_name", pid, tid, {"name": name}),
             meta_event("thread_sort_index", pid, tid, {"sort_index": sort_index})]
 
