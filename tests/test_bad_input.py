@@ -172,14 +172,15 @@ def test_raw_files_unchanged_by_import_and_export(prof, capsys):
     assert created[0].startswith("msprof_") and created[1] == os.path.join("sqlite", "msprof_kit.db")
 
 
-@pytest.mark.parametrize("what, writer", [("summary", "write_csv"), ("timeline", "_write_overlap")])
+@pytest.mark.parametrize("what, writer", [("summary", "write_csv"), ("timeline", "write_overlap")])
 def test_a_full_disk_leaves_no_half_written_export(prof, capsys, monkeypatch, what, writer):
     """An export that cannot be written (here: the disk fills up midway) is one line naming the
     output folder and the cause, exit code 10, and none of that export's files is left behind."""
-    from msprof_kit.exporters import summary, timeline
+    from msprof_kit.exporters.summary import export as summary_export
+    from msprof_kit.exporters.timeline import export as timeline_export
     code, _, err = run(["import", "-dir", prof], capsys)
     assert code == 0, err
-    module = summary if what == "summary" else timeline
+    module = summary_export if what == "summary" else timeline_export
     real = getattr(module, writer)
 
     def fills_the_disk(*args, **kwargs):

@@ -16,8 +16,15 @@ import pytest
 from conftest import COMPARE, DEGRADED_CASES, GOLDEN, INTACT_CASES, copy_input, needs_shared, run
 
 from msprof_kit import store
-from msprof_kit.exporters import summary as S
-from msprof_kit.store import columns
+from msprof_kit.arrays import py_round_units
+from msprof_kit.exporters.summary import api_statistic, columns, files, tasks
+from msprof_kit.exporters.summary.cells import (cpp_round3, csv_field, decimal_text, double_to_str, fixed_ns, int_text,
+                                                json_value, repr_us, sqlite_round_units, stamp_ns, with_na)
+from msprof_kit.exporters.summary.files import csv_parts
+from msprof_kit.exporters.summary.op_summary import _wait_cells, _wait_ns
+from msprof_kit.exporters.summary.pmu import pmu_header
+from msprof_kit.exporters.summary.task_time import _task_time_keep
+from msprof_kit.exporters.summary.tasks import INVALID_CONTEXT
 
 KINDS = "op_summary,op_statistic,api_statistic,task_time"
 
@@ -149,8 +156,8 @@ def test_json_format_keeps_csv_on_the_cpp_flavour(tmp_path, capsys):
 
 @needs_shared
 def test_large_files_are_sliced(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(S, "CSV_LIMIT", 100)
-    monkeypatch.setattr(S, "CHUNK_ROWS", 30)
+    monkeypatch.setattr(files, "CSV_LIMIT", 100)
+    monkeypatch.setattr(columns, "CHUNK_ROWS", 30)
     prof = export_summary("910b_mixed", tmp_path, capsys)
     parts = outputs(prof, "op_summary_slice")
     assert [os.path.basename(p).split("_")[3] for p in parts] == ["0", "1", "2"]
@@ -172,15 +179,15 @@ def test_no_device_data_means_no_device_summaries(tmp_path, capsys):
 
 def test_fixed_ns_shifts_the_decimal_point():
     ns = np.array([0, 20, 3240, 1700902984100045020, 123456789012, -1500])
-    assert S.fixed_ns(ns).tolist() == ["0.000", "0.020", "3.240", "1700902984100045.020", "123456789.012",
+    assert fixed_ns(ns).tolist() == ["0.000", "0.020", "3.240", "1700902984100045.020", "123456789.012",
                                        "-1.500"]
-    assert S.stamp_ns(ns[3:4]).tolist() == ["1700902984100045.020\t"]
+    assert stamp_ns(ns[3:4]).tolist() == ["1700902984100045.020\t"]
 
 
 def test_repr_us_is_pythons_repr_of_the_microseconds():
     ns = np.array([0, 20, 3240, 99_999, 100_000, 171_000, 1_000_000_000, 123456789012345, -1500])
-    assert S.repr_us(ns).tolist() == [repr(x / 1000) for x in ns.tolist()]
-    assert S.int_text(np.array([0, 7, 99_999, 100_000, 4294967295])).tolist() == \
+    assert repr_us(ns).tolist() == [repr(x / 1000) for x in ns.tolist()]
+    assert int_text(np.array([0, 7, 99_999, 100_000, 4294967295])).tolist() == \
         ["0", "7", "99999", "100000", "4294967295"]
 
 
@@ -190,7 +197,7 @@ def test_python_round_is_reproduced_at_halves():
                         np.array([21.225, 1.745, 2.675, 0.0005])])
     for decimals in (2, 3):
         expected = [round(round(v, decimals) * 10 ** decimals) for v in x.tolist()]
-        assert S.py_round_units(x, decimals).tolist() == expected
+        assert py_round_units(x, decimals).tolist() == expected
 
 
 def test_sqlite_round_is_reproduced_near_halves():
@@ -200,55 +207,55 @@ def test_sqlite_round_is_reproduced_near_halves():
     x = np.array(cases + (rng.random(5000) * 500).tolist())
     con = sqlite3.connect(":memory:")
     expected = [round(con.execute("SELECT ROUND(?, 3)", (v,)).fetchone()[0] * 1000) for v in x.tolist()]
-    assert S.sqlite_round_units(x, 3).tolist() == expected
-    assert S.sqlite_round_units(np.array(cases), 3).tolist() == [2803, 39203, 11259, 38471, 63, 1243]
+    assert sqlite_round_units(x, 3).tolist() == expected
+    assert sqlite_round_units(np.array(cases), 3).tolist() == [2803, 39203, 11259, 38471, 63, 1243]
 
 
 def test_cpp_statistic_texts():
-    assert [S.double_to_str(v) for v in (12.5, 3.0, 0.0, 171.0, 36.3636, 1e-4)] == ["12.5", "3", "0", "171",
+    assert [double_to_str(v) for v in (12.5, 3.0, 0.0, 171.0, 36.3636, 1e-4)] == ["12.5", "3", "0", "171",
                                                                                       "36.364", "0"]
-    assert S.cpp_round3(51.2075) == 51.208 and S.cpp_round3(-0.0005) == -0.001 and S.cpp_round3(2.0004) == 2.0
-    assert S.decimal_text(np.array([31760000, 0]), 6).tolist() == ["31.760000", "0.000000"]
+    assert cpp_round3(51.2075) == 51.208 and cpp_round3(-0.0005) == -0.001 and cpp_round3(2.0004) == 2.0
+    assert decimal_text(np.array([31760000, 0]), 6).tolist() == ["31.760000", "0.000000"]
 
 
 def test_na_and_quoting():
-    cells = S.with_na(S.int_text(np.array([0, 4294967295])), np.array([True, False]))
+    cells = with_na(int_text(np.array([0, 4294967295])), np.array([True, False]))
     assert cells.tolist() == ["0", "N/A"]
-    assert S.csv_field('"8,1024;512"') == '"""8,1024;512"""'
-    assert S.csv_field("model/ffn,gate/ReduceSum_17") == '"model/ffn,gate/ReduceSum_17"'
-    assert S.csv_field("1700902984100045.020\t") == "1700902984100045.020\t"
-    assert S.json_value("N/A", True) == '"N/A"' and S.json_value("3.24", True) == "3.24"
+    assert csv_field('"8,1024;512"') == '"""8,1024;512"""'
+    assert csv_field("model/ffn,gate/ReduceSum_17") == '"model/ffn,gate/ReduceSum_17"'
+    assert csv_field("1700902984100045.020\t") == "1700902984100045.020\t"
+    assert json_value("N/A", True) == '"N/A"' and json_value("3.24", True) == "3.24"
 
 
 def test_wait_is_the_gap_since_the_previous_end_on_the_same_device():
     rank = np.array([0, 0, 0, 1, 1])
     start = np.array([100, 150, 160, 120, 300])
     end = np.array([140, 170, 200, 130, 310])
-    wait, first = S._wait_ns(rank, start, end)
+    wait, first = _wait_ns(rank, start, end)
     assert wait.tolist() == [0, 10, 0, 0, 170] and first.tolist() == [True, False, False, True, False]
-    cpp = S._wait_cells(wait, first, "cpp", top=True).render(slice(0, 5)).tolist()
-    py = S._wait_cells(wait, first, "python", top=True).render(slice(0, 5)).tolist()
+    cpp = _wait_cells(wait, first, "cpp", top=True).render(slice(0, 5)).tolist()
+    py = _wait_cells(wait, first, "python", top=True).render(slice(0, 5)).tolist()
     assert cpp == ["0", "0.010000", "0.000000", "0.000000", "0.170000"]
     assert py == ["0", "0.01", "0.0", "0", "0.17"]
     # a later block of the table: C++ writes its first row as any other
-    assert S._wait_cells(wait, first, "cpp", top=False).render(slice(0, 2)).tolist() == ["0.000000", "0.010000"]
+    assert _wait_cells(wait, first, "cpp", top=False).render(slice(0, 2)).tolist() == ["0.000000", "0.010000"]
 
 
 def test_csv_parts_follow_each_writers_naming():
-    limit = S.CSV_LIMIT
-    assert S.csv_parts(5, "cpp") == [(None, 0, 5)]
-    assert S.csv_parts(limit, "cpp") == [(None, 0, limit)]
-    assert S.csv_parts(limit, "python") == [(0, 0, limit)]
-    assert S.csv_parts(limit + 1, "cpp") == [(0, 0, limit), (1, limit, limit + 1)]
-    assert S.csv_parts(limit + 1, "python") == [(0, 0, limit), (1, limit, limit + 1)]
+    limit = files.CSV_LIMIT
+    assert csv_parts(5, "cpp") == [(None, 0, 5)]
+    assert csv_parts(limit, "cpp") == [(None, 0, limit)]
+    assert csv_parts(limit, "python") == [(0, 0, limit)]
+    assert csv_parts(limit + 1, "cpp") == [(0, 0, limit), (1, limit, limit + 1)]
+    assert csv_parts(limit + 1, "python") == [(0, 0, limit), (1, limit, limit + 1)]
 
 
 def test_pmu_headers():
-    assert [S.pmu_header(n, "cpp") for n in ("aic_total_time", "total_time", "aiv_total_time", "aic_mac_time",
+    assert [pmu_header(n, "cpp") for n in ("aic_total_time", "total_time", "aiv_total_time", "aic_mac_time",
                                              "aic_mac_ratio", "ub_read_bw", "l2_datas")] == \
         ["aicore_time(us)", "aicore_time(us)", "aiv_time(us)", "aic_mac_time(us)", "aic_mac_ratio",
          "ub_read_bw(GB/s)", "l2_datas(KB)"]
-    assert S.pmu_header("l2_datas", "python") == "l2_datas"
+    assert pmu_header("l2_datas", "python") == "l2_datas"
 
 
 def _files(prof: str) -> dict:
@@ -274,11 +281,11 @@ def test_blocks_of_a_few_rows_write_the_same_files(case, extra, tmp_path, capsys
     the one-block export."""
     whole = _files(export_summary(case, tmp_path / "whole", capsys, *extra))
     assert whole
-    monkeypatch.setattr(S, "TASK_BLOCK", 4)
-    monkeypatch.setattr(columns, "RUN_GAP", 2)
-    monkeypatch.setattr(S, "BLOCK_ROWS", 7)
-    monkeypatch.setattr(S, "API_BLOCK", 5)
-    monkeypatch.setattr(S, "CHUNK_ROWS", 3)
+    monkeypatch.setattr(tasks, "TASK_BLOCK", 4)
+    monkeypatch.setattr(store.columns, "RUN_GAP", 2)
+    monkeypatch.setattr(columns, "BLOCK_ROWS", 7)
+    monkeypatch.setattr(api_statistic, "API_BLOCK", 5)
+    monkeypatch.setattr(columns, "CHUNK_ROWS", 3)
     assert _files(export_summary(case, tmp_path / "blocks", capsys, *extra)) == whole
 
 
@@ -292,7 +299,7 @@ def _task_time_keep_by_rows(device, stream, task, batch, ctx_id):
         ctxs = [ctx_id[i] for i in rows]
         if len(rows) == 1:
             continue
-        if any(c not in (0, S.INVALID_CONTEXT) for c in ctxs):
+        if any(c not in (0, INVALID_CONTEXT) for c in ctxs):
             for i in rows:
                 keep[i] = False
         elif 0 in ctxs:
@@ -312,10 +319,10 @@ def test_task_time_keep_equals_the_rule_group_by_group(seed, wide):
     stream = rng.integers(0, 4, n)
     task = rng.integers(0, 60, n)
     batch = rng.integers(-1, 2, n) * (2 ** 61 if wide else 1)
-    ctx_id = rng.choice([S.INVALID_CONTEXT] * 6 + [0, 0, 1, 5], n).astype(np.int64)
-    got = S._task_time_keep(device, stream, task, batch, ctx_id)
+    ctx_id = rng.choice([INVALID_CONTEXT] * 6 + [0, 0, 1, 5], n).astype(np.int64)
+    got = _task_time_keep(device, stream, task, batch, ctx_id)
     want = _task_time_keep_by_rows(device.tolist(), stream.tolist(), task.tolist(), batch.tolist(), ctx_id.tolist())
     assert got.tolist() == want
     assert 0 < got.sum() < n
-    none_marked = np.full(n, S.INVALID_CONTEXT, dtype=np.int64)
-    assert S._task_time_keep(device, stream, task, batch, none_marked).all()
+    none_marked = np.full(n, INVALID_CONTEXT, dtype=np.int64)
+    assert _task_time_keep(device, stream, task, batch, none_marked).all()

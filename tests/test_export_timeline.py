@@ -23,8 +23,7 @@ import pytest
 from conftest import COMPARE, DEGRADED_CASES, GOLDEN, INTACT_CASES, SHARED, copy_input, needs_shared
 
 from msprof_kit import cli, native_impl, store
-from msprof_kit.exporters import timeline
-from msprof_kit.store import columns
+from msprof_kit.exporters.timeline import apis, export as timeline_export, tasks, writer
 
 pytestmark = needs_shared
 ALL_CASES = INTACT_CASES + DEGRADED_CASES
@@ -164,7 +163,7 @@ def test_metadata_names_every_process_and_thread(exported):
 
 def test_chunked_writing_changes_nothing(exported, tmp_path, monkeypatch):
     whole = load(exported["910b_mixed"])
-    monkeypatch.setattr(timeline, "CHUNK", 7)
+    monkeypatch.setattr(writer, "CHUNK", 7)
     prof = export("910b_mixed", str(tmp_path))
     assert event_set(load(prof)) == event_set(whole)
 
@@ -183,12 +182,12 @@ def test_blocks_of_a_few_apis_write_the_same_file(case, extra, tmp_path, monkeyp
     with blocks of a few rows the trace is byte for byte the one-block trace written in chunks of
     the same size (in an iteration export, whose window thins the blocks, the chunks differ: the
     same events)."""
-    monkeypatch.setattr(timeline, "CHUNK", 3)
+    monkeypatch.setattr(writer, "CHUNK", 3)
     whole = export(case, str(tmp_path / "whole"), *extra)
-    monkeypatch.setattr(timeline, "API_BLOCK", 6)
-    monkeypatch.setattr(timeline, "TASK_BLOCK", 6)
-    monkeypatch.setattr(timeline, "TASK_CACHE", 0)  # each block made again for the writing
-    monkeypatch.setattr(columns, "RUN_GAP", 2)
+    monkeypatch.setattr(apis, "API_BLOCK", 6)
+    monkeypatch.setattr(tasks, "TASK_BLOCK", 6)
+    monkeypatch.setattr(tasks, "TASK_CACHE", 0)  # each block made again for the writing
+    monkeypatch.setattr(store.columns, "RUN_GAP", 2)
     blocks = export(case, str(tmp_path / "blocks"), *extra)
     if extra:
         assert event_set(load(blocks)) == event_set(load(whole))
@@ -201,7 +200,7 @@ def test_api_texts_found_outside_their_block(exported):
     from msprof_kit.exporters.context import open_context
     ctx = open_context(exported["910b_mixed"])
     try:
-        texts = timeline.ApiTexts.load(ctx)
+        texts = apis.ApiTexts.load(ctx)
         conn = ctx.ints("CANN_API", ("connectionId",))["connectionId"]
         n = len(conn)
         assert n > 20
@@ -214,7 +213,7 @@ def test_api_texts_found_outside_their_block(exported):
         ctx.conn.close()
 
 
-@pytest.mark.parametrize("layer", ["_write_overlap", "_write_cann"])  # in the forked worker, in the parent
+@pytest.mark.parametrize("layer", ["write_overlap", "write_cann"])  # in the forked worker, in the parent
 def test_a_failed_export_leaves_no_partial_file(tmp_path, monkeypatch, layer):
     prof = copy_input("min_910b", str(tmp_path))
     assert cli.main(["import", "-dir", prof]) == 0
@@ -223,7 +222,7 @@ def test_a_failed_export_leaves_no_partial_file(tmp_path, monkeypatch, layer):
     def broken(*args, **kwargs):
         raise RuntimeError(f"{layer} failed")
 
-    monkeypatch.setattr(timeline, layer, broken)
+    monkeypatch.setattr(timeline_export, layer, broken)
     with pytest.raises(RuntimeError, match=layer):
         cli.main(["export", "timeline", "-dir", prof])
     out_dir = os.path.join(prof, "mindstudio_profiler_output")
@@ -339,10 +338,10 @@ def test_perfetto_keeps_times_from_the_start_exact(case, exported, exported_from
 def test_ts_origin_is_the_collection_start(exported_from_start):
     """The origin is the session start (start_info) when nothing was recorded before it."""
     from msprof_kit.exporters.context import open_context
-    from msprof_kit.exporters.summary import session_start
+    from msprof_kit.exporters.summary.tasks import session_start
     ctx = open_context(exported_from_start["910b_mixed"])
     try:
-        assert timeline.ts_origin_ns(ctx) == session_start(ctx) == 1700902984000000000
+        assert timeline_export.ts_origin_ns(ctx) == session_start(ctx) == 1700902984000000000
     finally:
         ctx.conn.close()
 
@@ -377,9 +376,8 @@ def test_perfetto_at_300k_ops(tmp_path, native_implementation):
 
 @pytest.mark.parametrize("keys", [[], [5], [3, -2, 3, 7, -2], [0, 2 ** 40, 5, 0], list(range(-50, 50)) * 3])
 def test_dense_codes_map_each_key_to_its_distinct_value(keys):
-    from msprof_kit.exporters.timeline import _dense_codes
     arr = np.array(keys, dtype=np.int64)
-    codes, uniq = _dense_codes(arr)
+    codes, uniq = writer.dense_codes(arr)
     assert codes.dtype == np.int32
     assert uniq[codes].tolist() == keys
     assert sorted(set(uniq.tolist())) == sorted(set(keys)) and len(uniq) == len(set(keys))
@@ -396,5 +394,5 @@ def test_flows_grouped_by_connection_in_first_seen_order(seed):
     flows = (conn << 32) + (ctx_id & 0xFFFFFFFF)
     want = pd.unique(flows)
     want = want[np.argsort(want >> 32, kind="stable")]
-    assert timeline._first_seen_by_conn(flows).tolist() == want.tolist()
-    assert timeline._first_seen_by_conn(flows[:1]).tolist() == flows[:1].tolist()
+    assert tasks.first_seen_by_conn(flows).tolist() == want.tolist()
+    assert tasks.first_seen_by_conn(flows[:1]).tolist() == flows[:1].tolist()

@@ -496,18 +496,18 @@ def test_warnings_of_an_import_made_by_the_export_itself_are_said_once(tmp_path,
 @needs_fork
 def test_ctrl_c_during_export_summary_leaves_no_file_it_began(tmp_path, capsys, monkeypatch):
     """Ctrl-C reaches the whole process group: here the op_summary worker, after its header."""
-    from msprof_kit.exporters import summary
+    from msprof_kit.exporters.summary import files
     prof = synth.write_collection(str(tmp_path), n_tasks=40, seed=3)
     assert run(["import", "-dir", prof], capsys)[0] == 0
     parent = os.getpid()
-    real = summary.format_rows
+    real = files.format_rows
 
     def interrupted(*args, **kwargs):
         if os.getpid() != parent:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(summary, "format_rows", interrupted)
+    monkeypatch.setattr(files, "format_rows", interrupted)
     code, _, err = run(["export", "summary", "-dir", prof, "-j", "2"], capsys)
     assert code == 130 and "Traceback" not in err, err
     assert _export_files(prof) == []

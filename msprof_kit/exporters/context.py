@@ -182,15 +182,21 @@ class RowReader:
     def read(self, name: str, rows: Optional[np.ndarray] = None) -> np.ndarray:
         """A column whole (rows None) or at these rows (any order)."""
         if self.mirror is None:
-            values = self.whole[name]
+            values = self._whole()[name]
             return values if rows is None else values[rows]
         return self.mirror.read(name) if rows is None else self.mirror.take(name, rows)
 
     def span(self, name: str, lo: int, hi: int) -> np.ndarray:
         """Rows lo:hi of a column."""
         if self.mirror is None:
-            return self.whole[name][lo:hi]
+            return self._whole()[name][lo:hi]
         return self.mirror.read(name, lo, hi)
+
+    def _whole(self) -> Dict[str, np.ndarray]:
+        """The whole columns of a reader without a mirror (ExportContext.reader gives one or the other)."""
+        if self.whole is None:
+            raise AssertionError("internal: a RowReader has neither a mirror nor whole columns")
+        return self.whole
 
     def on(self, ctx: "ExportContext") -> "RowReader":
         """The same columns read through another context's connection (a forked child's)."""

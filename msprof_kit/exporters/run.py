@@ -1,5 +1,6 @@
 """`export timeline` and `export summary` of collections already imported: exporters read only
-the store (cli.run_export imports first, as the reference parses before it exports)."""
+the store (cli.run_export imports first, as the reference parses before it exports). EXPORTERS
+(and SOC_EXPORTERS for legacy JOB collections) says which exporter writes which export."""
 from __future__ import annotations
 
 import functools
@@ -8,21 +9,61 @@ import json
 import os
 import shutil
 import sqlite3
-from typing import List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .. import forked, store
 from ..errors import Diagnostics, OutputError, PathNotFound
 from ..forked import Forked
 from ..progress import Phase, Progress, label
-from .context import OUTPUT_DIR, open_context
 from . import soc
+from .context import OUTPUT_DIR, ExportContext, open_context
 from .readme import readme_path, write_readme
 from .scope import check_options, resolve
 from .step_trace import write_step_trace_csv
+from .summary.export import write_summary
+from .summary.tasks import summary_flavour
+from .timeline.export import write_timeline
 
 
 # tables whose presence makes a 910B export write the unified DB
 DB_TABLES = ("TASK", "CANN_API", "COMPUTE_TASK_INFO")
+
+#: An exporter writes one kind of export of an open collection: (its context, the summary format
+#: 'csv' or 'json', where its warnings go). The files it writes are listed in ctx.written.
+Exporter = Callable[[ExportContext, str, Diagnostics], None]
+
+
+def _summary(ctx: ExportContext, fmt: str, diag: Diagnostics) -> None:
+    """op_summary, op_statistic, task_time, api_statistic and step_trace_{ts}.csv."""
+    write_summary(ctx, fmt)
+    write_step_trace_csv(ctx)
+    if fmt == "json" and summary_flavour(ctx) == "cpp" and any(p.endswith(".csv") for p in ctx.written):
+        diag.warn(f"{ctx.collection_path}: --format json: on the 910B family msprof's C++ exporters write the "
+                  "summaries as CSV whatever the format, and so does msprof-kit (docs/exports.md)")
+
+
+def _timeline(ctx: ExportContext, fmt: str, diag: Diagnostics) -> None:
+    """msprof_{ts}.json and step_trace_{ts}.json."""
+    write_timeline(ctx)
+
+
+def _soc_summary(ctx: ExportContext, fmt: str, diag: Diagnostics) -> None:
+    """A legacy JOB collection's summaries, as the SoC tool wrote them."""
+    soc.write_summary(ctx, fmt)
+
+
+def _soc_timeline(ctx: ExportContext, fmt: str, diag: Diagnostics) -> None:
+    """A legacy JOB collection's timeline files, as the SoC tool wrote them."""
+    if ctx.ts_origin != "epoch":
+        diag.warn(f"{ctx.collection_path}: --ts-origin applies to msprof_{{ts}}.json; the SoC flavour's "
+                  "timeline keeps its times")
+    soc.write_timeline(ctx)
+
+
+#: `export <what>` -> the exporter that writes it, for collections msprof-kit imports, and for
+#: legacy JOB collections (the SoC tool's files). `export db` is the store's (store.export_db).
+EXPORTERS: Dict[str, Exporter] = {"summary": _summary, "timeline": _timeline}
+SOC_EXPORTERS: Dict[str, Exporter] = {"summary": _soc_summary, "timeline": _soc_timeline}
 
 
 def export_stores(collections: Sequence[str], what: str, diag: Diagnostics, model_id: Optional[int] = None,
@@ -34,6 +75,8 @@ def export_stores(collections: Sequence[str], what: str, diag: Diagnostics, mode
     (read_reports; None for all). With `clear`, the store msprof-kit made is removed afterwards
     (and nothing else). `ts_origin` "start" writes the timeline's times as µs since the
     collection's start instead of the epoch (docs/exports.md). Returns the files written."""
+    if what not in EXPORTERS:
+        raise ValueError(f"internal: no exporter writes {what!r} (EXPORTERS has {sorted(EXPORTERS)})")
     check_options(model_id, iteration_id)
     written: List[str] = []
     try:
@@ -87,23 +130,7 @@ def _export_one(collection_path: str, what: str, model_id: Optional[int], iterat
             db = Forked(functools.partial(store.export_db, collection_path, ctx.stamp), "unified DB", inline=jobs < 2)
             if db.pid is not None:
                 began.append(store.partial_path(target, db.pid))
-        if soc.is_job(ctx) and what == "timeline":  # legacy JOB collections: the SoC tool's files
-            if ts_origin != "epoch":
-                diag.warn(f"{collection_path}: --ts-origin applies to msprof_{{ts}}.json; the SoC flavour's "
-                          "timeline keeps its times")
-            soc.write_timeline(ctx)
-        elif soc.is_job(ctx):
-            soc.write_summary(ctx, fmt)
-        elif what == "timeline":
-            from .timeline import write_timeline
-            write_timeline(ctx)
-        else:
-            from .summary import summary_flavour, write_summary
-            write_summary(ctx, fmt)
-            write_step_trace_csv(ctx)
-            if fmt == "json" and summary_flavour(ctx) == "cpp" and any(p.endswith(".csv") for p in ctx.written):
-                diag.warn(f"{collection_path}: --format json: on the 910B family msprof's C++ exporters write the "
-                          "summaries as CSV whatever the format, and so does msprof-kit (docs/exports.md)")
+        (SOC_EXPORTERS if soc.is_job(ctx) else EXPORTERS)[what](ctx, fmt, diag)
         if db is not None:  # its failure is this export's failure, before anything is kept
             with ctx.progress.phase(f"{label(collection_path)}: the unified DB"):
                 written.append(db.result())

@@ -23,7 +23,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Sequence
+from typing import Dict, Iterator, List, Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -78,7 +78,7 @@ def _strings(ctx: ExportContext) -> np.ndarray:
     if not ctx.has("STRING_IDS"):
         return np.array([NA], dtype=object)
     rows = ctx.conn.execute("SELECT id, value FROM STRING_IDS").fetchall()
-    out = np.full(max(r[0] for r in rows) + 2 if rows else 1, NA, dtype=object)
+    out: np.ndarray = np.full(max(r[0] for r in rows) + 2 if rows else 1, NA, dtype=object)
     for sid, value in rows:
         out[sid] = value
     return out  # the last entry stays N/A: the text of id -1
@@ -98,8 +98,8 @@ def load_job(ctx: ExportContext) -> JobData:
     order = np.argsort(t["startNs"], kind="stable")
     t = {k: v[order] for k, v in t.items()}
     n = len(t["startNs"])
-    name = np.full(n, NA, dtype=object)
-    op_type = np.full(n, NA, dtype=object)
+    name: np.ndarray = np.full(n, NA, dtype=object)
+    op_type: np.ndarray = np.full(n, NA, dtype=object)
     if ctx.has("COMPUTE_TASK_INFO") and n:
         info = ctx.ints("COMPUTE_TASK_INFO", ("globalTaskId", "name", "opType"))
         pos = pd.Index(info["globalTaskId"]).get_indexer(t["globalTaskId"])
@@ -113,7 +113,7 @@ def load_job(ctx: ExportContext) -> JobData:
 def _acl_apis(ctx: ExportContext, strings: np.ndarray) -> pd.DataFrame:
     api = ctx.ints("CANN_API", ("startNs", "endNs", "type", "globalTid", "connectionId", "name"))
     acl = api["type"] == LEVEL_ACL
-    mode = np.full(int(acl.sum()), "AscendCL", dtype=object)
+    mode: np.ndarray = np.full(int(acl.sum()), "AscendCL", dtype=object)
     kit = {name: (values, labels) for name, values, labels in ctx.stored_columns("KIT_API")}
     if "connectionId" in kit and "mode" in kit and kit["mode"][1] is not None:
         by_conn = pd.Series(kit["mode"][1][kit["mode"][0]], index=kit["connectionId"][0].astype(np.int64))
@@ -132,6 +132,9 @@ def _batches(ctx: ExportContext, t: Dict[str, np.ndarray]) -> List[Batch]:
     names = _model_names(ctx)
     steps = step_iterations(ctx)
     scope = ctx.scope
+    # the iterations an iteration export keeps (scope.resolve sets iteration_id with the model id)
+    wanted = range(scope.iteration_id, scope.iteration_id + scope.iteration_count) \
+        if scope.iteration_id is not None else range(0)
     out: List[Batch] = []
     dev, model, start = t["deviceId"], t["modelId"], t["startNs"]
     for d in np.unique(dev).tolist():
@@ -143,7 +146,7 @@ def _batches(ctx: ExportContext, t: Dict[str, np.ndarray]) -> List[Batch]:
             if not its:
                 its = [(1, int(start[mine].min()), int(start[mine].max()) + 1)]
             for k, (index, lo, hi) in enumerate(its):
-                if not scope.all_export and not scope.iteration_id <= index < scope.iteration_id + scope.iteration_count:
+                if not scope.all_export and index not in wanted:
                     continue
                 rows = mine[(start[mine] >= lo) & (start[mine] < hi)]
                 calls_from = its[k - 1][2] if k else EARLIEST
@@ -232,7 +235,8 @@ def op_statistic_columns(data: JobData, b: Batch) -> List[List[str]]:
 
 def _batch_apis(data: JobData, b: Batch) -> pd.DataFrame:
     a = data.apis
-    return a[(a["end"] >= b.calls_from) & (a["end"] < b.calls_to)]
+    inside = a[(a["end"] >= b.calls_from) & (a["end"] < b.calls_to)]
+    return cast(pd.DataFrame, inside)  # rows by a boolean mask: a DataFrame (the stubs allow a Series)
 
 
 def acl_statistic_columns(data: JobData, b: Batch) -> List[List[str]]:
@@ -297,12 +301,12 @@ def task_events(data: JobData, b: Batch) -> Iterator[Dict[str, object]]:
 def acl_events(data: JobData, b: Batch) -> Iterator[Dict[str, object]]:
     """The batch's AscendCL calls: ts in µs, dur in ms, as the SoC tool wrote them."""
     a = _batch_apis(data, b)
-    for pid in sorted(set(a["pid"].tolist())):
-        yield _meta("process_name", int(pid), 0, {"name": f"Process {pid}"})
-    for row in a.itertuples(index=False):
-        yield {"name": row.name, "pid": int(row.pid), "tid": int(row.tid), "ts": int(row.start) / 1000,
-               "dur": (int(row.end) - int(row.start)) / 1e6, "ph": "X",
-               "args": {"Mode": row.mode, "Process_Id": int(row.pid), "Thread_Id": int(row.tid)}}
+    pids, tids, starts, ends = (a[c].to_numpy(dtype=np.int64).tolist() for c in ("pid", "tid", "start", "end"))
+    for pid in sorted(set(pids)):
+        yield _meta("process_name", pid, 0, {"name": f"Process {pid}"})
+    for name, pid, tid, start, end, mode in zip(a["name"].tolist(), pids, tids, starts, ends, a["mode"].tolist()):
+        yield {"name": name, "pid": pid, "tid": tid, "ts": start / 1000, "dur": (end - start) / 1e6, "ph": "X",
+               "args": {"Mode": mode, "Process_Id": pid, "Thread_Id": tid}}
 
 
 def write_timeline(ctx: ExportContext) -> None:

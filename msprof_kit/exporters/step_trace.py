@@ -15,7 +15,7 @@ import numpy as np
 
 from .context import ExportContext
 from .scope import step_iterations
-from .summary import fixed_ns, stamp_ns
+from .summary.cells import fixed_ns, stamp_ns
 
 HEADER = ["Device_id", "Iteration ID", "FP Start(us)", "BP End(us)", "Iteration End(us)", "Iteration Time(us)",
           "FP to BP Time(us)", "Iteration Refresh(us)", "Data Aug Bound(us)", "Model ID"]

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MsprofKitError, UnreadableFile
-from ..exporters.summary import pmu_header
+from ..exporters.summary.pmu import pmu_header
 from .derived import api_statistic_from_calls, statistic_from_ops
 from .frames import (API_LEVELS, DEVICE, DURATION, NA, OP_NAME, OP_TYPE, START, TASK_TYPE, Tables, Trace,
                      api_frame, freq_frame, iteration_frame, lookup_strings, task_frame)
@@ -125,7 +125,7 @@ def _db_ops(conn: sqlite3.Connection, schema: Dict[str, List[str]],
         if not pmu.empty:
             pmu["metric"] = text(pmu["name"])
             wide = pmu.pivot_table(index="globalTaskId", columns="metric", values="value", aggfunc="first")
-            from ..exporters.summary import UNSUPPORTED_PMU
+            from ..exporters.summary.pmu import UNSUPPORTED_PMU
             for metric in wide.columns:
                 if metric in UNSUPPORTED_PMU:
                     continue

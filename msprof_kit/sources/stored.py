@@ -53,7 +53,8 @@ def read_store(tables: Tables, collection_path: str, reports: Sequence[str]) -> 
     """The tables of an imported collection, built by the summary exporter's own table builders
     (so they equal what `export summary` writes), and its AI Core frequency."""
     from ..exporters.context import open_context
-    from ..exporters.summary import summary_flavour, summary_tables
+    from ..exporters.summary.export import summary_tables
+    from ..exporters.summary.tasks import summary_flavour
     where = store.store_path(collection_path)
     ctx = open_context(collection_path)
     try:
