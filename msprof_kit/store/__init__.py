@@ -19,7 +19,8 @@ from .columns import CodedTexts, StoredColumns, Table, iter_columns, read_column
 from .paths import (APPLICATION_ID, NO_STORE, STORE_DIR, STORE_ENV, STORE_NAME, STORE_VERSION, cache_root,
                     db_path, elsewhere_note, output_root, own_store_path, partial_path, remove_leftovers,
                     stand_in, store_path, store_problem)
-from .read import import_warnings, iterations, open_store, repeat_warnings, store_identity
+from .read import (IterationSpans, import_warnings, iteration_spans, iterations, open_store, repeat_warnings,
+                   store_identity)
 from .unified import DB_APPLICATION_ID, current_db, export_db
 from .writer import TableWriter, put_info, write_failure
 
@@ -29,6 +30,6 @@ __all__ = [
     "stand_in", "store_path", "store_problem",
     "CodedTexts", "StoredColumns", "Table", "iter_columns", "read_columns", "text_codes",
     "TableWriter", "put_info", "write_failure",
-    "import_warnings", "iterations", "open_store", "repeat_warnings", "store_identity",
+    "IterationSpans", "import_warnings", "iteration_spans", "iterations", "open_store", "repeat_warnings", "store_identity",
     "DB_APPLICATION_ID", "current_db", "export_db",
 ]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import zlib
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+import numpy as np
 
 from ..errors import Diagnostics, StoreError
 from .paths import NO_STORE, file_uri, store_path, store_problem
@@ -50,19 +52,48 @@ def iterations(steps: List[Tuple[int, int, int]]) -> List[Tuple[int, int, int, i
     """(model, index, start, end) from step-trace (model, timestamp, tag) records (KIT_STEP_TRACE):
     per model in time order, MODEL_START (tag 0) opens iteration 1, 2, ...; MODEL_END (1) closes it;
     ITER_END (4) closes it and opens the next. An iteration still open at the end is discarded."""
+    if not steps:
+        return []
+    model, stamp, tag = (np.array(col, dtype=np.int64) for col in zip(*steps))
+    return iteration_spans(model, stamp, tag).iterations
+
+
+class IterationSpans(NamedTuple):
+    """The iterations of step-trace records and where they lie among them: `order` sorts the
+    records by model, then time (ties in their given order); iteration k opens at the record
+    `order[start_at[k]]` and closes at `order[end_at[k]]`."""
+
+    iterations: List[Tuple[int, int, int, int]]  # (model, index, start, end), by model, then time
+    order: np.ndarray
+    start_at: np.ndarray
+    end_at: np.ndarray
+
+
+def iteration_spans(model: np.ndarray, stamp: np.ndarray, tag: np.ndarray) -> IterationSpans:
+    """`iterations` of step-trace records given as columns, with the positions of each iteration's
+    opening and closing record in the records' (model, time) order: a record strictly between
+    them belongs to the iteration."""
+    order = np.lexsort((stamp, model))
+    tags = tag[order]
+    bounds = np.flatnonzero((tags == 0) | (tags == 1) | (tags == 4))
     out: List[Tuple[int, int, int, int]] = []
+    start_at: List[int] = []
+    end_at: List[int] = []
     index: Dict[int, int] = {}  # per model: the number of its next iteration
-    start: Dict[int, Optional[int]] = {}  # per model: the start of its open iteration, None when none is
-    for model, ts, tag in sorted(steps, key=lambda r: (r[0], r[1])):
-        index.setdefault(model, 1)
-        began = start.setdefault(model, None)
-        if tag == 0 and began is None:
-            start[model] = ts
-        elif tag in (1, 4) and began is not None:
-            out.append((model, index[model], began, ts))
-            index[model] += 1
-            start[model] = ts if tag == 4 else None
-    return out
+    opened: Dict[int, Optional[int]] = {}  # per model: the position of its open iteration's start
+    models, stamps = model[order], stamp[order]
+    for pos, m, t, g in zip(bounds.tolist(), models[bounds].tolist(), stamps[bounds].tolist(), tags[bounds].tolist()):
+        index.setdefault(m, 1)
+        began = opened.setdefault(m, None)
+        if g == 0 and began is None:
+            opened[m] = pos
+        elif g in (1, 4) and began is not None:
+            out.append((m, index[m], int(stamps[began]), t))
+            start_at.append(began)
+            end_at.append(pos)
+            index[m] += 1
+            opened[m] = pos if g == 4 else None
+    return IterationSpans(out, order, np.array(start_at, dtype=np.int64), np.array(end_at, dtype=np.int64))
 
 
 def store_identity(collection_path: str) -> int:
