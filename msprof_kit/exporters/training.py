@@ -37,6 +37,9 @@ class TrainingTrace:
     bp: Dict[Key, int] = field(default_factory=dict)
     data_aug: Dict[Key, int] = field(default_factory=dict)
     reduces: Dict[Key, List[Reduce]] = field(default_factory=dict)
+    # the ended reduces of the iterations before (by device, then time): the C++ timeline numbers
+    # its Reduce events through the whole export
+    reduces_before: Dict[Key, int] = field(default_factory=dict)
 
     def most_reduces(self, device: Optional[int] = None) -> int:
         """The largest number of reduces of one iteration (of one device, or of all)."""
@@ -56,6 +59,10 @@ def training_trace(ctx: ExportContext) -> TrainingTrace:
                              "ORDER BY rowid", ctx.conn)
     for dev, per in rows.groupby("deviceId", sort=True):
         _device_points(int(dev), per, out)
+    seen = 0
+    for key in sorted(out.reduces, key=lambda k: (k[0], out.reduces[k][0][0])):
+        out.reduces_before[key] = seen
+        seen += sum(end is not None for _, end in out.reduces[key])
     return out
 
 

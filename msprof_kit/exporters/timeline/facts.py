@@ -9,6 +9,7 @@ import numpy as np
 
 from ...native_impl import Slot, fixed_slot
 from ..context import ExportContext, Scope
+from ..training import TrainingTrace, training_trace
 from .writer import isin_text, us_text
 
 HOST_DEVICE = 31          # the device id part of a host process id
@@ -28,6 +29,7 @@ class Facts:
     device_pids: Dict[int, int] = field(default_factory=dict)
     scope: Scope = field(default_factory=Scope)
     origin: int = 0             # ns subtracted from every time written (0: µs since the epoch)
+    training: TrainingTrace = field(default_factory=TrainingTrace)  # FP/BP/all-reduce points per iteration
 
     def ts(self, ns: np.ndarray) -> Slot:
         """A time slot: ns as µs since the origin, 3 decimals."""
@@ -74,7 +76,7 @@ def load_facts(ctx: ExportContext) -> Facts:
         host_pid = _host_pid_from_tables(ctx)
     return Facts(python_rules=ctx.flavour == "python" or not ctx.scope.all_export,
                  python_host=ctx.flavour == "python", strings=strings, host_pid=host_pid, device_pids=pids,
-                 scope=ctx.scope)
+                 scope=ctx.scope, training=training_trace(ctx))
 
 
 def _host_pid_from_tables(ctx: ExportContext) -> int:

@@ -47,7 +47,7 @@ def write_hardware(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.nda
         for model in sorted({it[0] for it in steps[dev]}):
             threads += thread_meta(pid, STEP_TID_BASE + model, f"Step Trace(Model ID:{model})",
                                    STEP_TID_BASE + model)
-        events = iteration_events(facts, pid, steps[dev])
+        events = iteration_events(facts, pid, steps[dev], dev)
         out.add(threads + events)  # the process metadata is already out
         step_texts += process_meta(pid, "Ascend Hardware", f"NPU {dev}", SORT_HARDWARE) + threads + events
     return step_texts
