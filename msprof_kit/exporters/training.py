@@ -45,6 +45,10 @@ class TrainingTrace:
         """The largest number of reduces of one iteration (of one device, or of all)."""
         return max((len(r) for k, r in self.reduces.items() if device is None or k[0] == device), default=0)
 
+    def ended(self, key: Key) -> List[Tuple[int, int]]:
+        """The reduces of an iteration that have an end tag."""
+        return [(start, end) for start, end in self.reduces.get(key, []) if end is not None]
+
     def unended(self) -> int:
         """How many reduces have a start tag and no end tag."""
         return sum(end is None for per in self.reduces.values() for _, end in per)
@@ -62,7 +66,7 @@ def training_trace(ctx: ExportContext) -> TrainingTrace:
     seen = 0
     for key in sorted(out.reduces, key=lambda k: (k[0], out.reduces[k][0][0])):
         out.reduces_before[key] = seen
-        seen += sum(end is not None for _, end in out.reduces[key])
+        seen += len(out.ended(key))
     return out
 
 

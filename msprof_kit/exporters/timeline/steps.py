@@ -39,14 +39,20 @@ def iteration_events(facts: Facts, pid: int, its: Sequence[Iteration], device: i
                       f'"Iteration Time(us)":{dur!r}}}}}')
         if fp is not None and bp is not None:
             events += _training_events(facts, head, index, fp, bp, end, trace.data_aug.get(key), f"{pid}_{tid}")
-        for k, (r_start, r_end) in enumerate(r for r in trace.reduces.get(key, []) if r[1] is not None):
-            assert r_end is not None
-            number = k if facts.python_rules else trace.reduces_before.get(key, 0) + k
-            rs, re_ = ((facts.us_text(r_start), facts.us_text(r_end)) if facts.python_rules
-                       else (str(r_start - facts.origin), str(r_end - facts.origin)))
-            events.append(f'{{"name":"Reduce_{index}_{number}",{head},"ts":"{facts.us_text(r_start)}",'
-                          f'"dur":{max(r_end - r_start, 0) / 1000.0!r},"ph":"X","cat":"Reduce","args":{{'
-                          f'"Iteration ID":{index},"Reduce Start {number}":"{rs}","Reduce End {number}":"{re_}"}}}}')
+        first = 0 if facts.python_rules else trace.reduces_before.get(key, 0)
+        events += _reduce_events(facts, head, index, trace.ended(key), first)
+    return events
+
+
+def _reduce_events(facts: Facts, head: str, index: int, reduces: List[Tuple[int, int]], first: int) -> List[str]:
+    """`Reduce_<index>_<k>` X events, k from `first`; the args in ns (C++) or µs (Python)."""
+    events = []
+    for k, (start, end) in enumerate(reduces, start=first):
+        ns = not facts.python_rules
+        text = (str(start - facts.origin), str(end - facts.origin)) if ns else (facts.us_text(start), facts.us_text(end))
+        events.append(f'{{"name":"Reduce_{index}_{k}",{head},"ts":"{facts.us_text(start)}",'
+                      f'"dur":{max(end - start, 0) / 1000.0!r},"ph":"X","cat":"Reduce","args":{{'
+                      f'"Iteration ID":{index},"Reduce Start {k}":"{text[0]}","Reduce End {k}":"{text[1]}"}}}}')
     return events
 
 
