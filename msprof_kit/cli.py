@@ -257,6 +257,7 @@ def _report(diag: Diagnostics, quiet: bool = False) -> None:
 
 
 def cmd_import(args: argparse.Namespace, diag: Diagnostics) -> int:
+    """`msprof-kit import`: build the store of each collection under -dir."""
     done = importer.import_path(args.dir, diag, args.jobs)
     _report(diag, args.quiet)
     for item in done if not args.quiet else ():
@@ -265,6 +266,7 @@ def cmd_import(args: argparse.Namespace, diag: Diagnostics) -> int:
 
 
 def cmd_export_db(args: argparse.Namespace, diag: Diagnostics) -> int:
+    """`msprof-kit export db`: write msprof_{ts}.db from each collection's store."""
     done = importer.export_db(args.dir, diag, args.jobs)
     _report(diag, args.quiet)
     for path, written in done if not args.quiet else ():
@@ -291,6 +293,8 @@ def run_export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] 
 
 
 def cmd_export(args: argparse.Namespace, diag: Diagnostics) -> int:
+    """`msprof-kit export summary|timeline`: write the exports from each collection's store (importing first
+    when needed)."""
     written = run_export(args.dir, args.what, diag, model_id=args.model_id, iteration_id=args.iteration_id,
                          iteration_count=args.iteration_count, fmt=getattr(args, "format", "csv"), clear=args.clear,
                          reports=getattr(args, "reports", None), jobs=args.jobs,
@@ -302,6 +306,7 @@ def cmd_export(args: argparse.Namespace, diag: Diagnostics) -> int:
 
 
 def cmd_query(args: argparse.Namespace, diag: Diagnostics) -> int:
+    """`msprof-kit query`: one row per device of each collection (models, iterations)."""
     rows = importer.query_rows(args.dir, diag, args.jobs)
     _report(diag, args.quiet)
     sys.stdout.write(importer.format_query(rows))
@@ -318,6 +323,7 @@ def _given_or_newest(path: Optional[str], doing: str, quiet: bool = False) -> st
 
 
 def cmd_show(args: argparse.Namespace, diag: Diagnostics) -> int:
+    """`msprof-kit show`: print a table of the collection's ops, tasks, APIs or frequency."""
     path = _given_or_newest(args.dir, "Showing", args.quiet)
     text = show.render(path, diag, reports=args.report, top=args.top, sort=args.sort, fmt=args.format,
                        ensure=importer.imported_paths)
@@ -376,6 +382,7 @@ def import_and_export(paths: List[str], diag: Diagnostics) -> List[str]:
 
 
 def cmd_plot(args: argparse.Namespace, diag: Diagnostics) -> int:
+    """`msprof-kit plot`: draw the charts of a collection as PNG files."""
     from . import plot
     path = _given_or_newest(args.dir, "Plotting", args.quiet)
     lines = plot.plot(path, args.out, top=args.top, iteration=args.iteration, diag=diag, start=args.start,
@@ -386,6 +393,7 @@ def cmd_plot(args: argparse.Namespace, diag: Diagnostics) -> int:
 
 
 def cmd_compare(args: argparse.Namespace, diag: Diagnostics) -> int:
+    """`msprof-kit compare`: compare two runs op type by op type."""
     from . import compare
     if len(args.dirs) != 2:
         raise BadOption("compare needs -dir twice: -dir A -dir B")
@@ -442,6 +450,8 @@ def _stores_in(folder: Optional[str]) -> Iterator[None]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """The command line's entry point: parse, run the command, and turn every error into one line and an exit
+    code."""
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):

@@ -20,6 +20,7 @@ from .progress import Progress, label
 
 @dataclass
 class Imported:
+    """One imported collection: the collection, its store's path and the warnings of its import."""
     collection: Collection
     store: str
     warnings: List[str]

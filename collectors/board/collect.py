@@ -118,6 +118,8 @@ def _collect(session: Session, runner: Runner) -> List[str]:
     return local
 
 def mount(session: Session, runner: Runner, prof_dir: str) -> None:
+    """Mount the NFS export on the local profiling folder (`mount_command`); the session records that it is
+    mounted so clean-up unmounts it."""
     assert session.plan.nfs is not None
     spec = f"{session.plan.nfs[0]}:{session.plan.nfs[1]}"
     argv = mount_command(spec, prof_dir)
@@ -130,6 +132,8 @@ def mount(session: Session, runner: Runner, prof_dir: str) -> None:
                       "the JOB data is copied back over SFTP instead")
 
 def run_main(session: Session, main_remote: str, main_dir: str) -> None:
+    """Run the user's program on the board within the plan's timeout, naming its last output line when it fails
+    or times out."""
     LOG.info("running %s on the board (timeout %g s)", main_remote, session.plan.timeout)
     result = session.run([main_remote], session.plan.timeout, cwd=main_dir)
     last = _last_line(result.err) or _last_line(result.out)

@@ -130,6 +130,7 @@ class Plan:
     timeout: float
 
 def check_path(path: str, what: str) -> None:
+    """Refuse a board path holding characters the profiler does not accept (UnsafePath names them)."""
     if not SAFE_PATH.match(path):
         bad = sorted({c for c in path if not SAFE_PATH.match(c)})
         shown = " ".join(repr(c) for c in bad)
@@ -147,6 +148,8 @@ def check_output_path(path: str) -> None:
 def make_plan(main: str, config: str, output: str, interval: Union[int, str], acl_api: str, aacpu: str, switch: str,
               aac_metrics: str, nfs: Optional[str], timeout: float, project: Optional[str], acl_json: str,
           known_hosts: Optional[str], diag: Diagnostics) -> Plan:
+    """Check every board.ini and command-line value (acl.json fields, timeout, paths, NFS spec, known hosts) and
+    return the Plan, before any connection is made."""
     fields: Dict[str, Any] = {"switch": switch, "acl_api": acl_api, "aacpu": aacpu, "aac_metrics": aac_metrics,
                               "interval": interval}
     soc_profiler_config(**fields)  # the acl.json values, checked before anything else happens

@@ -70,6 +70,7 @@ def _host_key_policy(paramiko: Any, known_hosts: str, accept_new: bool, diag: Di
 
 @dataclass
 class Result:
+    """What a board command ended with: its exit status and its standard output and error."""
     status: Optional[int]   #: exit status; -1 when ended by a signal; None when it timed out
     out: str
     err: str
@@ -289,6 +290,7 @@ class Session:
         return True
 
 def one_line(text: str, secret: Optional[str]) -> str:
+    """`text` on one line with the password (`secret`) masked, for a message."""
     if secret:
         text = text.replace(secret, REDACTED)
     return " ".join(text.split())

@@ -51,6 +51,8 @@ def upload(session: Session, local_root: str, remote_root: str) -> None:
     LOG.info("uploaded %d files (%d bytes) to %s", count, size, remote_root)
 
 def write_acl_json(session: Session, path: str, prof_dir: str) -> None:
+    """Write the acl.json for this run to `path` on the board (creating its missing folders inside the run
+    folder), its output set to `prof_dir`."""
     assert session.sftp is not None
     text = dumps_acl_json(soc_profiler_config(output=prof_dir, **session.plan.acl_fields))
     parent = posixpath.dirname(path)

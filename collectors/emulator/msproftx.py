@@ -19,6 +19,7 @@ def _tx_collection(s: State) -> Optional[Collection]:
 
 
 def create_stamp(s: State) -> int:
+    """acl.prof.create_stamp: a new stamp handle, or 0 when no running collection records msproftx."""
     if _tx_collection(s) is None:
         return 0
     s.next_handle += 1
@@ -28,11 +29,13 @@ def create_stamp(s: State) -> int:
 
 
 def destroy_stamp(s: State, stamp: Any) -> None:
+    """acl.prof.destroy_stamp: forget a stamp handle."""
     s.stamps.pop(stamp, None)
     return None
 
 
 def set_message(s: State, stamp: Any, msg: Any, msg_len: Any) -> int:
+    """acl.prof.set_stamp_trace_message: give a stamp its message (checked as the runtime checks it)."""
     if _tx_collection(s) is None:
         return PROFILING_FAILED
     if stamp not in s.stamps or not isinstance(msg, str) or not isinstance(msg_len, int):
@@ -59,10 +62,12 @@ def _tx_event(s: State, kind: str, stamp: Optional[int], **extra: Any) -> int:
 
 
 def mark(s: State, stamp: Any) -> int:
+    """acl.prof.mark: record an instant marker from the stamp."""
     return _tx_event(s, "mark", stamp)
 
 
 def push(s: State, stamp: Any) -> int:
+    """acl.prof.push: record a push from the stamp and remember it on this thread's stack."""
     ret = _tx_event(s, "push", stamp)
     if ret == ACL_SUCCESS:
         s.pushed.setdefault(threading.get_ident(), []).append(stamp)
@@ -70,6 +75,7 @@ def push(s: State, stamp: Any) -> int:
 
 
 def pop(s: State) -> int:
+    """acl.prof.pop: record a pop of this thread's latest push."""
     stack = s.pushed.get(threading.get_ident())
     if _tx_collection(s) is None or not stack:
         return PROFILING_FAILED
@@ -83,6 +89,7 @@ def pop(s: State) -> int:
 
 
 def range_start(s: State, stamp: Any) -> Tuple[int, int]:
+    """acl.prof.range_start: record the start of a range; returns the status and the range id."""
     range_id = s.next_range
     ret = _tx_event(s, "range_start", stamp, range_id=range_id)
     if ret != ACL_SUCCESS:
@@ -93,6 +100,7 @@ def range_start(s: State, stamp: Any) -> Tuple[int, int]:
 
 
 def range_stop(s: State, range_id: Any) -> int:
+    """acl.prof.range_stop: record the end of a started range."""
     if range_id not in s.ranges:
         return PROFILING_FAILED
     ret = _tx_event(s, "range_stop", None, range_id=range_id)

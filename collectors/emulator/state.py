@@ -32,6 +32,8 @@ Call = Tuple[str, Tuple[Any, ...], Any]
 
 
 def monotonic_raw_ns() -> int:
+    """The host's CLOCK_MONOTONIC_RAW in ns (CLOCK_MONOTONIC where it is missing), the clock CANN stamps host
+    records with."""
     clock = getattr(time, "CLOCK_MONOTONIC_RAW", time.CLOCK_MONOTONIC)
     return time.clock_gettime_ns(clock)
 

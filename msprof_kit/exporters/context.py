@@ -63,6 +63,8 @@ class Scope:
 
 @dataclass
 class ExportContext:
+    """An export's view of one store: the open connection, KIT_INFO per device, the scope (whole collection or
+    one iteration), the timestamp of the files it writes and the tables the store has."""
     collection_path: str
     conn: sqlite3.Connection
     info: Dict[str, str]                  # KIT_INFO rows of deviceId -1 (chip, platform_version, ...)

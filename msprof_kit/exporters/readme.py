@@ -36,15 +36,18 @@ DESCRIPTIONS: Dict[str, str] = {
 
 
 def kind_of(name: str) -> str:
+    """The export kind of an output file name (`op_summary` for `op_summary_20231125090304.csv`)."""
     stem, _ = os.path.splitext(name)
     return _KIND.sub("", stem)
 
 
 def readme_path(collection_path: str) -> str:
+    """Where a collection's README.txt of exports goes."""
     return os.path.join(collection_path, OUTPUT_DIR, "README.txt")
 
 
 def write_readme(collection_path: str) -> str:
+    """Write README.txt describing each timeline and summary file the output folder holds; returns its path."""
     folder = os.path.join(collection_path, OUTPUT_DIR)
     names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
     timeline: List[str] = sorted({kind_of(n) for n in names if n.endswith(".json")})

@@ -69,6 +69,8 @@ class Batch:
 
 @dataclass
 class JobData:
+    """What a legacy JOB store gives its exports: the device tasks with their texts, the ACL APIs and the model
+    batches."""
     tasks: Dict[str, np.ndarray]  # TASK columns (int64) plus name/op_type/task_type texts (object)
     apis: pd.DataFrame            # CANN_API at the ACL level: start, end, pid, tid, mode, name
     batches: List[Batch]
@@ -92,6 +94,8 @@ def _model_names(ctx: ExportContext) -> Dict[int, str]:
 
 
 def load_job(ctx: ExportContext) -> JobData:
+    """Read a legacy JOB store's tasks and APIs, grouped into the batches its timeline and summary files are
+    written per."""
     strings = _strings(ctx)
     cols = ("startNs", "endNs", "deviceId", "streamId", "taskId", "modelId", "globalTaskId", "taskType")
     t = ctx.ints("TASK", cols)
@@ -251,6 +255,8 @@ def acl_statistic_columns(data: JobData, b: Batch) -> List[List[str]]:
 
 
 def write_summary(ctx: ExportContext, fmt: str = "csv") -> None:
+    """Write the SoC summary files of a legacy JOB collection, one set per batch (CSV, or JSON rows with fmt
+    'json')."""
     data = load_job(ctx)
     if not data.batches:
         return
@@ -310,6 +316,7 @@ def acl_events(data: JobData, b: Batch) -> Iterator[Dict[str, object]]:
 
 
 def write_timeline(ctx: ExportContext) -> None:
+    """Write the SoC timeline files of a legacy JOB collection, one per batch and kind."""
     data = load_job(ctx)
     if not data.batches:
         return
@@ -327,4 +334,5 @@ def write_timeline(ctx: ExportContext) -> None:
 
 
 def is_job(ctx: ExportContext) -> bool:
+    """Whether the store was made from a legacy JOB collection."""
     return ctx.info.get("layout") == "job"

@@ -44,6 +44,7 @@ def _db_tables(conn: sqlite3.Connection) -> Dict[str, List[str]]:
 
 
 def is_unified_db(path: str) -> bool:
+    """Whether `path` is a unified msprof_*.db (it opens read-only and has the unified tables)."""
     try:
         conn = open_db(path)
     except MsprofKitError:
@@ -148,6 +149,7 @@ def _db_ops(conn: sqlite3.Connection, schema: Dict[str, List[str]],
 
 
 def api_levels(conn: sqlite3.Connection, names: Iterable[str]) -> Dict[int, str]:
+    """API level codes to names: the reference's defaults, updated from the DB's ENUM_API_TYPE when it has one."""
     levels = dict(API_LEVELS)
     if "ENUM_API_TYPE" in names:
         levels.update({int(i): str(n) for i, n in conn.execute("SELECT id, name FROM ENUM_API_TYPE").fetchall()})

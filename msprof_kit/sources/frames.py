@@ -206,6 +206,7 @@ def normalize(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
 
 
 def freq_frame(device: Sequence[object], ts_us: Sequence[float], mhz: Sequence[float], source: str) -> pd.DataFrame:
+    """AI Core frequency points as a frame sorted by device and time, duplicates dropped."""
     frame = pd.DataFrame({DEVICE: [str(d) for d in device], FREQ_TIME: np.asarray(ts_us, dtype=np.float64),
                           FREQ_MHZ: np.asarray(mhz, dtype=np.float64), FREQ_SOURCE: source})
     frame = frame.drop_duplicates()
@@ -222,6 +223,7 @@ def lookup_strings(ids: np.ndarray, strings: Dict[int, str]) -> np.ndarray:
 
 def task_frame(device: np.ndarray, stream: np.ndarray, task_type: np.ndarray, name: np.ndarray,
                op_type: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> pd.DataFrame:
+    """Device tasks as the normalised task frame (times in us), sorted by start."""
     start = np.asarray(start_ns, dtype=np.int64)
     frame = pd.DataFrame({
         DEVICE: pd.Series(device).astype(str).to_numpy(), STREAM: np.asarray(stream, dtype=np.float64),
@@ -232,6 +234,7 @@ def task_frame(device: np.ndarray, stream: np.ndarray, task_type: np.ndarray, na
 
 def api_frame(thread: np.ndarray, level: np.ndarray, name: np.ndarray, start_ns: np.ndarray,
               end_ns: np.ndarray) -> pd.DataFrame:
+    """Host APIs as the normalised API frame (times in us), sorted by start."""
     start = np.asarray(start_ns, dtype=np.int64)
     frame = pd.DataFrame({
         DEVICE: "host", THREAD: np.asarray(thread, dtype=np.float64), LEVEL: level, API_NAME: name,
@@ -256,6 +259,7 @@ def iteration_frame(device: "npt.ArrayLike", model: "npt.ArrayLike", index: "npt
 
 
 def to_float(value: object) -> float:
+    """A cell's number, or NaN when it holds none (N/A, empty)."""
     try:
         return float(str(value).strip())
     except (TypeError, ValueError):
@@ -263,10 +267,12 @@ def to_float(value: object) -> float:
 
 
 def device_in_path(path: str) -> str:
+    """The device id a `device_N` folder in `path` names, or N/A."""
     m = re.search(r"(?:^|[\\/])device_(\d+)(?:[\\/]|$)", path)
     return m.group(1) if m else NA
 
 
 def device_of_label(label: str, fallback: str) -> str:
+    """The device id of a timeline process label such as `NPU 0`, or `fallback`."""
     m = re.fullmatch(r"NPU\s*(\d+)", label.strip())
     return m.group(1) if m else fallback
