@@ -45,15 +45,21 @@ def ticks_to_ns(arr: np.ndarray) -> np.ndarray:
     return out
 
 
-def apis(n: int, level: int, type_: Union[int, np.ndarray], tid: int, begin_ns: np.ndarray,
-         end_ns: Optional[np.ndarray], item_id: Union[int, np.ndarray] = 0,
-         reserve: Union[int, np.ndarray] = 0) -> Tuple[np.ndarray, np.ndarray]:
-    """API records (or events when `end_ns` is None) and their file-order keys (host ticks)."""
-    a = np.zeros(n, dtype=records.API_EVENT.dtype)
+def _host_header(record: records.Record, n: int, level: int, type_: Union[int, np.ndarray], tid: int) -> np.ndarray:
+    """`n` host records of kind `record`, zeros but for the header every host record begins with."""
+    a = np.zeros(n, dtype=record.dtype)
     a["magic"] = records.HOST_MAGIC
     a["level"] = level
     a["type"] = type_
     a["thread_id"] = tid
+    return a
+
+
+def apis(n: int, level: int, type_: Union[int, np.ndarray], tid: int, begin_ns: np.ndarray,
+         end_ns: Optional[np.ndarray], item_id: Union[int, np.ndarray] = 0,
+         reserve: Union[int, np.ndarray] = 0) -> Tuple[np.ndarray, np.ndarray]:
+    """API records (or events when `end_ns` is None) and their file-order keys (host ticks)."""
+    a = _host_header(records.API_EVENT, n, level, type_, tid)
     a["reserve"] = reserve
     a["begin"] = host_ticks(begin_ns)
     a["end"] = records.EVENT_FLAG if end_ns is None else host_ticks(end_ns)
@@ -64,11 +70,7 @@ def apis(n: int, level: int, type_: Union[int, np.ndarray], tid: int, begin_ns: 
 def compact(record: records.Record, n: int, level: int, type_: int, tid: int, data_len: int,
             ts_ns: np.ndarray) -> np.ndarray:
     """Compact/additional records with their common header filled."""
-    a = np.zeros(n, dtype=record.dtype)
-    a["magic"] = records.HOST_MAGIC
-    a["level"] = level
-    a["type"] = type_
-    a["thread_id"] = tid
+    a = _host_header(record, n, level, type_, tid)
     a["data_len"] = data_len
     a["timestamp"] = host_ticks(ts_ns)
     return a
