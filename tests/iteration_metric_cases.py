@@ -56,7 +56,7 @@ def command(name: str) -> str:
 def generate(name: str, out_dir: str) -> str:
     """Write the case's raw collection below out_dir; returns its PROF directory."""
     os.makedirs(out_dir, exist_ok=True)
-    return synth.write_collection(out_dir, **keywords(name))  # type: ignore[arg-type]  # keywords held as Dict[str, object]
+    return synth.write_collection(out_dir, **keywords(name))  # type: ignore[arg-type]  # Dict[str, object] keywords
 
 
 #: A case whose PMU records leave the path where both rule sets agree (metrics.branch_rows): in

@@ -99,7 +99,7 @@ def generate(case: Case, out_dir: str) -> str:
         return res.stdout.strip().splitlines()[-1]
     sys.path.insert(0, HERE)
     import synth  # noqa: E402  (tests/ is not a package)
-    return synth.write_collection(out_dir, **case.synth)  # type: ignore[arg-type]  # keywords held as Dict[str, object]
+    return synth.write_collection(out_dir, **case.synth)  # type: ignore[arg-type]  # Dict[str, object] keywords
 
 
 def stored(name: str, flavour: str) -> str:
