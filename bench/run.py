@@ -4,7 +4,7 @@ optionally the reference msprof analysis on the same data.
     python bench/run.py [--tasks 100000,1000000,10000000] [--ref PATH] [--ref-python PY]
                         [--work DIR] [--impl c|python] [--pss]
 
-Each size is a synthetic 910B collection (tests/synth.py: two devices, the tasks split evenly
+Each size is a synthetic 910B collection (tests/synth: two devices, the tasks split evenly
 between them, AI Core PMU on, tensor info on, 10 % of the operators inside model executions),
 built once under --work (default bench/out) and reused. Each step runs in a fresh process on a
 collection cleared of every earlier output; the table gives wall seconds, CPU seconds (the
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.normpath(os.path.join(HERE, "..", "tests"))  # synth.py, the collection writer
+TESTS = os.path.normpath(os.path.join(HERE, "..", "tests"))  # synth/, the collection writer
 
 DEVICES = 2
 STEPS = ("import", "export timeline", "export summary")

@@ -12,6 +12,9 @@ import pytest
 
 from msprof_kit import cli
 
+# the fixtures of the board-collector tests (a local sshd, a throwaway user, the board program)
+pytest_plugins = ["board_server"]
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "shared"))
 GOLDEN = os.path.join(SHARED, "golden")

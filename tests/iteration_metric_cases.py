@@ -1,6 +1,6 @@
 """The iteration-export metric-group cases: one small 910B collection per PMU metric group, with a
 model whose iterations hold AI_CORE, AI_VECTOR_CORE, MIX_AIC and MIX_AIV ops and step-trace tags,
-written by tests/synth.py; and the reference's C++-install export of its model 1, iteration 2,
+written by tests/synth; and the reference's C++-install export of its model 1, iteration 2,
 stored under tests/reference/iter_metrics_<group>/cpp_model1_iter2/.
 
 Such an export runs the reference's Python path even on a C++ install, so its PMU columns follow
@@ -56,7 +56,7 @@ def command(name: str) -> str:
 def generate(name: str, out_dir: str) -> str:
     """Write the case's raw collection below out_dir; returns its PROF directory."""
     os.makedirs(out_dir, exist_ok=True)
-    return synth.write_collection(out_dir, **keywords(name))  # type: ignore[arg-type]
+    return synth.write_collection(out_dir, **keywords(name))  # type: ignore[arg-type]  # Dict[str, object] keywords
 
 
 #: A case whose PMU records leave the path where both rule sets agree (metrics.branch_rows): in

@@ -1,5 +1,5 @@
 """The PMU metric-group cases (issue 23 item 1): one small synthetic collection per group, written
-by ../shared/tools/mkprof.py (the groups its PMU_EVENTS knows) or by tests/synth.py (the others),
+by ../shared/tools/mkprof.py (the groups its PMU_EVENTS knows) or by tests/synth (the others),
 and the reference's exports of each, stored under tests/reference/<case>/{cpp,python}/.
 
 `generate` writes a case's input; tests/reference/refresh_metric_refs.py ran the reference on it
@@ -26,7 +26,7 @@ CUSTOM = "Custom:0x8,0x15,0x31,0x49,0x64,0x1b,0x54,0x55"
 @dataclass(frozen=True)
 class Case:
     """chip "910B" (compared with the C++ flavour) or "310P" (the Python flavour); `mkprof`: the
-    mkprof.py arguments after OUT_PARENT, else `synth`: tests/synth.py write_collection keywords."""
+    mkprof.py arguments after OUT_PARENT, else `synth`: tests/synth write_collection keywords."""
 
     chip: str
     group: str
@@ -42,7 +42,7 @@ class Case:
         if self.mkprof:
             return "python3 ../shared/tools/mkprof.py OUT " + " ".join(self.mkprof)
         args = ", ".join(f"{k}={v!r}" for k, v in self.synth.items())
-        return f"tests/synth.py: write_collection(OUT, {args})"
+        return f"tests/synth: write_collection(OUT, {args})"
 
 
 def _mk(chip: str, group: str) -> Case:
@@ -99,7 +99,7 @@ def generate(case: Case, out_dir: str) -> str:
         return res.stdout.strip().splitlines()[-1]
     sys.path.insert(0, HERE)
     import synth  # noqa: E402  (tests/ is not a package)
-    return synth.write_collection(out_dir, **case.synth)  # type: ignore[arg-type]
+    return synth.write_collection(out_dir, **case.synth)  # type: ignore[arg-type]  # Dict[str, object] keywords
 
 
 def stored(name: str, flavour: str) -> str:

@@ -45,15 +45,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-try:  # installed package layout
-    from msprof_kit.parsers import job as J  # type: ignore[import-not-found]
-except ImportError:  # source tree: tests/ next to parsers/
-    _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if _ROOT not in sys.path:
-        sys.path.insert(0, _ROOT)
-    from parsers import job as J  # type: ignore[no-redef]
-
-from synth import double_hash  # noqa: E402  (the hash_dic ids: the collector's DoubleHash)
+from msprof_kit.parsers import job
+from synth import double_hash  # the hash_dic ids: the collector's DoubleHash
 
 __all__ = ["write_job", "plan_job", "JobPlan", "T0_TICKS", "ITERATION_TICKS", "OP_PERIOD_TICKS", "PID", "TID"]
 
@@ -224,8 +217,8 @@ def _hwts(plan: JobPlan) -> np.ndarray:
     when = np.concatenate([plan.task_start, plan.task_end, plan.task_start[::8] + 5])
     order = np.lexsort((kind, when))
     kind, who, when = kind[order], who[order], when[order]
-    arr = np.zeros(len(order), dtype=J.LEGACY_HWTS.dtype)
-    arr["tag"] = _compose(J.LEGACY_HWTS, "tag", log_type=kind, cnt=np.arange(len(order)) % 16)
+    arr = np.zeros(len(order), dtype=job.LEGACY_HWTS.dtype)
+    arr["tag"] = _compose(job.LEGACY_HWTS, "tag", log_type=kind, cnt=np.arange(len(order)) % 16)
     arr["task_type"] = plan.op_ge_type[ops[who]]
     arr["task_id"] = low[who]
     arr["syscnt"] = when
@@ -235,7 +228,7 @@ def _hwts(plan: JobPlan) -> np.ndarray:
 
 
 def _mix(arr: np.ndarray, kind_field: str, field: str, texts: Sequence[str], hashed: np.ndarray) -> None:
-    arr[kind_field] = np.where(hashed, J.MIX_HASH, MIX_STRING)
+    arr[kind_field] = np.where(hashed, job.MIX_HASH, MIX_STRING)
     width = arr.dtype.fields[field][0].itemsize
     values = [double_hash(t).to_bytes(8, "little") if h else t.encode("utf-8")[:width] for t, h in zip(texts, hashed)]
     arr[field] = np.array(values, dtype=f"S{width}")
@@ -243,9 +236,9 @@ def _mix(arr: np.ndarray, kind_field: str, field: str, texts: Sequence[str], has
 
 def _task_desc(plan: JobPlan) -> np.ndarray:
     n = len(plan.op_name)
-    arr = np.zeros(n, dtype=J.GE_TASK_DESC.dtype)
-    arr["magic"] = J.MAGIC
-    arr["data_tag"] = J.TAG_TASK_DESC
+    arr = np.zeros(n, dtype=job.GE_TASK_DESC.dtype)
+    arr["magic"] = job.MAGIC
+    arr["data_tag"] = job.TAG_TASK_DESC
     arr["task_type"] = plan.op_ge_type
     _mix(arr, "op_name_kind", "op_name", plan.op_name, plan.hashed)
     _mix(arr, "op_type_kind", "op_type", plan.op_type, np.zeros(n, dtype=bool))
@@ -266,15 +259,15 @@ def _tensor_data(plan: JobPlan) -> np.ndarray:
         parts = [tensors] if len(tensors) <= 2 else [tensors[:-1], tensors[-1:]]
         for part in parts:
             rows.append((k, part))
-    arr = np.zeros(len(rows), dtype=J.GE_TENSOR_DATA.dtype)
-    arr["magic"] = J.MAGIC
-    arr["data_tag"] = J.TAG_TENSOR_DATA
+    arr = np.zeros(len(rows), dtype=job.GE_TENSOR_DATA.dtype)
+    arr["magic"] = job.MAGIC
+    arr["data_tag"] = job.TAG_TENSOR_DATA
     arr["model_id"] = plan.op_model
     for r, (k, part) in enumerate(rows):  # a few hundred records at most
         arr["stream_id"][r] = plan.op_stream[k]
         arr["task_id"][r] = plan.op_full_task[k]
         arr["tensor_num"][r] = len(part)
-        bump = J.MSPROF_OFFSET if k % 2 else 0
+        bump = job.MSPROF_OFFSET if k % 2 else 0
         for s, (io, (dims, dtype, fmt)) in enumerate(part):
             arr[f"t{s}_type"][r] = io
             arr[f"t{s}_format"][r] = VM_FORMAT_CODES[fmt] + bump
@@ -286,21 +279,21 @@ def _tensor_data(plan: JobPlan) -> np.ndarray:
 def _step_info(plan: JobPlan) -> np.ndarray:
     """The FP op records tag 2, the BP op tag 3 (store numbering)."""
     fp, bp = plan.step_tag == 1, plan.step_tag == 2
-    arr = np.zeros(2, dtype=J.GE_STEP_INFO.dtype)
-    arr["magic"] = J.MAGIC
-    arr["data_tag"] = J.TAG_STEP_INFO
+    arr = np.zeros(2, dtype=job.GE_STEP_INFO.dtype)
+    arr["magic"] = job.MAGIC
+    arr["data_tag"] = job.TAG_STEP_INFO
     arr["model_id"] = plan.op_model
     arr["stream_id"] = [plan.step_stream[fp][0], plan.step_stream[bp][0]]
     arr["task_id"] = [plan.step_task[fp][0], plan.step_task[bp][0]]
-    arr["tag"] = [J.STORE_FP_START, J.STORE_BP_END]
+    arr["tag"] = [job.STORE_FP_START, job.STORE_BP_END]
     arr["thread_id"] = TID
     return arr
 
 
 def _acl(plan: JobPlan, sub: str) -> np.ndarray:
     mine = np.flatnonzero(np.array(plan.api_sub, dtype=object) == sub)
-    arr = np.zeros(len(mine), dtype=J.ACL_API.dtype)
-    arr["magic"] = J.MAGIC
+    arr = np.zeros(len(mine), dtype=job.ACL_API.dtype)
+    arr["magic"] = job.MAGIC
     arr["api_type"] = plan.api_type[mine]
     arr["start"] = plan.api_start[mine]
     arr["end"] = plan.api_end[mine]
@@ -311,7 +304,7 @@ def _acl(plan: JobPlan, sub: str) -> np.ndarray:
 
 
 def _training_trace(plan: JobPlan) -> np.ndarray:
-    arr = np.zeros(len(plan.step_tag), dtype=J.TRAINING_TRACE.dtype)
+    arr = np.zeros(len(plan.step_tag), dtype=job.TRAINING_TRACE.dtype)
     arr["tag_id"] = plan.step_tag
     arr["stream_id"] = np.where(plan.step_stream != 0, plan.step_stream + plan.hwts_stream_offset, 0)
     arr["task_id"] = plan.step_task
@@ -325,9 +318,9 @@ def _aicpu(plan: JobPlan) -> np.ndarray:
     ops = plan.task_op[cpu]
     start_ticks = plan.tick_ns(plan.task_start[cpu]) // 10
     end_ticks = plan.tick_ns(plan.task_end[cpu]) // 10
-    arr = np.zeros(len(cpu), dtype=J.AICPU_PREPROCESS.dtype)
-    arr["magic"] = J.MAGIC
-    arr["data_tag"] = J.TAG_AICPU
+    arr = np.zeros(len(cpu), dtype=job.AICPU_PREPROCESS.dtype)
+    arr["magic"] = job.MAGIC
+    arr["data_tag"] = job.TAG_AICPU
     arr["stream_id"] = plan.op_stream[ops]
     arr["task_id"] = plan.op_full_task[ops] & 0xFFFF
     arr["run_start"] = start_ticks // 100
@@ -384,12 +377,12 @@ def write_job(out_dir: str, n_tasks: int = 40, *, device: int = 0, iterations: i
         raise ValueError("framework is 'binary' or 'text'; layout is 'soc' or 'flat'")
     plan = plan_job(n_tasks, device=device, iterations=iterations, hwts_mhz=hwts_mhz, first_task_id=first_task_id,
                     model_id=model_id, seed=seed, task_ids=task_ids, hwts_stream_offset=hwts_stream_offset)
-    job = os.path.join(out_dir, job_name)
-    data = os.path.join(job, "data") if layout == "soc" else job
+    job_dir = os.path.join(out_dir, job_name)
+    data = os.path.join(job_dir, "data") if layout == "soc" else job_dir
     os.makedirs(data, exist_ok=True)
     d = plan.device
     hwts = _hwts(plan).tobytes()
-    cut = (len(hwts) // 2 // J.LEGACY_HWTS.size) * J.LEGACY_HWTS.size + 24  # inside a record
+    cut = (len(hwts) // 2 // job.LEGACY_HWTS.size) * job.LEGACY_HWTS.size + 24  # inside a record
     stem = f"hwts.log.data.45.dev.profiler_default_tag.{d}"
     _write(data, f"{stem}.slice_0", hwts[:cut], done)
     _write(data, f"{stem}.slice_1", hwts[cut:], done)
@@ -416,9 +409,9 @@ def write_job(out_dir: str, n_tasks: int = 40, *, device: int = 0, iterations: i
                   f"2 {plan.op_name[int(plan.task_op[_task_at(plan, bp)])]}"]
         _write(data, f"Framework.host.vm.point.{d}.slice_0", ("\n".join(points) + "\n").encode(), done)
     if layout == "soc":
-        with open(os.path.join(job, f"info.json.{d}"), "w", encoding="utf-8") as f:
+        with open(os.path.join(job_dir, f"info.json.{d}"), "w", encoding="utf-8") as f:
             json.dump(_info_json(plan, platform_version), f)
-    return job
+    return job_dir
 
 
 def _task_at(plan: JobPlan, step_row: int) -> int:

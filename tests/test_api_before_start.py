@@ -1,7 +1,7 @@
 """Host APIs recorded before the collection start: the exports leave out those the reference drops
 (msprof_kit/store/before_start.py; docs/exports.md, "Host APIs before the collection start").
 
-The inputs are written again by tests/synth.py (`early_apis=3`); the reference's outputs for them
+The inputs are written again by tests/synth (`early_apis=3`); the reference's outputs for them
 are stored in tests/reference/api_before_start{,_310p} (MANIFEST.txt there: the generator call,
 the reference commit and the commands). 910B exports follow the reference's C++ flavour, 310P
 exports its Python flavour, and `export db` on either chip the C++ writer's msprof.db."""
@@ -81,7 +81,7 @@ def test_the_inputs_are_the_ones_the_reference_read(tmp_path, chip):
     with open(os.path.join(REFERENCE, CASES[chip], "MANIFEST.txt"), encoding="utf-8") as f:
         stored = re.search(r"input sha256: ([0-9a-f]{64})", f.read())
     assert stored and tree_digest(prof) == stored.group(1), \
-        "tests/synth.py writes another input now: run the reference again (MANIFEST.txt)"
+        "tests/synth writes another input now: run the reference again (MANIFEST.txt)"
 
 
 #: the flavour each chip's exports follow, and what compare_exports says of the whole case: 910B the

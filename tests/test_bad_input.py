@@ -13,7 +13,7 @@ import pytest
 import synth
 from conftest import DEGRADED_CASES, copy_input, needs_shared, run, tree_hashes
 
-from msprof_kit.parsers import records as R
+from msprof_kit.parsers import records
 
 
 def _count(prof: str, table: str) -> int:
@@ -76,7 +76,7 @@ def test_truncated_last_record(prof, capsys):
 
 def test_bad_magic_in_the_middle(prof, capsys):
     path = os.path.join(prof, "device_0", "data", "stars_soc.data.0.slice_0")
-    synth.corrupt_magic(path, record_index=10, record_size=R.STARS_LOG.size)
+    synth.corrupt_magic(path, record_index=10, record_size=records.STARS_LOG.size)
     code, _, err = run(["import", "-dir", prof], capsys)
     assert code == 0
     assert f"{path}: offset 640: stars_log record without magic 0x6BD3; dropped" in err

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import INTACT_CASES, copy_input, needs_shared, run, tree_hashes
 
-from msprof_kit.parsers import records as R
+from msprof_kit.parsers import records
 
 pytestmark = needs_shared
 
@@ -182,11 +182,11 @@ def test_empty_host_frequency_is_ns_without_warning(tmp_path, capsys):
 def test_api_record_ending_before_its_begin_is_dropped_with_a_warning(tmp_path, capsys):
     def damage(prof):
         path = _one(prof, "host/data/unaging.api_event.data.slice_0")
-        arr = np.fromfile(path, dtype=R.API_EVENT.dtype)
-        i = int(np.flatnonzero(arr["end"] != np.uint64(R.EVENT_FLAG))[3])
+        arr = np.fromfile(path, dtype=records.API_EVENT.dtype)
+        i = int(np.flatnonzero(arr["end"] != np.uint64(records.EVENT_FLAG))[3])
         arr["end"][i] = arr["begin"][i] - 1000
         arr.tofile(path)
-        damage.offset = i * R.API_EVENT.size
+        damage.offset = i * records.API_EVENT.size
     good = copy_input("min_910b", str(tmp_path / "good"))
     assert run(["import", "-dir", good], capsys)[0] == 0
     prof, code, err = _import("min_910b", tmp_path / "bad", capsys, damage)
@@ -320,7 +320,7 @@ def test_unusable_device_counts_and_frequencies_warn(tmp_path, capsys, key, valu
 
 def test_a_record_written_twice_in_a_row_is_dropped_with_a_warning(tmp_path, capsys):
     """A whole api_event record repeated right after itself (a duplicated write) is one API."""
-    rec = R.API_EVENT.size
+    rec = records.API_EVENT.size
 
     def damage(prof: str) -> None:
         path = _one(prof, "host/data/*api_event.data.slice_0")
@@ -385,7 +385,7 @@ def test_a_compact_record_with_no_time_is_dropped_with_a_warning(tmp_path, capsy
 
 def test_an_api_record_with_thread_0_is_dropped_with_a_warning(tmp_path, capsys):
     """Thread 0 is the kernel's idle task, never a reporting thread: a zeroed thread id is damage."""
-    rec = R.API_EVENT.size
+    rec = records.API_EVENT.size
 
     def damage(prof: str) -> None:
         path = _one(prof, "host/data/unaging.api_event.data.slice_0")

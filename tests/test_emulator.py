@@ -5,6 +5,12 @@ Two layers of checks:
   the code each profile returns, run as small scenarios;
 * random call sequences (seeded; hypothesis is not installed in this venv) checked call by call
   against `Reference`, a small independent model of the same table, for both profiles.
+Then what the emulator writes (§1.5) and get_acl.
+
+Why one file of ~630 lines: every section drives the same emulator through the same few helpers
+(`fresh`, `acl_json`, the data-type shorthands), and the rules table and the random sequences
+check one table from two sides; splitting it would move those helpers into a module of their own
+to save some 30 lines, and put the two halves of the table's check in different files.
 """
 from __future__ import annotations
 

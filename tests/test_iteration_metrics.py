@@ -3,7 +3,7 @@ group: the export `--model-id 1 --iteration-id 2` of one synthetic collection pe
 reference's C++-install export (which runs its Python path there), per compare_exports.py; the
 whole export of the same collection keeps the C++ rules (tests/test_metric_groups.py).
 
-The inputs are written again by tests/synth.py (tests/iteration_metric_cases.py); the reference's
+The inputs are written again by tests/synth (tests/iteration_metric_cases.py); the reference's
 outputs are stored in tests/reference/iter_metrics_<group>/ (MANIFEST.txt there: the generator call,
 the input's sha256, the reference commit and the commands)."""
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from conftest import COMPARE, needs_shared, run, run_once_with_c
-import iteration_metric_cases as C
+import iteration_metric_cases
 from refcases import tree_digest
 import synth
 
@@ -49,23 +49,23 @@ def header(path: str) -> List[str]:
         return next(csv.reader(f))
 
 
-@pytest.mark.parametrize("name", sorted(C.CASES))
+@pytest.mark.parametrize("name", sorted(iteration_metric_cases.CASES))
 def test_the_input_is_the_one_the_reference_read(name, tmp_path, native_implementation):
     run_once_with_c(native_implementation, "writes the input only")
-    manifest = open(os.path.join(C.REFERENCE, name, "MANIFEST.txt"), encoding="utf-8").read()
+    manifest = open(os.path.join(iteration_metric_cases.REFERENCE, name, "MANIFEST.txt"), encoding="utf-8").read()
     stored = re.search(r"input sha256: ([0-9a-f]{64})", manifest)
-    assert stored and tree_digest(C.generate(name, str(tmp_path))) == stored.group(1), \
-        "tests/synth.py writes another input now: run tests/reference/refresh_iter_metric_refs.py"
+    assert stored and tree_digest(iteration_metric_cases.generate(name, str(tmp_path))) == stored.group(1), \
+        "tests/synth writes another input now: run tests/reference/refresh_iter_metric_refs.py"
 
 
-@pytest.mark.parametrize("name", sorted(C.CASES))
+@pytest.mark.parametrize("name", sorted(iteration_metric_cases.CASES))
 def test_iteration_export_equals_the_reference(name, tmp_path, capsys):
-    prof = C.generate(name, str(tmp_path))
-    export_summary(prof, capsys, *C.ITERATION)
-    res = subprocess.run([sys.executable, COMPARE, prof, C.stored(name), "--kinds", ",".join(C.KINDS)],
-                         capture_output=True, text=True)
+    prof = iteration_metric_cases.generate(name, str(tmp_path))
+    export_summary(prof, capsys, *iteration_metric_cases.ITERATION)
+    res = subprocess.run([sys.executable, COMPARE, prof, iteration_metric_cases.stored(name),
+                          "--kinds", ",".join(iteration_metric_cases.KINDS)], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout
-    assert res.stdout.strip().splitlines()[-1] == f"verdict: equal ({len(C.KINDS)} kinds equal)"
+    assert res.stdout.strip().splitlines()[-1] == f"verdict: equal ({len(iteration_metric_cases.KINDS)} kinds equal)"
 
 
 def test_where_the_rule_sets_branch_apart_both_exports_equal_the_reference(tmp_path, capsys, native_implementation):
@@ -74,20 +74,22 @@ def test_where_the_rule_sets_branch_apart_both_exports_equal_the_reference(tmp_p
     Python path's raw counters and misses per cycle, the whole export the C++ path's zeros. The
     store keeps the Python rules' values of those two tasks only."""
     run_once_with_c(native_implementation, "two exports")
-    manifest = open(os.path.join(C.REFERENCE, C.BRANCHES, "MANIFEST.txt"), encoding="utf-8").read()
-    prof = C.generate_branches(str(tmp_path))
+    reference = os.path.join(iteration_metric_cases.REFERENCE, iteration_metric_cases.BRANCHES)
+    manifest = open(os.path.join(reference, "MANIFEST.txt"), encoding="utf-8").read()
+    prof = iteration_metric_cases.generate_branches(str(tmp_path))
     assert tree_digest(prof) == re.search(r"input sha256: ([0-9a-f]{64})", manifest).group(1)
-    export_summary(prof, capsys, *C.ITERATION)
-    res = subprocess.run([sys.executable, COMPARE, prof, C.stored(C.BRANCHES), "--kinds", ",".join(C.KINDS)],
-                         capture_output=True, text=True)
-    assert res.stdout.strip().splitlines()[-1] == f"verdict: equal ({len(C.KINDS)} kinds equal)", res.stdout
+    export_summary(prof, capsys, *iteration_metric_cases.ITERATION)
+    kinds = iteration_metric_cases.KINDS
+    res = subprocess.run([sys.executable, COMPARE, prof, iteration_metric_cases.stored(iteration_metric_cases.BRANCHES),
+                          "--kinds", ",".join(kinds)], capture_output=True, text=True)
+    assert res.stdout.strip().splitlines()[-1] == f"verdict: equal ({len(kinds)} kinds equal)", res.stdout
     iteration = op_summary(max(glob.glob(os.path.join(prof, "mindstudio_profiler_output", "op_summary_*.csv")),
                                key=os.path.getmtime))
     assert (iteration["16"]["aic_total_cycles"], iteration["16"]["aic_mac_ratio"]) == ("0", "15266.0")
     for path in glob.glob(os.path.join(prof, "mindstudio_profiler_output", "*")):
         os.remove(path)
     export_summary(prof, capsys)
-    res = subprocess.run([sys.executable, COMPARE, prof, os.path.join(C.REFERENCE, C.BRANCHES, "cpp"),
+    res = subprocess.run([sys.executable, COMPARE, prof, os.path.join(reference, "cpp"),
                           "--kinds", "op_summary"], capture_output=True, text=True)
     assert res.stdout.strip().splitlines()[-1] == "verdict: equal (1 kinds equal)", res.stdout
     with contextlib.closing(sqlite3.connect(store.store_path(prof))) as conn:
@@ -107,8 +109,8 @@ def test_where_the_rules_differ_the_iteration_and_the_whole_export_differ(tmp_pa
                                        "aic_l0c_write_bw_cube(GB/s)": 0.25, "aic_l0a_read_bw(GB/s)": 1.0,
                                        "aic_l0b_write_bw(GB/s)": 1.0}}
     for name in ("iter_metrics_Memory", "iter_metrics_MemoryL0", "iter_metrics_MemoryAccess"):
-        prof = C.generate(name, str(tmp_path / name))
-        iteration_path = export_summary(prof, capsys, *C.ITERATION)
+        prof = iteration_metric_cases.generate(name, str(tmp_path / name))
+        iteration_path = export_summary(prof, capsys, *iteration_metric_cases.ITERATION)
         iteration, head = op_summary(iteration_path), header(iteration_path)
         os.remove(iteration_path)  # the whole export may get the same time stamp
         whole_path = export_summary(prof, capsys)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from conftest import COMPARE, needs_shared, run, run_once_with_c
-import metric_cases as M
+import metric_cases
 import synth
 
 from msprof_kit import metrics
@@ -54,14 +54,14 @@ def header(path: str) -> list:
         return next(csv.reader(f))
 
 
-@pytest.mark.parametrize("name", sorted(M.CASES))
+@pytest.mark.parametrize("name", sorted(metric_cases.CASES))
 def test_group_equals_the_reference(name, tmp_path, capsys, native_implementation):
     run_once_with_c(native_implementation, "the metrics are numpy; the twins are compared elsewhere")
-    case = M.CASES[name]
-    prof = M.generate(case, str(tmp_path))
+    case = metric_cases.CASES[name]
+    prof = metric_cases.generate(case, str(tmp_path))
     export(prof, capsys)
-    gold = M.stored(name, case.flavour)
-    kinds = M.kinds_of(name, case.flavour)
+    gold = metric_cases.stored(name, case.flavour)
+    kinds = metric_cases.kinds_of(name, case.flavour)
     res = subprocess.run([sys.executable, COMPARE, prof, gold, "--kinds", ",".join(kinds)],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout
@@ -78,10 +78,10 @@ def test_group_equals_the_reference(name, tmp_path, capsys, native_implementatio
         assert len(names) >= 4
 
 
-@pytest.mark.parametrize("name", sorted(n for n, c in M.CASES.items() if c.chip == "910B"))
+@pytest.mark.parametrize("name", sorted(n for n, c in metric_cases.CASES.items() if c.chip == "910B"))
 def test_every_stored_metric_column_is_exercised(name):
     """The inputs make every metric column nonzero somewhere (so order and formula errors show)."""
-    path = os.path.join(M.stored(name, "cpp"), "op_summary.csv")
+    path = os.path.join(metric_cases.stored(name, "cpp"), "op_summary.csv")
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
     head, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
@@ -100,7 +100,7 @@ def test_cpp_column_order_is_the_groups_not_the_events():
     assert cols == ["total_time", "total_cycles", "ub_read_bw", "ub_write_bw", "l1_read_bw", "l1_write_bw",
                     "main_mem_read_bw", "main_mem_write_bw", "l2_read_bw", "l2_write_bw"]
     assert metrics.metric_columns(list(reversed(events)), "Memory", metrics.Rules("cpp")) == cols
-    stored = header(os.path.join(M.stored("metrics_Memory", "cpp"), "op_summary.csv"))
+    stored = header(os.path.join(metric_cases.stored("metrics_Memory", "cpp"), "op_summary.csv"))
     assert [h for h in stored if h.startswith("aiv_") and "bw" in h] == \
         [f"aiv_{c}(GB/s)" for c in cols[2:] if not c.startswith("l1")]
 
@@ -122,7 +122,7 @@ def test_values_are_computed_without_a_loop_over_tasks():
     counters = rng.integers(0, 10 ** 6, (n, 8)).astype(np.uint64)
     blocks = rng.integers(1, 48, n)
     freq = np.full(n, 1.8e9)
-    for group, events in [*synth.GROUP_EVENTS.items(), (M.CUSTOM, M.CUSTOM.split(":", 1)[1])]:
+    for group, events in [*synth.GROUP_EVENTS.items(), (metric_cases.CUSTOM, metric_cases.CUSTOM.split(":", 1)[1])]:
         began = time.perf_counter()
         got = metrics.compute(metrics.parse_events(events), group, cycles, counters, blocks, 24, freq)
         assert time.perf_counter() - began < 3.0, group
@@ -134,13 +134,14 @@ def test_a_group_whose_events_are_missing_keeps_the_tasks(tmp_path, capsys, nati
     with it (no op_summary, no task_time: tests/reference/metrics_unusable/MANIFEST.txt); msprof-kit
     keeps the tasks, leaves the group's columns out and says why (docs/exports.md)."""
     run_once_with_c(native_implementation, "one export")
-    manifest = open(os.path.join(M.REFERENCE, "metrics_unusable", "MANIFEST.txt"), encoding="utf-8").read()
+    manifest = open(os.path.join(metric_cases.REFERENCE, "metrics_unusable", "MANIFEST.txt"), encoding="utf-8").read()
     assert "pmu_association.cpp:236" in manifest and "op_summary" not in manifest.split("cpp:")[1].split("python:")[0]
     def processes(path: str) -> set:
         with open(path, encoding="utf-8") as f:
             return {e["args"]["name"] for e in json.load(f) if e.get("ph") == "M" and e.get("name") == "process_name"}
-    assert "Ascend Hardware" not in processes(os.path.join(M.stored("metrics_unusable", "cpp"), "msprof.json"))
-    prof = M.generate(M.UNUSABLE, str(tmp_path))
+    reference = metric_cases.stored("metrics_unusable", "cpp")
+    assert "Ascend Hardware" not in processes(os.path.join(reference, "msprof.json"))
+    prof = metric_cases.generate(metric_cases.UNUSABLE, str(tmp_path))
     err = export(prof, capsys)
     assert "Ascend Hardware" in processes(glob.glob(os.path.join(prof, "mindstudio_profiler_output", "msprof_*.json"))[0])
     assert "ai_core_metrics: metric group 'Memory' needs events" in err
@@ -148,7 +149,7 @@ def test_a_group_whose_events_are_missing_keeps_the_tasks(tmp_path, capsys, nati
     summary = glob.glob(os.path.join(prof, "mindstudio_profiler_output", "op_summary_*.csv"))[0]
     with open(summary, newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
-    assert len(rows) == 1 + M.N_OPS
+    assert len(rows) == 1 + metric_cases.N_OPS
     assert rows[0][rows[0].index("Context ID") + 1:] == ["aicore_time(us)", "aic_total_cycles", "aiv_time(us)",
                                                           "aiv_total_cycles"]
 
@@ -158,19 +159,19 @@ def test_custom_lists_that_differ_per_core_name_each_cores_columns(tmp_path, cap
     the AI Core's list and prints every PMU cell N/A (tests/reference/metrics_custom_split); msprof-kit
     names each core's columns after its own list and prints the raw counters (docs/exports.md)."""
     run_once_with_c(native_implementation, "one export")
-    theirs = os.path.join(M.stored("metrics_custom_split", "cpp"), "op_summary.csv")
+    theirs = os.path.join(metric_cases.stored("metrics_custom_split", "cpp"), "op_summary.csv")
     with open(theirs, newline="", encoding="utf-8") as f:
         ref = list(csv.reader(f))
     first = ref[0].index("Context ID") + 1
-    assert [h for h in ref[0] if h.startswith("aiv_r")] == [f"aiv_r{e[2:]}" for e in M.CUSTOM[7:].split(",")]
+    assert [h for h in ref[0] if h.startswith("aiv_r")] == [f"aiv_r{e[2:]}" for e in metric_cases.CUSTOM[7:].split(",")]
     assert {c for row in ref[1:] for c in row[first:]} == {"N/A"}
 
-    prof = M.generate(M.CUSTOM_SPLIT, str(tmp_path))
+    prof = metric_cases.generate(metric_cases.CUSTOM_SPLIT, str(tmp_path))
     export(prof, capsys)
     ours = header(glob.glob(os.path.join(prof, "mindstudio_profiler_output", "op_summary_*.csv"))[0])
-    aiv_events = M.CUSTOM_SPLIT.synth["aiv_metrics"].split(":", 1)[1].split(",")  # type: ignore[union-attr]
+    aiv_events = metric_cases.CUSTOM_SPLIT.synth["aiv_metrics"].split(":", 1)[1].split(",")  # type: ignore[union-attr]
     assert [h for h in ours if h.startswith("aiv_r")] == [f"aiv_r{e[2:]}" for e in aiv_events]
-    assert [h for h in ours if h.startswith("aic_r")] == [f"aic_r{e[2:]}" for e in M.CUSTOM[7:].split(",")]
+    assert [h for h in ours if h.startswith("aic_r")] == [f"aic_r{e[2:]}" for e in metric_cases.CUSTOM[7:].split(",")]
     with sqlite3.connect(glob.glob(os.path.join(prof, "msprof_*.db"))[0]) as con:
         raw = con.execute("SELECT COUNT(*) FROM TASK_PMU_INFO p JOIN STRING_IDS s ON s.id = p.name "
                           "WHERE s.value = 'aiv_r43' AND p.value > 0").fetchone()[0]

@@ -1,7 +1,7 @@
 """Issue 23 item 2: the iteration export of a model whose iterations hold MIX_AIC / MIX_AIV ops
 equals the reference's (C++ install, 910B), and so does the whole export of the same collection.
 
-The input is written again by tests/synth.py; the reference's outputs for it are stored in
+The input is written again by tests/synth; the reference's outputs for it are stored in
 tests/reference/mixed_iteration (MANIFEST.txt there: the generator call, the reference commit
 and the commands)."""
 from __future__ import annotations
@@ -57,7 +57,7 @@ def test_the_input_is_the_one_the_reference_read(prof):
     manifest = open(os.path.join(REFERENCE, "MANIFEST.txt"), encoding="utf-8").read()
     stored = re.search(r"input sha256: ([0-9a-f]{64})", manifest)
     assert stored and tree_digest(prof) == stored.group(1), \
-        "tests/synth.py writes another input now: run the reference again (MANIFEST.txt)"
+        "tests/synth writes another input now: run the reference again (MANIFEST.txt)"
 
 
 def test_iteration_export_equals_the_reference(prof, capsys):

@@ -35,7 +35,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-import mutation as M
+import mutation
 from conftest import GOLDEN, needs_shared
 from synth_job import write_job
 from users import RunAs, bound_by_permissions
@@ -97,11 +97,11 @@ class Inputs:
         if name not in self._baselines:
             work = tempfile.mkdtemp(prefix=f"baseline_{name}_", dir=self.folder)
             coll = _copy(self.source(name), work)
-            cmds = M.run_all(coll, TIMEOUT)
+            cmds = mutation.run_all(coll, TIMEOUT)
             for c in cmds:
                 assert c.code == 0 and "Traceback" not in c.stderr, f"undamaged {name}: {c.argv}: {c.stderr}"
             self._baselines[name] = Baseline(
-                M.outputs(coll), _normalise([w for c in cmds for w in M.warnings(c.stderr, coll)], coll))
+                mutation.outputs(coll), _normalise([w for c in cmds for w in mutation.warnings(c.stderr, coll)], coll))
             shutil.rmtree(work)
         return self._baselines[name]
 
@@ -142,7 +142,7 @@ class _Printer:
             return
         tr.write_sep("=", f"mutation summary: seed {SEED}, {len(self.runs)} runs ({self.path})")
         tr.write_line(f"{'kind':<16}" + "".join(f"{o:>10}" for o in OUTCOMES))
-        for kind in M.KINDS:
+        for kind in mutation.KINDS:
             if kind in counts:
                 tr.write_line(f"{kind:<16}" + "".join(f"{counts[kind][o]:>10}" for o in OUTCOMES))
         tr.write_line(f"{'total':<16}" + "".join(f"{sum(c[o] for c in counts.values()):>10}" for o in OUTCOMES))
@@ -157,7 +157,7 @@ class _Printer:
 def run_as() -> Iterator[Optional[RunAs]]:
     """Who runs the CLI for `unreadable`: one whom a mode-000 file stops (tests/users.py)."""
     def runs(who: RunAs) -> Tuple[bool, str]:
-        probe = M.run_cli(["--help"], TIMEOUT, who, cwd="/")
+        probe = mutation.run_cli(["--help"], TIMEOUT, who, cwd="/")
         return probe.code == 0, probe.stderr
 
     with bound_by_permissions("mskm", runs) as who:
@@ -178,7 +178,7 @@ def _last_line(text: str) -> str:
 @needs_shared
 @pytest.mark.parametrize("rep", range(RUNS))
 @pytest.mark.parametrize("source", INPUTS)
-@pytest.mark.parametrize("kind", list(M.KINDS))
+@pytest.mark.parametrize("kind", list(mutation.KINDS))
 def test_damaged_input(kind: str, source: str, rep: int, inputs: Inputs, summary: List[dict],
                        request: pytest.FixtureRequest, tmp_path) -> None:
     who: Optional[RunAs] = request.getfixturevalue("run_as") if kind == "unreadable" else None
@@ -198,20 +198,20 @@ def test_damaged_input(kind: str, source: str, rep: int, inputs: Inputs, summary
             for n in [b] + [os.path.join(b, x) for x in dirs + files]:
                 os.lchown(n, user.uid, user.gid)
     rng = random.Random(f"{SEED}:{kind}:{source}:{rep}")
-    damage = M.Damage(coll, outside, rng, M.classify(coll))
+    damage = mutation.Damage(coll, outside, rng, mutation.classify(coll))
     record = {"kind": kind, "input": source, "rep": rep, "damage": "", "outcome": "n/a", "problems": [],
               "commands": []}
     try:
-        record["damage"] = M.KINDS[kind](damage)
-    except M.NotApplicable as exc:
+        record["damage"] = mutation.KINDS[kind](damage)
+    except mutation.NotApplicable as exc:
         summary.append(record)
         pytest.skip(f"{kind} does not apply to {source}: {exc}")
     coll = damage.new_root or coll
     record["target"] = damage.target
-    names = sorted({os.path.basename(k) for k in M.snapshot(coll)} | {os.path.basename(coll)})
-    before, outside_before = M.snapshot(coll), M.snapshot(outside)
+    names = sorted({os.path.basename(k) for k in mutation.snapshot(coll)} | {os.path.basename(coll)})
+    before, outside_before = mutation.snapshot(coll), mutation.snapshot(outside)
 
-    cmds = M.run_all(coll, TIMEOUT, who, work if user else None)
+    cmds = mutation.run_all(coll, TIMEOUT, who, work if user else None)
 
     problems: List[str] = []
     for c in cmds:
@@ -232,21 +232,22 @@ def test_damaged_input(kind: str, source: str, rep: int, inputs: Inputs, summary
                 problems.append(f"{what}: exit {c.code} with {len(errors)} 'Error: ' lines: {_last_line(c.stderr)}")
             elif not _names_a_file(errors[0], coll, names):
                 problems.append(f"{what}: the error names no file: {errors[0]}")
-    changed = M.tree_diff(before, M.snapshot(coll)) + M.tree_diff(outside_before, M.snapshot(outside))
+    changed = (mutation.tree_diff(before, mutation.snapshot(coll))
+               + mutation.tree_diff(outside_before, mutation.snapshot(outside)))
     if changed:
         problems.append(f"raw tree changed: {'; '.join(changed[:5])}")
     outcome = "FAILED" if problems else "unchanged"
     if not problems and any(c.code for c in cmds):
         outcome = "error"
     elif not problems:
-        got = M.outputs(coll)
+        got = mutation.outputs(coll)
         if got != base.outputs:
             differ = sorted(k for k in set(got) | set(base.outputs) if got.get(k) != base.outputs.get(k))
-            new = sorted(set(_normalise([w for c in cmds for w in M.warnings(c.stderr, coll)], coll)) -
+            new = sorted(set(_normalise([w for c in cmds for w in mutation.warnings(c.stderr, coll)], coll)) -
                          set(base.warnings))
             if new:
                 outcome = "warning"
-                stem = M.SLICE.sub(r"\g<stem>", os.path.basename(damage.target))
+                stem = mutation.SLICE.sub(r"\g<stem>", os.path.basename(damage.target))
                 record["new_warnings"] = new[:5]
                 record["a_warning_names_the_damaged_file"] = bool(stem) and any(stem in w for w in new)
             else:

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import GOLDEN, copy_input, needs_shared, run_once_with_c
 
-from msprof_kit import native_impl as N
+from msprof_kit import native_impl
 from msprof_kit.errors import Diagnostics
 from msprof_kit.cli import run_export
 
@@ -33,13 +33,13 @@ def both(native_implementation):
 
 
 def c_rows(pieces, slots, n, sep):
-    return N._native.format_rows(pieces, slots, n, sep)
+    return native_impl._native.format_rows(pieces, slots, n, sep)
 
 
 def both_rows(pieces, slots, n, sep=b"\n"):
     """The C bytes, after checking that the twin gives the same."""
     c = c_rows(pieces, slots, n, sep)
-    assert N.py_format_rows(pieces, slots, n, sep) == c
+    assert native_impl.py_format_rows(pieces, slots, n, sep) == c
     return c
 
 
@@ -54,7 +54,7 @@ def test_the_extension_is_built():
     the suite skipped, so it fails here (MSPROF_KIT_NO_COMPILER=1 accepts a build without it)."""
     if os.environ.get("MSPROF_KIT_NO_COMPILER") == "1":
         pytest.skip("MSPROF_KIT_NO_COMPILER=1")
-    assert N.available()
+    assert native_impl.available()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -76,8 +76,8 @@ def _edge_floats() -> np.ndarray:
 
 def test_float_is_pythons_repr_on_edge_values():
     x = _edge_floats()
-    assert cells(N.float_slot(x)) == [repr(v) for v in x.tolist()]
-    assert [N._native.float_repr(v) for v in x[:5000].tolist()] == [repr(v) for v in x[:5000].tolist()]
+    assert cells(native_impl.float_slot(x)) == [repr(v) for v in x.tolist()]
+    assert [native_impl._native.float_repr(v) for v in x[:5000].tolist()] == [repr(v) for v in x[:5000].tolist()]
 
 
 def test_float_is_pythons_repr_on_millions_of_random_values():
@@ -87,7 +87,7 @@ def test_float_is_pythons_repr_on_millions_of_random_values():
              rng.integers(0, 10 ** 15, 500_000) / 1000.0,                              # µs from ns
              rng.integers(0, 2 ** 52, 200_000, dtype=np.uint64).view(np.float64)]       # subnormals
     x = np.concatenate(parts)
-    out = N._native.format_rows([b"", b""], [N.float_slot(x)], len(x), b"\n").decode().split("\n")
+    out = native_impl._native.format_rows([b"", b""], [native_impl.float_slot(x)], len(x), b"\n").decode().split("\n")
     expected = list(map(repr, x.tolist()))
     wrong = [(e, o) for e, o in zip(expected, out) if e != o]
     assert not wrong, wrong[:10]
@@ -117,21 +117,21 @@ def _decimal(k: int, d: int, trim: bool) -> str:
 
 def test_int_is_str():
     k = _ints()
-    assert cells(N.int_slot(k)) == [str(v) for v in k.tolist()]
+    assert cells(native_impl.int_slot(k)) == [str(v) for v in k.tolist()]
 
 
 @pytest.mark.parametrize("decimals", [1, 2, 3, 6, 9, 18])
 def test_fixed_and_trim_are_exact_decimals(decimals):
     k = _ints()
-    assert cells(N.fixed_slot(k, decimals)) == [_decimal(v, decimals, False) for v in k.tolist()]
-    assert cells(N.trim_slot(k, decimals)) == [_decimal(v, decimals, True) for v in k.tolist()]
+    assert cells(native_impl.fixed_slot(k, decimals)) == [_decimal(v, decimals, False) for v in k.tolist()]
+    assert cells(native_impl.trim_slot(k, decimals)) == [_decimal(v, decimals, True) for v in k.tolist()]
 
 
 def test_trim_of_thousandths_is_the_repr_of_the_microseconds():
     k = np.arange(-5000, 300_000, dtype=np.int64)
-    assert cells(N.trim_slot(k, 3)) == [repr(v / 1000) for v in k.tolist()]
+    assert cells(native_impl.trim_slot(k, 3)) == [repr(v / 1000) for v in k.tolist()]
     exact = [str(decimal.Decimal(v).scaleb(-3).quantize(decimal.Decimal("0.001"))) for v in k[:3000].tolist()]
-    assert cells(N.fixed_slot(k[:3000], 3)) == exact
+    assert cells(native_impl.fixed_slot(k[:3000], 3)) == exact
 
 
 # ------------------------------------------------------------------------------------------------
@@ -140,35 +140,36 @@ def test_trim_of_thousandths_is_the_repr_of_the_microseconds():
 
 def test_text_codes_copy_their_bytes():
     texts = ['"a"', "", "名前", '"x,y"', "tab\there", "\U0001F600", "N/A"]
-    table = N.text_table(texts)
+    table = native_impl.text_table(texts)
     assert table.texts() == texts
     codes = np.array([0, 1, 2, 3, 4, 5, 6, 6, 0], dtype=np.int64)
-    assert cells(N.text_slot(codes, table)) == [texts[c] for c in codes]
-    assert cells(N.text_slot(codes.astype(np.int32), table)) == [texts[c] for c in codes]
+    assert cells(native_impl.text_slot(codes, table)) == [texts[c] for c in codes]
+    assert cells(native_impl.text_slot(codes.astype(np.int32), table)) == [texts[c] for c in codes]
 
 
 def test_overlays_replace_cells_last_one_winning():
-    base = N.int_slot(np.arange(6))
-    slot = N.overlay(N.overlay(base, np.array([1, 1, 0, 0, 0, 0], bool), "0"), np.array([0, 1, 1, 0, 0, 0], bool),
-                     "N/A")
+    base = native_impl.int_slot(np.arange(6))
+    first = native_impl.overlay(base, np.array([1, 1, 0, 0, 0, 0], bool), "0")
+    slot = native_impl.overlay(first, np.array([0, 1, 1, 0, 0, 0], bool), "N/A")
     assert cells(slot) == ["0", "N/A", "N/A", "3", "4", "5"]
-    assert N.overlay(base, np.zeros(6, bool), "x") is base
+    assert native_impl.overlay(base, np.zeros(6, bool), "x") is base
     assert slot.take(slice(1, 3)).alts == (b"0", b"N/A")
 
 
 def test_a_random_template_gives_the_same_bytes():
     rng = np.random.default_rng(11)
     n = 30_000
-    table = N.text_table([f'"op_{i}{"é" * (i % 3)}"' for i in range(500)] + [""])
-    slots = [N.int_slot(rng.integers(INT64_MIN, INT64_MAX, n)),
-             N.fixed_slot(rng.integers(-10 ** 12, 10 ** 18, n), 3),
-             N.trim_slot(rng.integers(-10 ** 7, 10 ** 7, n), 3),
-             N.fixed_slot(rng.integers(0, 10 ** 9, n), 6),
-             N.float_slot(rng.integers(0, 10 ** 9, n) / 1000.0),
-             N.float_slot(rng.standard_normal(n) * 10.0 ** rng.integers(-30, 30, n)),
-             N.overlay(N.text_slot(rng.integers(0, 501, n), table), rng.random(n) < 0.1, "N/A"),
-             N.overlay(N.overlay(N.trim_slot(rng.integers(0, 5000, n), 3), rng.random(n) < 0.3, "0"),
-                       rng.random(n) < 0.3, "N/A")]
+    table = native_impl.text_table([f'"op_{i}{"é" * (i % 3)}"' for i in range(500)] + [""])
+    slots = [native_impl.int_slot(rng.integers(INT64_MIN, INT64_MAX, n)),
+             native_impl.fixed_slot(rng.integers(-10 ** 12, 10 ** 18, n), 3),
+             native_impl.trim_slot(rng.integers(-10 ** 7, 10 ** 7, n), 3),
+             native_impl.fixed_slot(rng.integers(0, 10 ** 9, n), 6),
+             native_impl.float_slot(rng.integers(0, 10 ** 9, n) / 1000.0),
+             native_impl.float_slot(rng.standard_normal(n) * 10.0 ** rng.integers(-30, 30, n)),
+             native_impl.overlay(native_impl.text_slot(rng.integers(0, 501, n), table), rng.random(n) < 0.1, "N/A"),
+             native_impl.overlay(native_impl.overlay(native_impl.trim_slot(rng.integers(0, 5000, n), 3),
+                                                     rng.random(n) < 0.3, "0"),
+                                 rng.random(n) < 0.3, "N/A")]
     pieces = [b'{"a":', b',"b":"', b'","c":', b',', b',', b',"d":', b',"e":', b',', b'}']
     out = both_rows(pieces, slots, n, b",")
     assert out.count(b"},{") == n - 1
@@ -177,33 +178,39 @@ def test_a_random_template_gives_the_same_bytes():
 
 def test_small_and_empty_calls():
     assert both_rows([b"x"], [], 3, b",") == b"x,x,x"
-    assert both_rows([b"a", b"b"], [N.int_slot(np.zeros(0, np.int64))], 0, b",") == b""
-    assert both_rows([b"{", b"}"], [N.int_slot([5])], 1, b",") == b"{5}"
-    many = [N.int_slot(np.arange(4))] * 200  # a wide table: more slots than any template here
+    assert both_rows([b"a", b"b"], [native_impl.int_slot(np.zeros(0, np.int64))], 0, b",") == b""
+    assert both_rows([b"{", b"}"], [native_impl.int_slot([5])], 1, b",") == b"{5}"
+    many = [native_impl.int_slot(np.arange(4))] * 200  # a wide table: more slots than any template here
     assert both_rows([b""] + [b","] * 199 + [b"\n"], many, 4, b"").splitlines()[3] == b",".join([b"3"] * 200)
 
 
 def test_a_text_longer_than_any_number_and_a_huge_table():
     big = "x" * 100_000
-    table = N.text_table(["a", big])
+    table = native_impl.text_table(["a", big])
     codes = np.array([1, 0, 1], dtype=np.int64)
-    assert cells(N.text_slot(codes, table)) == [big, "a", big]
-    wide = N.text_table(str(i) for i in range(200_000))
+    assert cells(native_impl.text_slot(codes, table)) == [big, "a", big]
+    wide = native_impl.text_table(str(i) for i in range(200_000))
     codes = np.arange(199_999, -1, -7, dtype=np.int64)
-    assert cells(N.text_slot(codes, wide)) == [str(c) for c in codes.tolist()]
+    assert cells(native_impl.text_slot(codes, wide)) == [str(c) for c in codes.tolist()]
 
 
 BAD_CALLS = [
-    ("codes out of range", lambda: ([b"", b""], [N.text_slot([0, 2], N.text_table(["a", "b"]))], 2), IndexError),
-    ("negative code", lambda: ([b"", b""], [N.text_slot([-1], N.text_table(["a"]))], 1), IndexError),
-    ("alt past alts", lambda: ([b"", b""], [N.int_slot([1])._replace(alt=np.array([2], np.uint8), alts=(b"x",))], 1),
+    ("codes out of range",
+     lambda: ([b"", b""], [native_impl.text_slot([0, 2], native_impl.text_table(["a", "b"]))], 2), IndexError),
+    ("negative code",
+     lambda: ([b"", b""], [native_impl.text_slot([-1], native_impl.text_table(["a"]))], 1), IndexError),
+    ("alt past alts",
+     lambda: ([b"", b""], [native_impl.int_slot([1])._replace(alt=np.array([2], np.uint8), alts=(b"x",))], 1),
      IndexError),
-    ("short values", lambda: ([b"", b""], [N.int_slot([1, 2])], 3), ValueError),
-    ("pieces count", lambda: ([b""], [N.int_slot([1])], 1), ValueError),
-    ("decimals", lambda: ([b"", b""], [N.Slot(N.FIXED, np.array([1], np.int64), 0)], 1), ValueError),
-    ("unknown kind", lambda: ([b"", b""], [N.Slot(9, np.array([1], np.int64))], 1), ValueError),
-    ("float values in an INT slot", lambda: ([b"", b""], [N.Slot(N.INT, np.array([1.5]))], 1), TypeError),
-    ("int values in a FLOAT slot", lambda: ([b"", b""], [N.Slot(N.FLOAT, np.array([1], np.int64))], 1), TypeError),
+    ("short values", lambda: ([b"", b""], [native_impl.int_slot([1, 2])], 3), ValueError),
+    ("pieces count", lambda: ([b""], [native_impl.int_slot([1])], 1), ValueError),
+    ("decimals",
+     lambda: ([b"", b""], [native_impl.Slot(native_impl.FIXED, np.array([1], np.int64), 0)], 1), ValueError),
+    ("unknown kind", lambda: ([b"", b""], [native_impl.Slot(9, np.array([1], np.int64))], 1), ValueError),
+    ("float values in an INT slot",
+     lambda: ([b"", b""], [native_impl.Slot(native_impl.INT, np.array([1.5]))], 1), TypeError),
+    ("int values in a FLOAT slot",
+     lambda: ([b"", b""], [native_impl.Slot(native_impl.FLOAT, np.array([1], np.int64))], 1), TypeError),
 ]
 
 
@@ -213,7 +220,7 @@ def test_both_refuse_the_same_bad_calls(name, make, error):
     with pytest.raises(error):
         c_rows(pieces, slots, n, b",")
     with pytest.raises(error):
-        N.py_format_rows(pieces, slots, n, b",")
+        native_impl.py_format_rows(pieces, slots, n, b",")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -221,26 +228,26 @@ def test_both_refuse_the_same_bad_calls(name, make, error):
 
 
 def test_use_switches_and_returns_the_previous_choice():
-    previous = N.use("python")
+    previous = native_impl.use("python")
     try:
-        assert N.current() == "python"
-        assert N.use("c") == "python" and N.current() == "c"
+        assert native_impl.current() == "python"
+        assert native_impl.use("c") == "python" and native_impl.current() == "c"
         with pytest.raises(ValueError):
-            N.use("fortran")
+            native_impl.use("fortran")
     finally:
-        N.use(previous)
+        native_impl.use(previous)
 
 
 def test_asking_for_c_without_the_extension_is_a_clear_error():
-    built = N._native
-    N._native = None  # restored before the conftest fixture switches back to "c"
+    built = native_impl._native
+    native_impl._native = None  # restored before the conftest fixture switches back to "c"
     try:
-        assert not N.available()
-        with pytest.raises(N.NativeUnavailable, match="not built"):
-            N.use("c")
-        assert N.current() == "c"  # the refused switch changed nothing
+        assert not native_impl.available()
+        with pytest.raises(native_impl.NativeUnavailable, match="not built"):
+            native_impl.use("c")
+        assert native_impl.current() == "c"  # the refused switch changed nothing
     finally:
-        N._native = built
+        native_impl._native = built
 
 
 # ------------------------------------------------------------------------------------------------
@@ -258,11 +265,11 @@ def _same_exports(src: str, tmp_path, **scope) -> int:
     """Export `src` with each implementation; assert every file in the output folders is equal."""
     outs = []
     for impl in ("c", "python"):
-        previous = N.use(impl)
+        previous = native_impl.use(impl)
         try:
             outs.append(_export_tree(src, str(tmp_path / impl), **dict(scope)))
         finally:
-            N.use(previous)
+            native_impl.use(previous)
     compared = 0
     for base, _, files in os.walk(outs[0]):
         if "mindstudio_profiler_output" not in base:

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import copy_input, needs_shared, run, run_once_with_c
 
-from msprof_kit import native_impl as N
+from msprof_kit import native_impl
 from msprof_kit import schema, store
 from msprof_kit.errors import StoreError
 from msprof_kit.store import pages, writer
@@ -54,15 +54,15 @@ def test_c_and_twin_pack_the_same_bytes(page_size):
     ints, floats = _ints(n), _floats(n)
     kinds, cols = b"inrk", [ints, floats, floats, None]
     for rowids in (1, 7 + np.cumsum(np.random.default_rng(3).integers(1, 1000, n))):
-        c = N._native.table_leaves(kinds, cols, n, page_size, rowids)
-        py = N.py_table_leaves(kinds, cols, n, page_size, rowids)
+        c = native_impl._native.table_leaves(kinds, cols, n, page_size, rowids)
+        py = native_impl.py_table_leaves(kinds, cols, n, page_size, rowids)
         assert c == py
         assert len(c[0]) % page_size == 0 and len(c[0]) // page_size == len(c[1]) // 8 > 1
 
 
 def test_both_packers_refuse_rowids_out_of_order_and_bad_columns():
     ints = _ints(10)
-    for fn in (N._native.table_leaves, N.py_table_leaves):
+    for fn in (native_impl._native.table_leaves, native_impl.py_table_leaves):
         with pytest.raises(ValueError, match="does not follow"):
             fn(b"i", [ints], 10, 4096, np.array([1, 2, 3, 3, 5, 6, 7, 8, 9, 10], dtype=np.int64))
         with pytest.raises(ValueError, match="must hold 10 int64"):
@@ -71,7 +71,7 @@ def test_both_packers_refuse_rowids_out_of_order_and_bad_columns():
             fn(b"x", [ints], 10, 4096, 1)
         with pytest.raises(ValueError, match="page_size"):
             fn(b"i", [ints], 10, 1000, 1)
-    assert N._native.table_leaves(b"i", [ints[:0]], 0, 4096, 1) == (b"", b"")
+    assert native_impl._native.table_leaves(b"i", [ints[:0]], 0, 4096, 1) == (b"", b"")
 
 
 COLS = [("id", "INTEGER PRIMARY KEY"), ("a", "INTEGER"), ("b", "NUMERIC"), ("c", "REAL"), ("d", "INTEGER")]
@@ -86,7 +86,7 @@ def _frame(n: int) -> pd.DataFrame:
 
 
 def _write(path: str, frame: pd.DataFrame, impl: str) -> None:
-    previous = N.use(impl)
+    previous = native_impl.use(impl)
     try:
         with store.TableWriter(path) as out:
             out.create("T", COLS)
@@ -100,7 +100,7 @@ def _write(path: str, frame: pd.DataFrame, impl: str) -> None:
             out.put("TASK", pd.DataFrame({c: np.arange(len(frame), dtype=np.int64) % 97
                                           for c, _ in schema.UNIFIED["TASK"]}))
     finally:
-        N.use(previous)
+        native_impl.use(previous)
 
 
 def _rows(path: str, sql: str) -> list:

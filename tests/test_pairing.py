@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from msprof_kit.ingest import pairing
-from msprof_kit.parsers import device as D
+from msprof_kit.parsers import device
 from msprof_kit.spill import Runs
 
 
@@ -30,7 +30,8 @@ def test_windows_pair_what_one_pass_pairs(seed, window, tmp_path, monkeypatch):
     swap = rng.permutation(len(cols["syscnt"]))[:40]
     cols["syscnt"][swap] = cols["syscnt"][swap[::-1]]
     keys = ("stream_id", "task_id")
-    starts, ends, lost_end, lost_start = D.pair_start_end([cols[k] for k in keys], cols["syscnt"], cols["is_start"])
+    starts, ends, lost_end, lost_start = device.pair_start_end([cols[k] for k in keys], cols["syscnt"],
+                                                               cols["is_start"])
     want = sorted(zip(cols["offset"][starts].tolist(), cols["offset"][ends].tolist()))
 
     monkeypatch.setattr(pairing, "WINDOW_ROWS", window)

@@ -6,18 +6,18 @@ import struct
 import numpy as np
 import pytest
 
-from msprof_kit.parsers import records as R
+from msprof_kit.parsers import records
 
 
 def test_all_specs_little_endian_and_sized():
-    assert all(spec.fmt[0] == "<" for spec in R.REGISTRY.values())
-    for spec in R.REGISTRY.values():
+    assert all(spec.fmt[0] == "<" for spec in records.REGISTRY.values())
+    for spec in records.REGISTRY.values():
         assert struct.calcsize(spec.fmt) == spec.size == spec.dtype.itemsize, spec.name
 
 
-@pytest.mark.parametrize("name", sorted(R.REGISTRY))
+@pytest.mark.parametrize("name", sorted(records.REGISTRY))
 def test_round_trip(name: str):
-    spec = R.REGISTRY[name]
+    spec = records.REGISTRY[name]
     rng = np.random.default_rng(len(name))
     values = {}
     for field in spec.names:
@@ -31,7 +31,7 @@ def test_round_trip(name: str):
         else:
             hi = min(np.iinfo(dt).max, 2 ** 62)
             values[field] = int(rng.integers(0, hi))
-    raw = R.pack(spec, **values)
+    raw = records.pack(spec, **values)
     assert len(raw) == spec.size
     back = np.frombuffer(raw, dtype=spec.dtype)[0]
     for field, value in values.items():
@@ -54,31 +54,31 @@ def test_round_trip(name: str):
 
 
 def test_bit_fields_lsb_first():
-    head = R.pack_bits(R.STARS_LOG, "head", func_type=35, cnt=9, sqe_type=11)
+    head = records.pack_bits(records.STARS_LOG, "head", func_type=35, cnt=9, sqe_type=11)
     assert head == 35 | (9 << 6) | (11 << 10)
     arr = np.array([head], dtype=np.uint16)
-    assert R.bit_field(R.STARS_LOG, "head", "func_type", arr)[0] == 35
-    assert R.bit_field(R.STARS_LOG, "head", "cnt", arr)[0] == 9
-    assert R.bit_field(R.STARS_LOG, "head", "sqe_type", arr)[0] == 11
+    assert records.bit_field(records.STARS_LOG, "head", "func_type", arr)[0] == 35
+    assert records.bit_field(records.STARS_LOG, "head", "cnt", arr)[0] == 9
+    assert records.bit_field(records.STARS_LOG, "head", "sqe_type", arr)[0] == 11
     with pytest.raises(ValueError):
-        R.pack_bits(R.HWTS_LOG, "tag", log_type=8)
+        records.pack_bits(records.HWTS_LOG, "tag", log_type=8)
 
 
 def test_known_offsets_match_the_spec():
-    assert R.TASK_TRACK.offset_of("num_blocks") == 48
-    assert R.TASK_TRACK.offset_of("kernel_name") == 40
-    assert R.FFTS_PMU.offset_of("pmu") == 48 and R.FFTS_PMU.offset_of("end_syscnt") == 120
-    assert R.AIC_PMU.offset_of("stream_id") == 96
-    assert R.TENSOR_INFO.offset_of("t1_type") == 36 + 44
-    assert R.MEMCPY_INFO.offset_of("direction") == 40
-    assert R.LPM_FREQ.offset_of("f1_mhz") == 32
+    assert records.TASK_TRACK.offset_of("num_blocks") == 48
+    assert records.TASK_TRACK.offset_of("kernel_name") == 40
+    assert records.FFTS_PMU.offset_of("pmu") == 48 and records.FFTS_PMU.offset_of("end_syscnt") == 120
+    assert records.AIC_PMU.offset_of("stream_id") == 96
+    assert records.TENSOR_INFO.offset_of("t1_type") == 36 + 44
+    assert records.MEMCPY_INFO.offset_of("direction") == 40
+    assert records.LPM_FREQ.offset_of("f1_mhz") == 32
 
 
 def test_spec_example_task_track_bytes():
     """host_formats.md §2.4 example record decodes to the documented values."""
     text = ("5a5a881322030000 3930000028000000 dc05000000000000 0000030007000000 "
             "0000000000000000 8877665544332211 0800400000000000 0000000000000000")
-    rec = np.frombuffer(bytes.fromhex(text.replace(" ", "")), dtype=R.TASK_TRACK.dtype)[0]
+    rec = np.frombuffer(bytes.fromhex(text.replace(" ", "")), dtype=records.TASK_TRACK.dtype)[0]
     assert (rec["level"], rec["type"], rec["thread_id"], rec["data_len"]) == (5000, 802, 12345, 40)
     assert (rec["timestamp"], rec["stream_id"], rec["task_id"]) == (1500, 3, 7)
     assert (rec["kernel_name"], rec["num_blocks"], rec["args_size"]) == (0x1122334455667788, 8, 64)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from msprof_kit import native_impl as N
+from msprof_kit import native_impl
 from msprof_kit import schema, store
 from msprof_kit.store import CodedTexts
 from msprof_kit.errors import StoreError
@@ -82,7 +82,7 @@ def test_a_table_left_without_its_last_part_fails_and_leaves_no_file(tmp_path):
 
 
 def test_no_other_table_is_written_while_one_of_pages_waits_for_parts(tmp_path):
-    if N.current() != "c":
+    if native_impl.current() != "c":
         pytest.skip("rows go through sqlite with the Python implementation: nothing waits")
     with pytest.raises(StoreError, match="waits for its next part"):
         with store.TableWriter(str(tmp_path / "s.db"), background=True) as out:

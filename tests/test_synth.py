@@ -1,4 +1,4 @@
-"""Checks of the synthetic collection writer (tests/synth.py), decoded with numpy only."""
+"""Checks of the synthetic collection writer (tests/synth), decoded with numpy only."""
 from __future__ import annotations
 
 import glob
@@ -12,9 +12,10 @@ from typing import Dict, List
 import numpy as np
 import pytest
 
+from msprof_kit.parsers import records
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import synth  # noqa: E402
-from synth import records as R  # noqa: E402
 
 GOLDEN = "/work/shared/golden"
 
@@ -29,15 +30,15 @@ def slice_files(data_dir: str, stem: str) -> List[str]:
     return sorted(paths, key=lambda p: int(p.rsplit("_", 1)[1]))
 
 
-def read_stream(data_dir: str, stem: str, record: R.Record) -> np.ndarray:
+def read_stream(data_dir: str, stem: str, record: records.Record) -> np.ndarray:
     """Concatenate the slices of a stream and decode it (empty when absent)."""
     raw = b"".join(open(p, "rb").read() for p in slice_files(data_dir, stem))
     assert len(raw) % record.size == 0, f"{stem}: {len(raw)} bytes is not a multiple of {record.size}"
     return np.frombuffer(raw, dtype=record.dtype)
 
 
-def field(record: R.Record, host: str, part: str, values: np.ndarray) -> np.ndarray:
-    return R.bit_field(record, host, part, values.astype(np.int64))
+def field(record: records.Record, host: str, part: str, values: np.ndarray) -> np.ndarray:
+    return records.bit_field(record, host, part, values.astype(np.int64))
 
 
 def streams_of(prof: str) -> Dict[str, List[str]]:
@@ -52,8 +53,8 @@ def streams_of(prof: str) -> Dict[str, List[str]]:
 
 def host_tracks(prof: str) -> np.ndarray:
     data = os.path.join(prof, "host", "data")
-    parts = [read_stream(data, f"{c}.compact.task_track", R.TASK_TRACK) for c in ("aging", "unaging")]
-    tracks = np.empty(sum(len(p) for p in parts), dtype=R.TASK_TRACK.dtype)
+    parts = [read_stream(data, f"{c}.compact.task_track", records.TASK_TRACK) for c in ("aging", "unaging")]
+    tracks = np.empty(sum(len(p) for p in parts), dtype=records.TASK_TRACK.dtype)
     tracks[:len(parts[0])] = parts[0]
     tracks[len(parts[0]):] = parts[1]
     return tracks
@@ -131,13 +132,13 @@ def test_910b_collection(tmp_path) -> None:
     assert json.load(open(os.path.join(prof, "host", "info.json")))["CPU"][0]["Frequency"] == "100.000000"
 
     data = os.path.join(prof, "device_0", "data")
-    soc = read_stream(data, "stars_soc.data.0", R.STARS_LOG)
-    pmu = read_stream(data, "ffts_profile.data.0", R.FFTS_PMU)
+    soc = read_stream(data, "stars_soc.data.0", records.STARS_LOG)
+    pmu = read_stream(data, "ffts_profile.data.0", records.FFTS_PMU)
     assert len(soc) == 2 * n and len(pmu) == n
-    func = field(R.STARS_LOG, "head", "func_type", soc["head"])
+    func = field(records.STARS_LOG, "head", "func_type", soc["head"])
     assert func.tolist() == [0, 1] * n
-    assert field(R.STARS_LOG, "head", "cnt", soc["head"]).tolist() == [k % 16 for k in range(2 * n)]
-    assert np.all(soc["magic"] == R.DEVICE_MAGIC)
+    assert field(records.STARS_LOG, "head", "cnt", soc["head"]).tolist() == [k % 16 for k in range(2 * n)]
+    assert np.all(soc["magic"] == records.DEVICE_MAGIC)
     assert np.all(np.diff(soc["syscnt"].astype(np.int64)) > 0)
     start, end = soc[0::2], soc[1::2]
     assert np.array_equal(start["stream_raw"], end["stream_raw"]) and np.array_equal(start["task_raw"], end["task_raw"])
@@ -152,12 +153,12 @@ def test_910b_collection(tmp_path) -> None:
     for s in (synth.EAGER_STREAM, synth.MODEL_STREAM):
         ids = tracks["task_id"][tracks["stream_id"] == s]
         assert ids.tolist() == list(range(1, len(ids) + 1))
-    sqe = field(R.STARS_LOG, "head", "sqe_type", start["head"])
+    sqe = field(records.STARS_LOG, "head", "sqe_type", start["head"])
     assert np.array_equal(sqe, np.where(tracks["task_type"] == 66, 2, 0))
     assert set(tracks["task_type"].tolist()) <= {0, 66}
 
     # Context PMU: one per task, same start/end, core type consistent, counters plausible.
-    assert np.all(field(R.FFTS_PMU, "head", "func_type", pmu["head"]) == 40)
+    assert np.all(field(records.FFTS_PMU, "head", "func_type", pmu["head"]) == 40)
     assert np.array_equal(pmu["start_syscnt"], start["syscnt"]) and np.array_equal(pmu["end_syscnt"], end["syscnt"])
     assert np.array_equal(pmu["task_raw"], start["task_raw"])
     assert np.array_equal(pmu["word20"] >> 13, (tracks["task_type"] == 66).astype(np.uint16))
@@ -187,18 +188,18 @@ def test_910b_metric_group_and_mix_ops(tmp_path) -> None:
     tracks = tracks[np.argsort(tracks["timestamp"], kind="stable")]
     mix = np.isin(tracks["task_type"], (synth.KERNEL_MIX_AIC, synth.KERNEL_MIX_AIV))
     assert mix.sum() == 12 and {108, 109} <= set(tracks["task_type"].tolist())
-    assert np.all(field(R.TASK_TRACK, "sched", "ratio", tracks["sched"])[mix] == synth.MIX_RATIO)
+    assert np.all(field(records.TASK_TRACK, "sched", "ratio", tracks["sched"])[mix] == synth.MIX_RATIO)
     data = os.path.join(prof, "host", "data")
-    ctx = [read_stream(data, f"{c}.additional.context_id_info", R.CONTEXT_ID_INFO) for c in ("aging", "unaging")]
+    ctx = [read_stream(data, f"{c}.additional.context_id_info", records.CONTEXT_ID_INFO) for c in ("aging", "unaging")]
     assert sum(len(c) for c in ctx) == mix.sum()
 
     dev = os.path.join(prof, "device_0", "data")
-    soc = read_stream(dev, "stars_soc.data.0", R.STARS_LOG)
-    func = field(R.STARS_LOG, "head", "func_type", soc["head"])
+    soc = read_stream(dev, "stars_soc.data.0", records.STARS_LOG)
+    func = field(records.STARS_LOG, "head", "func_type", soc["head"])
     assert np.array_equal(func[0::2], np.where(mix, 34, 0)) and np.array_equal(func[1::2], np.where(mix, 35, 1))
-    pmu = read_stream(dev, "ffts_profile.data.0", R.FFTS_PMU)
-    kind = field(R.FFTS_PMU, "head", "func_type", pmu["head"])
-    assert field(R.FFTS_PMU, "head", "cnt", pmu["head"]).tolist() == [k % 16 for k in range(len(pmu))]
+    pmu = read_stream(dev, "ffts_profile.data.0", records.FFTS_PMU)
+    kind = field(records.FFTS_PMU, "head", "func_type", pmu["head"])
+    assert field(records.FFTS_PMU, "head", "cnt", pmu["head"]).tolist() == [k % 16 for k in range(len(pmu))]
     assert np.all(np.diff(pmu["end_syscnt"].astype(np.int64)) >= 0)
     context, blocks = pmu[kind == 40], pmu[kind == 41]
     assert len(context) == n
@@ -220,12 +221,12 @@ def test_host_call_shape(tmp_path) -> None:
     n = 80
     prof = synth.write_collection(str(tmp_path), n_tasks=n, model_fraction=0.25, seed=11)
     data = os.path.join(prof, "host", "data")
-    aging = read_stream(data, "aging.api_event.data", R.API_EVENT)
-    unaging = read_stream(data, "unaging.api_event.data", R.API_EVENT)
+    aging = read_stream(data, "aging.api_event.data", records.API_EVENT)
+    unaging = read_stream(data, "unaging.api_event.data", records.API_EVENT)
     for api in (aging, unaging):  # stored in end order (events: their time stamp)
-        key = np.where(api["end"] == R.EVENT_FLAG, api["begin"], api["end"])
+        key = np.where(api["end"] == records.EVENT_FLAG, api["begin"], api["end"])
         assert np.all(np.diff(key.astype(np.int64)) >= 0)
-        assert np.all(api["magic"] == R.HOST_MAGIC) and np.all(api["thread_id"] == synth.FIRST_THREAD_ID)
+        assert np.all(api["magic"] == records.HOST_MAGIC) and np.all(api["thread_id"] == synth.FIRST_THREAD_ID)
 
     def by_begin(a: np.ndarray) -> np.ndarray:
         return a[np.argsort(a["begin"], kind="stable")]
@@ -239,7 +240,7 @@ def test_host_call_shape(tmp_path) -> None:
     events = aging[aging["level"] == 15000]
     assert len(kernel) == n and len(eager_launch) + len(model_launch) == n and len(aclnn) == len(eager_launch)
     assert np.all(unaging["level"] == 10000) and len(model_launch) > 0
-    assert np.all(events["end"] == R.EVENT_FLAG) and np.all(events["item_id"] == synth.MODEL_ID)
+    assert np.all(events["end"] == records.EVENT_FLAG) and np.all(events["item_id"] == synth.MODEL_ID)
     assert len(events) == 2 * len(aclmdl)
     ev_begin, ev_end = events[0::2], events[1::2]
     assert ev_begin["reserve"].tolist() == ev_end["reserve"].tolist() == list(range(1, len(aclmdl) + 1))
@@ -256,8 +257,8 @@ def test_host_call_shape(tmp_path) -> None:
     launches = by_begin(np.concatenate([eager_launch, model_launch]))  # API_EVENT has no padding
     assert np.all((launches["begin"] < kernel["begin"]) & (kernel["end"] < launches["end"]))
     for cls, launch in (("aging", eager_launch), ("unaging", model_launch)):
-        nbi = read_stream(data, f"{cls}.compact.node_basic_info", R.NODE_BASIC_INFO)
-        tensor = read_stream(data, f"{cls}.additional.tensor_info", R.TENSOR_INFO)
+        nbi = read_stream(data, f"{cls}.compact.node_basic_info", records.NODE_BASIC_INFO)
+        tensor = read_stream(data, f"{cls}.additional.tensor_info", records.TENSOR_INFO)
         assert np.array_equal(nbi["timestamp"], launch["begin"] + 100)
         assert np.array_equal(nbi["op_name"], launch["item_id"])
         assert np.array_equal(tensor["timestamp"], nbi["timestamp"])
@@ -279,7 +280,7 @@ def test_host_call_shape(tmp_path) -> None:
     assert all(int(h) in hashes for h in np.concatenate([launches["item_id"], tracks["kernel_name"]]))
     assert all(f"20000_{t}" in types for t in acl["type"].tolist())
     assert types["5000_802"] == "task_track" and types["10000_5"] == "launch" and types["5000_1001"] == "KernelLaunch"
-    gim = read_stream(data, "unaging.additional.graph_id_map", R.GRAPH_ID_MAP)
+    gim = read_stream(data, "unaging.additional.graph_id_map", records.GRAPH_ID_MAP)
     assert len(gim) == 1 and hashes[int(gim["model_name"][0])] == synth.MODEL_NAME and gim["model_id"][0] == 1
 
 
@@ -301,16 +302,16 @@ def test_310p_collection(tmp_path) -> None:
     assert "cntvct: 100000777000\n" in open(os.path.join(prof, "device_0", "dev_start.log.0")).read()
 
     data = os.path.join(prof, "device_0", "data")
-    hwts = read_stream(data, "hwts.data.0", R.HWTS_LOG)
-    aic = read_stream(data, "aicore.data.0", R.AIC_PMU)
+    hwts = read_stream(data, "hwts.data.0", records.HWTS_LOG)
+    aic = read_stream(data, "aicore.data.0", records.AIC_PMU)
     assert len(hwts) == 2 * n and len(aic) == n
-    assert field(R.HWTS_LOG, "tag", "log_type", hwts["tag"]).tolist() == [0, 1] * n
-    assert field(R.HWTS_LOG, "tag", "cnt", hwts["tag"]).tolist() == [k % 16 for k in range(2 * n)]
-    assert np.all(hwts["magic"] == R.DEVICE_MAGIC) and np.all(hwts["task_type"] == 0)
+    assert field(records.HWTS_LOG, "tag", "log_type", hwts["tag"]).tolist() == [0, 1] * n
+    assert field(records.HWTS_LOG, "tag", "cnt", hwts["tag"]).tolist() == [k % 16 for k in range(2 * n)]
+    assert np.all(hwts["magic"] == records.DEVICE_MAGIC) and np.all(hwts["task_type"] == 0)
     assert np.all(np.diff(hwts["syscnt"].astype(np.int64)) > 0)
     ends = hwts[1::2]
     assert np.array_equal(aic["task_id"], ends["task_id"]) and np.array_equal(aic["stream_id"], ends["stream_id"])
-    assert field(R.AIC_PMU, "tag", "cnt", aic["tag"]).tolist() == [k % 16 for k in range(n)]
+    assert field(records.AIC_PMU, "tag", "cnt", aic["tag"]).tolist() == [k % 16 for k in range(n)]
     assert np.all(aic["total_cycle"] > 0) and np.all(aic["pmu"] <= aic["total_cycle"][:, None])
 
     tracks = host_tracks(prof)
@@ -338,15 +339,15 @@ def test_two_devices(tmp_path) -> None:
     for d in (0, 1):
         mine = tracks[tracks["device"] == d]
         assert len(mine) == n and np.all(mine["thread_id"] == synth.FIRST_THREAD_ID + d)
-        soc = read_stream(os.path.join(prof, f"device_{d}", "data"), f"stars_soc.data.{d}", R.STARS_LOG)
+        soc = read_stream(os.path.join(prof, f"device_{d}", "data"), f"stars_soc.data.{d}", records.STARS_LOG)
         assert np.array_equal(soc["task_raw"][0::2], mine["task_id"])
         ns = device_ns(soc["syscnt"], prof, d, 20)
         assert ns.min() > synth.HOST_MONO0_NS and ns.max() < end_mono_ns(prof)
 
 
-RECORD_OF = {"api_event": R.API_EVENT, "node_basic_info": R.NODE_BASIC_INFO, "task_track": R.TASK_TRACK,
-             "tensor_info": R.TENSOR_INFO, "graph_id_map": R.GRAPH_ID_MAP, "stars_soc": R.STARS_LOG,
-             "ffts_profile": R.FFTS_PMU}
+RECORD_OF = {"api_event": records.API_EVENT, "node_basic_info": records.NODE_BASIC_INFO,
+             "task_track": records.TASK_TRACK, "tensor_info": records.TENSOR_INFO,
+             "graph_id_map": records.GRAPH_ID_MAP, "stars_soc": records.STARS_LOG, "ffts_profile": records.FFTS_PMU}
 
 
 def test_slices_cut_inside_records(tmp_path) -> None:
@@ -412,7 +413,7 @@ def test_mix_ops_and_step_trace(tmp_path) -> None:
         ("KERNEL_MIX_AIC", "KERNEL_MIX_AIV", "context_id_info")
 
     # host, in op order: GE type 4 / 5 with mix ratio 2, runtime KERNEL_MIX_AIC / _AIV, one context 0
-    nbi = np.concatenate([read_stream(data, f"{c}.compact.node_basic_info", R.NODE_BASIC_INFO)
+    nbi = np.concatenate([read_stream(data, f"{c}.compact.node_basic_info", records.NODE_BASIC_INFO)
                           for c in ("aging", "unaging")])
     nbi = nbi[np.argsort(nbi["timestamp"], kind="stable")]
     tracks = host_tracks(prof)
@@ -424,23 +425,23 @@ def test_mix_ops_and_step_trace(tmp_path) -> None:
     assert np.array_equal(nbi["block_dim"] >> 16, np.where(mix, 2, 0))
     assert np.all((nbi["block_dim"][mix] & 0xFFFF) >= 4) and np.all((nbi["block_dim"][mix] & 0xFFFF) <= 24)
     assert np.array_equal(tracks["task_type"], np.select([ge == 4, ge == 5, ge == 0], [108, 109, 0], 66))
-    assert np.array_equal(field(R.TASK_TRACK, "sched", "ratio", tracks["sched"]), np.where(mix, 2, 0))
-    cids = np.concatenate([read_stream(data, f"{c}.additional.context_id_info", R.CONTEXT_ID_INFO)
+    assert np.array_equal(field(records.TASK_TRACK, "sched", "ratio", tracks["sched"]), np.where(mix, 2, 0))
+    cids = np.concatenate([read_stream(data, f"{c}.additional.context_id_info", records.CONTEXT_ID_INFO)
                            for c in ("aging", "unaging")])
     assert sorted(cids["op_name"].tolist()) == sorted(nbi["op_name"][mix].tolist())
     assert np.all(cids["ctx_num"] == 1) and np.all(cids["ctx_ids"] == 0) and np.all(cids["data_len"] == 16)
 
     # device: FFTS+ subtask logs for MIX ops, ACSQ logs for the others; every PMU counter nonzero
     dev = os.path.join(prof, "device_0", "data")
-    soc = read_stream(dev, "stars_soc.data.0", R.STARS_LOG)
+    soc = read_stream(dev, "stars_soc.data.0", records.STARS_LOG)
     start, end = soc[0::2], soc[1::2]
     assert np.array_equal(start["word16"], np.select([ge == 4, ge == 5], [6, 7], 0))
     assert np.array_equal(start["word20"] >> 13, np.where(mix, 4, 0))
     assert np.array_equal(start["task_raw"], tracks["task_id"])
-    assert np.all(read_stream(dev, "ffts_profile.data.0", R.FFTS_PMU)["pmu"] > 0)
+    assert np.all(read_stream(dev, "ffts_profile.data.0", records.FFTS_PMU)["pmu"] > 0)
 
     # step trace: MODEL_START / MODEL_END around each execution's tasks, ids taken on stream 3
-    ts = read_stream(dev, "ts_track.data.0", R.TS_TRACK)
+    ts = read_stream(dev, "ts_track.data.0", records.TS_TRACK)
     assert np.all(ts["tag"] == 10) and np.all(ts["p24"] == synth.MODEL_ID) and np.all(ts["p32"] == 3)
     assert ts["p36"].tolist() == [0, 1] * (len(ts) // 2) and len(ts) == 6
     assert ts["p16"].tolist() == [1, 1, 2, 2, 3, 3]
@@ -464,9 +465,9 @@ def test_early_apis(tmp_path) -> None:
     prof = synth.write_collection(str(tmp_path / "a"), n_tasks=20, model_fraction=0.5, seed=5, early_apis=k)
     plain = synth.write_collection(str(tmp_path / "b"), n_tasks=20, model_fraction=0.5, seed=5)
     data = os.path.join(prof, "host", "data")
-    aging = read_stream(data, "aging.api_event.data", R.API_EVENT)
-    unaging = read_stream(data, "unaging.api_event.data", R.API_EVENT)
-    key = np.where(aging["end"] == R.EVENT_FLAG, aging["begin"], aging["end"])
+    aging = read_stream(data, "aging.api_event.data", records.API_EVENT)
+    unaging = read_stream(data, "unaging.api_event.data", records.API_EVENT)
+    key = np.where(aging["end"] == records.EVENT_FLAG, aging["begin"], aging["end"])
     assert np.all(np.diff(key.astype(np.int64)) >= 0)
     kernel = np.sort(aging[(aging["level"] == 5000) & (aging["type"] == 1001)], order="begin")
     first = kernel["begin"][:k].astype(np.int64)
@@ -474,7 +475,7 @@ def test_early_apis(tmp_path) -> None:
     assert np.all(kernel["end"][:k - 1] < t0) and kernel["begin"][k - 1] < t0 <= kernel["end"][k - 1]
     assert np.all(kernel["begin"][k:] > t0)
     load = unaging[(unaging["level"] == 15000) & (unaging["type"] == synth.TYPE_MODEL_LOAD)]
-    assert len(load) == 2 and np.all(load["end"] == R.EVENT_FLAG) and np.all(load["item_id"] == synth.MODEL_ID)
+    assert len(load) == 2 and np.all(load["end"] == records.EVENT_FLAG) and np.all(load["item_id"] == synth.MODEL_ID)
     lo, hi = (int(v) for v in load["begin"])
     slot0 = first[0] - 800  # KernelLaunch begins 8 us into its slot
     assert hi == slot0 - synth.MODEL_LOAD_GAP_NS // 10 and hi - lo == synth.MODEL_LOAD_NS // 10
@@ -514,9 +515,9 @@ def test_task_id_wrap(tmp_path) -> None:
     first_of_batch = kernels[kernels["task_id"] == 1 << 16]
     assert flips["timestamp"][0] < first_of_batch["timestamp"][0]
     data = os.path.join(prof, "device_0", "data")
-    soc = read_stream(data, "stars_soc.data.0", R.STARS_LOG)
+    soc = read_stream(data, "stars_soc.data.0", records.STARS_LOG)
     assert np.array_equal(soc["task_raw"][0::2], (kernels["task_id"] & 0xFFFF).astype(np.uint16))
-    ts = read_stream(data, "ts_track.data.0", R.TS_TRACK)
+    ts = read_stream(data, "ts_track.data.0", records.TS_TRACK)
     assert len(ts) == 1 and ts["tag"][0] == 14
     assert int(ts["p16"][0]) & 0xFFFF == synth.EAGER_STREAM and (int(ts["p16"][0]) >> 16) & 0xFFFF == 1
     batch_start = soc["syscnt"][0::2][65535]
@@ -531,21 +532,21 @@ def test_corrupt_magic_and_truncate(tmp_path) -> None:
     prof = synth.write_collection(str(tmp_path), n_tasks=10, seed=0)
     path = os.path.join(prof, "device_0", "data", "stars_soc.data.0.slice_0")
     size = os.path.getsize(path)
-    assert synth.corrupt_magic(path, 5, R.STARS_LOG.size) == R.DEVICE_MAGIC
-    soc = np.fromfile(path, dtype=R.STARS_LOG.dtype)
-    assert soc["magic"][5] == 0x6BD4 and np.sum(soc["magic"] != R.DEVICE_MAGIC) == 1
+    assert synth.corrupt_magic(path, 5, records.STARS_LOG.size) == records.DEVICE_MAGIC
+    soc = np.fromfile(path, dtype=records.STARS_LOG.dtype)
+    assert soc["magic"][5] == 0x6BD4 and np.sum(soc["magic"] != records.DEVICE_MAGIC) == 1
     api = os.path.join(prof, "host", "data", "aging.api_event.data.slice_0")
-    assert synth.corrupt_magic(api, 3, R.API_EVENT.size, offset_in_record=0, value=0x5A5B) == R.HOST_MAGIC
-    assert np.fromfile(api, dtype=R.API_EVENT.dtype)["magic"][3] == 0x5A5B
+    assert synth.corrupt_magic(api, 3, records.API_EVENT.size, offset_in_record=0, value=0x5A5B) == records.HOST_MAGIC
+    assert np.fromfile(api, dtype=records.API_EVENT.dtype)["magic"][3] == 0x5A5B
     assert synth.truncate(path, 24) == size - 24 == os.path.getsize(path)
     with pytest.raises(ValueError):
-        synth.corrupt_magic(path, 10_000, R.STARS_LOG.size)
+        synth.corrupt_magic(path, 10_000, records.STARS_LOG.size)
     with pytest.raises(ValueError):
         synth.truncate(path, size)
 
 
 # --------------------------------------------------------------------------------------------
-# scale (loose: no timing assertion; `python3 tests/synth.py DIR 1000000` prints the time)
+# scale (loose: no timing assertion; `PYTHONPATH=tests python3 -m synth DIR 1000000` prints the time)
 
 
 def test_100k_tasks(tmp_path) -> None:
@@ -554,8 +555,8 @@ def test_100k_tasks(tmp_path) -> None:
     prof = synth.write_collection(str(tmp_path), n_tasks=n, model_fraction=0.1, seed=7)
     elapsed = time.perf_counter() - began
     data = os.path.join(prof, "device_0", "data")
-    assert os.path.getsize(os.path.join(data, "stars_soc.data.0.slice_0")) == 2 * n * R.STARS_LOG.size
-    assert os.path.getsize(os.path.join(data, "ffts_profile.data.0.slice_0")) == n * R.FFTS_PMU.size
+    assert os.path.getsize(os.path.join(data, "stars_soc.data.0.slice_0")) == 2 * n * records.STARS_LOG.size
+    assert os.path.getsize(os.path.join(data, "ffts_profile.data.0.slice_0")) == n * records.FFTS_PMU.size
     assert len(host_tracks(prof)) == n + 1  # + one FLIP_TASK on the eager stream
     hash_lines = open(os.path.join(prof, "host", "data", "unaging.additional.hash_dic.slice_0"),
                       encoding="utf-8").read().count("\n")

@@ -347,12 +347,28 @@ class EmulatedAcl:
             return ACL_ERROR_INVALID_PARAM  # [INFER]
         return None
 
+    def _mode_refusal(self) -> Optional[int]:
+        """The error of an API-mode prof call (start, stop, finalize) while another mode holds
+        profiling: msprof's command line (CMD) or a model subscription; None when none does."""
+        if self._s.mode == CMD:
+            return ACL_ERROR_PROF_ALREADY_RUN
+        if self._s.mode == SUBSCRIBE:
+            return ACL_ERROR_PROF_API_CONFLICT
+        return None
+
+    def _stop_refusal(self) -> Optional[int]:
+        """What stop and finalize return without doing anything: the mode refusal, or with
+        profiling OFF, NOT_RUN in the STRICT profile and SUCCESS otherwise; None to go on."""
+        refusal = self._mode_refusal()
+        if refusal is None and self._s.mode == OFF:
+            return ACL_ERROR_PROF_NOT_RUN if self.profile == STRICT else ACL_SUCCESS
+        return refusal
+
     def _start(self, handle: Any) -> int:
         s = self._s
-        if s.mode == CMD:
-            return ACL_ERROR_PROF_ALREADY_RUN
-        if s.mode == SUBSCRIBE:
-            return ACL_ERROR_PROF_API_CONFLICT
+        refusal = self._mode_refusal()
+        if refusal is not None:
+            return refusal
         if s.mode == OFF:
             if self.profile == STRICT:
                 return ACL_ERROR_PROF_NOT_RUN
@@ -385,12 +401,9 @@ class EmulatedAcl:
 
     def _stop(self, handle: Any) -> int:
         s = self._s
-        if s.mode == CMD:
-            return ACL_ERROR_PROF_ALREADY_RUN
-        if s.mode == SUBSCRIBE:
-            return ACL_ERROR_PROF_API_CONFLICT
-        if s.mode == OFF:
-            return ACL_ERROR_PROF_NOT_RUN if self.profile == STRICT else ACL_SUCCESS
+        refusal = self._stop_refusal()
+        if refusal is not None:
+            return refusal
         if not handle or handle not in s.configs:
             return ACL_ERROR_INVALID_PARAM
         config = s.configs[handle]
@@ -409,12 +422,9 @@ class EmulatedAcl:
 
     def _prof_finalize(self) -> int:
         s = self._s
-        if s.mode == CMD:
-            return ACL_ERROR_PROF_ALREADY_RUN
-        if s.mode == SUBSCRIBE:
-            return ACL_ERROR_PROF_API_CONFLICT
-        if s.mode == OFF:
-            return ACL_ERROR_PROF_NOT_RUN if self.profile == STRICT else ACL_SUCCESS
+        refusal = self._stop_refusal()
+        if refusal is not None:
+            return refusal
         self._close_all()
         s.mode = OFF
         s.prof_path = None

@@ -87,6 +87,18 @@ def _pair_into(runs: Runs, keys: Sequence[str], what: str, stream: RecordStream,
         diag.warn(text)
 
 
+def _whole_tasks(codes: int, type_column: str, at_end: bool) -> Callable[[Columns, np.ndarray, np.ndarray], Columns]:
+    """The `make` of _pair_into for tasks without subtasks (ACSQ, HWTS): no context, tie 0, and
+    dev_type `codes` + the record's `type_column`, read from the end record when `at_end`, else
+    from the start record."""
+    def make(c: Columns, s: np.ndarray, e: np.ndarray) -> Columns:
+        return {"stream_id": c["stream_id"][s], "task_id": c["task_id"][s],
+                "ctx": np.full(len(s), INVALID_CTX, dtype=np.int64), "start": c["syscnt"][s],
+                "end": c["syscnt"][e], "dev_type": codes + c[type_column][e if at_end else s].astype(np.int16),
+                "tie": np.zeros(len(s), dtype=np.int64)}
+    return make
+
+
 def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, scratch: str) -> Optional[DeviceData]:
     """A device's tasks (start and end records paired, spilled to `scratch` by start), its PMU
     records (on STARS chips spilled by end) and ts_track records."""
@@ -120,11 +132,7 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
                 logs = [Runs(scratch, f"{name}.{kind}", "syscnt", limits.SAMPLE_EVERY) for kind in ("acsq", "ffts")]
                 _spill_stream(stream, device_parsers.stars_columns, logs)
                 diag.extend(stream.issues)
-                _pair_into(logs[0], ("stream_id", "task_id"), "ACSQ task", stream, dev.tasks, clock, lambda c, s, e: {
-                    "stream_id": c["stream_id"][s], "task_id": c["task_id"][s],
-                    "ctx": np.full(len(s), INVALID_CTX, dtype=np.int64), "start": c["syscnt"][s],
-                    "end": c["syscnt"][e], "dev_type": SQE_CODES + c["sqe_type"][s].astype(np.int16),
-                    "tie": np.zeros(len(s), dtype=np.int64)}, diag)
+                _pair_into(logs[0], ("stream_id", "task_id"), "ACSQ task", stream, dev.tasks, clock, _whole_tasks(SQE_CODES, "sqe_type", at_end=False), diag)
                 _pair_into(logs[1], ("stream_id", "task_id", "subtask_id", "thread_id"), "FFTS+ subtask", stream,
                            dev.tasks, clock, lambda c, s, e: {
                                "stream_id": c["stream_id"][s], "task_id": c["task_id"][s],
@@ -153,11 +161,7 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
                 logs = [Runs(scratch, f"{name}.hwts", "syscnt", limits.SAMPLE_EVERY)]
                 _spill_stream(stream, device_parsers.hwts_columns, logs)
                 diag.extend(stream.issues)
-                _pair_into(logs[0], ("stream_id", "task_id"), "HWTS task", stream, dev.tasks, clock, lambda c, s, e: {
-                    "stream_id": c["stream_id"][s], "task_id": c["task_id"][s],
-                    "ctx": np.full(len(s), INVALID_CTX, dtype=np.int64), "start": c["syscnt"][s],
-                    "end": c["syscnt"][e], "dev_type": HWTS_CODES + c["task_type"][e].astype(np.int16),
-                    "tie": np.zeros(len(s), dtype=np.int64)}, diag)
+                _pair_into(logs[0], ("stream_id", "task_id"), "HWTS task", stream, dev.tasks, clock, _whole_tasks(HWTS_CODES, "task_type", at_end=True), diag)
             if ("aicore.data", "") in files:
                 dev.aic_pmu, issues = read_aic_pmu(files[("aicore.data", "")])
                 diag.extend(issues)

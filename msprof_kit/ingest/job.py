@@ -430,12 +430,7 @@ def _put_steps(layout: JobLayout, clocks: Clocks, ops: pd.DataFrame, diag: Diagn
             "deviceId": dev, "timestampNs": clocks.of(dev).to_ns(c["syscnt"]), "indexId": c["iteration"],
             "modelId": model, "streamId": c["stream_id"], "taskId": c["task_id"],
             "tagId": store_step_tags(c["tag"])}))
-    if frames:
-        steps = pd.concat(frames, ignore_index=True)
-        put("KIT_STEP_TRACE", steps)
-        spans.append((steps["timestampNs"].to_numpy(), steps["timestampNs"].to_numpy()))
-        return len(steps)
-    return 0
+    return _put_frames(put, "KIT_STEP_TRACE", frames, spans, "timestampNs", "timestampNs")
 
 
 def _put_aicpu(layout: JobLayout, clocks: Clocks, ops: pd.DataFrame, diag: Diagnostics, put: Sink,
@@ -457,12 +452,18 @@ def _put_aicpu(layout: JobLayout, clocks: Clocks, ops: pd.DataFrame, diag: Diagn
             "startNs": c["run_start_us"] * 1000 + clocks.offset, "endNs": c["run_end_us"] * 1000 + clocks.offset,
             "runStartUs": c["run_start_us"], "runEndUs": c["run_end_us"], "runStartTicks": c["start_ticks"],
             "runEndTicks": c["end_ticks"], "dispatchUs": c["dispatch_us"], "totalUs": c["total_us"]}))
-    if frames:
-        rows = pd.concat(frames, ignore_index=True)
-        put("KIT_AICPU", rows)
-        spans.append((rows["startNs"].to_numpy(), rows["endNs"].to_numpy()))
-        return len(rows)
-    return 0
+    return _put_frames(put, "KIT_AICPU", frames, spans, "startNs", "endNs")
+
+
+def _put_frames(put: Sink, table: str, frames: List[pd.DataFrame], spans: Spans, start: str, end: str) -> int:
+    """Write the rows of `frames` (one a device) as `table`, add their span (columns `start` and
+    `end`, ns) to `spans`; the number of rows (none written when there are no frames)."""
+    if not frames:
+        return 0
+    rows = pd.concat(frames, ignore_index=True)
+    put(table, rows)
+    spans.append((rows[start].to_numpy(), rows[end].to_numpy()))
+    return len(rows)
 
 
 def _time_span(tables: Spans) -> Tuple[int, int]:

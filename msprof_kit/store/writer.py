@@ -263,6 +263,12 @@ class TableWriter:
             self._finish()
             return
         self._stop()
+        self._abandon(exc)
+
+    def _abandon(self, exc: BaseException) -> None:
+        """Give up the write after `exc`: drop the spilled parts, close, remove the temporary file,
+        and raise the error the user should see in place of `exc` (an OutputError for a full disk
+        or a refused path, a StoreError for another sqlite error); return when `exc` stands as it is."""
         self._drop_parts()
         self.conn.close()
         if os.path.exists(self.tmp):
@@ -521,15 +527,7 @@ class TableWriter:
                 _sync_file(self.tmp)
             os.replace(self.tmp, self.path)
         except BaseException as exc:
-            self._drop_parts()
-            self.conn.close()
-            if os.path.exists(self.tmp):
-                os.remove(self.tmp)
-            failure = write_failure(exc, self.path)
-            if failure is not None and failure is not exc:
-                raise failure from exc
-            if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"cannot write the database: {exc}", path=self.path) from exc
+            self._abandon(exc)
             raise
         if self.is_store:
             _sync_folder(os.path.dirname(self.path) or ".")

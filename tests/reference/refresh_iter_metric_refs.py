@@ -21,7 +21,7 @@ from collections import Counter
 from typing import List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import iteration_metric_cases as C  # noqa: E402
+import iteration_metric_cases  # noqa: E402
 from refcases import tree_digest  # noqa: E402
 
 RUNNER = os.environ.get("REFERENCE_RUNNER", "/work/ref/runref.sh")
@@ -52,7 +52,7 @@ NOTES = {
         "end in '(KB)' (common_func/platform/ai_core_metrics_manager.py:59-60), so the CREATE TABLE fails "
         "(the 'near \"(\"' ERROR, common_func/db_manager.py:213), the inserts find no table, and the op "
         "summary is built without metrics (mscalculate/data_analysis/parse_aicore_op_summary_calculator.py:167 warns)."),
-    C.BRANCHES: (
+    iteration_metric_cases.BRANCHES: (
         "Where the two rule sets take different branches, in a group whose rules otherwise agree. Task 16 "
         "(0 cycles): the iteration export prints the raw counters as its ratios (aic_mac_ratio 15266.0) and "
         "the icache miss rate of the raw counters, misses / requests (0.378), because the Python path applies a "
@@ -89,18 +89,19 @@ def pmu_header(path: str) -> List[str]:
 
 
 def refresh(name: str, work: str) -> None:
-    branches = name == C.BRANCHES
+    branches = name == iteration_metric_cases.BRANCHES
     where = os.path.join(work, name, "input")
-    prof = C.generate_branches(where) if branches else C.generate(name, where)
+    prof = iteration_metric_cases.generate_branches(where) if branches else iteration_metric_cases.generate(name, where)
     files = [os.path.join(r, f) for r, _, fs in os.walk(prof) for f in fs]
-    group = "PipeUtilization" if branches else C.CASES[name][0]
+    group = "PipeUtilization" if branches else iteration_metric_cases.CASES[name][0]
     lines = [f"case {name}: metric group {group!r} (both cores) on 910B; the C++ install's iteration export "
              f"(model 1, iteration 2), which runs the reference's Python path"
              + ("; and its whole export" if branches else ""), "",
              "input (not stored; tests/test_iteration_metrics.py writes it again):",
-             "  generator: tests/synth.py, from the repository root:",
+             "  generator: tests/synth, from the repository root:",
              f"    python3 -c \"import sys; sys.path.insert(0, 'tests'); import synth; "
-             f"print({C.command(name)})\"" if not branches else f"    {C.command_branches()}",
+             f"print({iteration_metric_cases.command(name)})\""
+             if not branches else f"    {iteration_metric_cases.command_branches()}",
              f"  -> OUT/{os.path.basename(prof)}, {len(files)} files, {sum(os.path.getsize(f) for f in files)} bytes",
              f"  input sha256: {tree_digest(prof)}",
              "    (sha256 over the files sorted by path relative to the PROF directory: path bytes, a NUL byte, "
@@ -111,9 +112,9 @@ def refresh(name: str, work: str) -> None:
              "CANN install ships)",
              "  python flavour: the same analysis/ without the library", "",
              "commands (FLAVOUR = cpp | python):",
-             f"  {os.path.basename(RUNNER)} FLAVOUR PROF OUT {' '.join(C.ITERATION)}",
-             f"    = import -dir PROF; export timeline -dir PROF {' '.join(C.ITERATION)}; "
-             f"export summary -dir PROF {' '.join(C.ITERATION)}"]
+             f"  {os.path.basename(RUNNER)} FLAVOUR PROF OUT {' '.join(iteration_metric_cases.ITERATION)}",
+             f"    = import -dir PROF; export timeline -dir PROF {' '.join(iteration_metric_cases.ITERATION)}; "
+             f"export summary -dir PROF {' '.join(iteration_metric_cases.ITERATION)}"]
     if branches:
         lines += [f"  {os.path.basename(RUNNER)} cpp PROF OUT (the whole export: import, export timeline, export "
                   "summary, export db)"]
@@ -121,7 +122,8 @@ def refresh(name: str, work: str) -> None:
     outs = {}
     for flavour in ("cpp", "python"):
         out = outs[flavour] = os.path.join(work, name, flavour)
-        res = subprocess.run(["nice", RUNNER, flavour, prof, out, *C.ITERATION], capture_output=True, text=True)
+        res = subprocess.run(["nice", RUNNER, flavour, prof, out, *iteration_metric_cases.ITERATION],
+                             capture_output=True, text=True)
         lines.append(f"{flavour}: {' '.join(res.stdout.split())}")
         lines += errors_of(out)
     if branches:
@@ -129,15 +131,15 @@ def refresh(name: str, work: str) -> None:
         res = subprocess.run(["nice", RUNNER, "cpp", prof, out], capture_output=True, text=True)
         lines.append(f"cpp, whole export: {' '.join(res.stdout.split())}")
         lines += errors_of(out)
-        whole = os.path.join(C.REFERENCE, name, "cpp")
+        whole = os.path.join(iteration_metric_cases.REFERENCE, name, "cpp")
         shutil.rmtree(whole, ignore_errors=True)
         os.makedirs(whole)
         shutil.copy(os.path.join(out, "op_summary.csv"), whole)
-    dest = C.stored(name)
+    dest = iteration_metric_cases.stored(name)
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(dest)
     stored, same, other = [], [], []
-    for kind in C.KINDS:
+    for kind in iteration_metric_cases.KINDS:
         src = os.path.join(outs["cpp"], f"{kind}.csv")
         if not os.path.isfile(src):
             continue
@@ -145,23 +147,23 @@ def refresh(name: str, work: str) -> None:
         stored.append(f"{kind}.csv ({csv_rows(src)} rows)")
         twin = os.path.join(outs["python"], f"{kind}.csv")
         (same if os.path.isfile(twin) and filecmp.cmp(src, twin, shallow=False) else other).append(f"{kind}.csv")
-    lines += ["", f"stored ({C.FOLDER}/, from the cpp run): {', '.join(stored)}",
+    lines += ["", f"stored ({iteration_metric_cases.FOLDER}/, from the cpp run): {', '.join(stored)}",
               "  left out: msprof.json, step_trace.json, README.txt, console.log"]
     if branches:
-        lines.append(f"  and cpp/op_summary.csv ({csv_rows(os.path.join(C.REFERENCE, name, 'cpp', 'op_summary.csv'))} "
-                     "rows), from the whole export")
+        whole = os.path.join(iteration_metric_cases.REFERENCE, name, "cpp", "op_summary.csv")
+        lines.append(f"  and cpp/op_summary.csv ({csv_rows(whole)} rows), from the whole export")
     lines += [
               f"  the python run's {', '.join(same) or 'none'}: byte-identical"
               + (f"; {', '.join(other)} differ" if other else ""), "",
               "PMU columns of op_summary (after Context ID): "
               + (", ".join(pmu_header(os.path.join(dest, "op_summary.csv"))) or "none"), "",
               "what the case shows: " + NOTES.get(name, SAME)]
-    with open(os.path.join(C.REFERENCE, name, "MANIFEST.txt"), "w", encoding="utf-8") as f:
+    with open(os.path.join(iteration_metric_cases.REFERENCE, name, "MANIFEST.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
 
 
 def main(argv: list) -> None:
-    names = argv or [*C.CASES, C.BRANCHES]
+    names = argv or [*iteration_metric_cases.CASES, iteration_metric_cases.BRANCHES]
     with tempfile.TemporaryDirectory() as work:
         for name in names:
             refresh(name, work)

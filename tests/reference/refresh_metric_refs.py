@@ -16,29 +16,29 @@ import tempfile
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import metric_cases as M  # noqa: E402
+import metric_cases  # noqa: E402
 
 RUNNER = os.environ.get("REFERENCE_RUNNER", "/work/ref/runref.sh")
 COMMIT = "Ascend/msprof 9ba1ac7be913 (analysis/, the C++ path built from analysis/csrc)"
 CSV = ("op_summary.csv", "op_statistic.csv")
 
 
-def keep(case: M.Case, flavour: str) -> tuple:
+def keep(case: metric_cases.Case, flavour: str) -> tuple:
     """The files stored of a flavour's run: the CSVs always; the timeline and the unified DB of the
     flavour the case is compared with (the DB is written by the C++ flavour only). Of the cases
     where msprof-kit differs on purpose, what shows the difference: the CSVs, and the unusable
     case's timeline (what the C++ flavour lost)."""
     if flavour != case.flavour:
         return CSV
-    if case is M.UNUSABLE:
+    if case is metric_cases.UNUSABLE:
         return CSV + ("msprof.json",)
-    if case is M.CUSTOM_SPLIT:
+    if case is metric_cases.CUSTOM_SPLIT:
         return CSV
     return CSV + ("msprof.json", "msprof.db")
 
 
-def refresh(name: str, case: M.Case, work: str) -> None:
-    prof = M.generate(case, os.path.join(work, name, "input"))
+def refresh(name: str, case: metric_cases.Case, work: str) -> None:
+    prof = metric_cases.generate(case, os.path.join(work, name, "input"))
     lines = [f"case {name}: metric group {case.group!r} on {case.chip}; compared with the {case.flavour} "
              f"flavour", "", f"input: {case.command()}",
              f"reference: {COMMIT}",
@@ -47,7 +47,7 @@ def refresh(name: str, case: M.Case, work: str) -> None:
     for flavour in ("cpp", "python"):
         out = os.path.join(work, name, flavour)
         res = subprocess.run(["nice", RUNNER, flavour, prof, out], capture_output=True, text=True)
-        dest = M.stored(name, flavour)
+        dest = metric_cases.stored(name, flavour)
         shutil.rmtree(dest, ignore_errors=True)
         os.makedirs(dest)
         stored = []
@@ -70,12 +70,12 @@ def refresh(name: str, case: M.Case, work: str) -> None:
                   f"  wrote: {', '.join(written) or 'nothing'}",
                   f"  stored: {', '.join(stored) or 'nothing'}"]
         lines += [f"  ERROR ({n}x): {e}" for e, n in sorted(errors.items())]
-    with open(os.path.join(M.REFERENCE, name, "MANIFEST.txt"), "w", encoding="utf-8") as f:
+    with open(os.path.join(metric_cases.REFERENCE, name, "MANIFEST.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
 
 
 def main(argv: list) -> None:
-    cases = dict(M.CASES, **M.DIFFERENCES)
+    cases = dict(metric_cases.CASES, **metric_cases.DIFFERENCES)
     names = argv or list(cases)
     with tempfile.TemporaryDirectory() as work:
         for name in names:
