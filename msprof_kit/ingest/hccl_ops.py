@@ -114,6 +114,10 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: Dict[str, str],
     if host.orphan_infos:
         diag.warn(f"{host.info_where}: {host.orphan_infos} hccl_info records lie under no communication API "
                   f"(level 5500) of their thread; their op cannot be found and they are left out")
+    if host.untracked:
+        diag.warn(f"{host.untracked} communication tasks (level-5500 APIs with an hccl_info record) have no "
+                  f"task_track record; without it they cannot be joined with their device tasks and are left out "
+                  f"of COMMUNICATION_TASK_INFO")
     no_info = int((tasks["has_info"] == 0).sum())
     if no_info:
         diag.warn(f"{no_info} communication tasks have no hccl_info record; they are kept with N/A names and "
