@@ -124,3 +124,35 @@ def test_damaged_copies_warn_and_keep_the_rest(tmp_path, capsys, what, warning, 
     assert db.execute("SELECT rankId FROM RANK_DEVICE_MAP").fetchall() == [(rank,)]
     if what == "orphan_info":
         assert "1 communication tasks have no hccl_info record" in err
+
+
+ANALYZE_KINDS = "communication,communication_matrix"
+
+
+def test_analyze_command_equals_the_reference(tmp_path, capsys):
+    prof = copy_input("910b_hccl", str(tmp_path / "one"))
+    code, out, err = run(["analyze", "--rule", ANALYZE_KINDS, "-dir", prof], capsys)
+    assert code == 0, err
+    assert out.count("Wrote ") == 2
+    res = subprocess.run([sys.executable, COMPARE, prof, os.path.join(GOLDEN, "910b_hccl"), "--kinds", ANALYZE_KINDS],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout
+    for rank, prof in enumerate(_copy_cluster(str(tmp_path / "two"))):
+        code, _, err = run(["analyze", "-dir", prof], capsys)
+        assert code == 0, err
+        res = subprocess.run([sys.executable, COMPARE, prof, os.path.join(GOLDEN, "910b_hccl_2ranks", f"cpp_rank{rank}"),
+                              "--kinds", ANALYZE_KINDS], capture_output=True, text=True)
+        assert res.returncode == 0, res.stdout
+    # hand-checked: the key of an op joins its name and the raw group hash
+    with open(os.path.join(prof, "analyze", "communication.json"), encoding="utf-8") as f:
+        assert any(k.endswith("@7415574198778220483") for k in json.load(f))
+
+
+def test_analyze_errors_without_traceback(tmp_path, capsys):
+    prof = copy_input("910b_hccl", str(tmp_path / "one"))
+    code, _, err = run(["analyze", "--rule", "communication,bogus", "-dir", prof], capsys)
+    assert code != 0 and "unknown: ['bogus']" in err and "Traceback" not in err
+    assert not os.path.exists(os.path.join(prof, "sqlite"))  # the rules are checked before any import
+    plain = copy_input("min_910b", str(tmp_path / "plain"))
+    code, _, err = run(["analyze", "-dir", plain], capsys)
+    assert code == 4 and "no communication (HCCL) tasks" in err
