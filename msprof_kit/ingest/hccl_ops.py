@@ -16,9 +16,12 @@ db_assembler.cpp; formats_more.md §1.5):
 * an op (name, group, device) spans its master tasks (first start, last end); tasks and ops that
   start before the collection start are left out, as are ops without a master task.
 
-Where the reference's Python path differs (hccl_calculator.py): it names the ops alike, but
-reads iteration/k in its own task order and takes the op's span over all its tasks in the
-timeline; the store follows the C++ path, which writes the unified DB.
+Where the reference's Python path differs (mscalculate/hccl/hccl_calculator.py
+_merge_hccl_ops_and_tasks, update_op_name_by_group_name): it names ops the same way, but a task
+whose track time falls before its op's launch is kept under that op (logged only; C++ skips it),
+the walk of a thread stops with its last task (later launches write no HCCLOp row), and such an
+op's rank size is the previous op's last task's. Its DB path is not the one `export db` follows:
+the store keeps the C++ path's tables, which the golden unified DB is.
 """
 from __future__ import annotations
 
