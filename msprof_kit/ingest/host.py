@@ -154,7 +154,7 @@ def _api_window(window: Columns, clock: Clock, types: Dict[str, str], hashes: Di
     into CANN_API and KIT_API parts. Returns its tree APIs (TREE_COLUMNS; begin and end in host
     ticks); `latest` carries the call tree's latest ends from a window to the next."""
     names = _name_apis(window, types, hashes)
-    texts = _api_texts(window, names, hashes)
+    texts = _api_texts(window, names, hashes, types)
     window["start_ns"] = clock.to_ns(window["begin"])
     window["end_ns"] = clock.to_ns(window["end"])
     _write_apis(window, texts, pid, strings, put)
@@ -251,7 +251,8 @@ def _name_apis(apis: Columns, types: Dict[str, str], hashes: Dict[str, str]) -> 
     return np.array(texts, dtype=object)
 
 
-def _api_texts(apis: Columns, names: np.ndarray, hashes: Dict[str, str]) -> Dict[str, np.ndarray]:
+def _api_texts(apis: Columns, names: np.ndarray, hashes: Dict[str, str], types: Dict[str, str]
+               ) -> Dict[str, np.ndarray]:
     """The texts the timeline shows of each API besides its name (KIT_API): `mode`, the reference's
     struct type (the ACL category for ACL APIs, else the API's type name), and `item_text`, its item
     id (a model id as a number for model-level and node-level step_info APIs, else the hash
@@ -268,6 +269,12 @@ def _api_texts(apis: Columns, names: np.ndarray, hashes: Dict[str, str]) -> Dict
         tag_codes, tags = distinct(apis["type"][acl] >> 16, code_text(ACL_API_TAGS))
         mode[acl] = len(modes) + tag_codes
         modes += tags
+    hccl = level == LEVEL_HCCL  # named by their item; their mode is their type's name (master, slave)
+    if hccl.any():
+        type_codes, kinds = distinct(apis["type"][hccl], lambda t: type_name_of(types, f"{LEVEL_HCCL}_{int(t)}",
+                                                                                str(int(t))))
+        mode[hccl] = len(modes) + type_codes
+        modes += kinds
     step_info = np.array([t == STEP_INFO_API for t in names.tolist()], dtype=bool)
     by_number = (level == LEVEL_MODEL) | ((level == LEVEL_NODE) & step_info[name])
     item_codes, values = distinct(apis["item"], int)
