@@ -30,6 +30,16 @@ UNIFIED: Dict[str, Sequence[Column]] = {
                  ("connectionId", "INTEGER PRIMARY KEY"), ("name", "INTEGER")],
     "TASK_PMU_INFO": [("globalTaskId", "INTEGER"), ("name", "INTEGER"), ("value", "NUMERIC")],
     "MEMCPY_INFO": [("globalTaskId", "INTEGER"), ("size", "NUMERIC"), ("memcpyOperation", "NUMERIC")],
+    "COMMUNICATION_OP": [("opName", "INTEGER"), ("startNs", "INTEGER"), ("endNs", "INTEGER"),
+                         ("connectionId", "INTEGER"), ("groupName", "INTEGER"), ("opId", "INTEGER PRIMARY KEY"),
+                         ("relay", "INTEGER"), ("retry", "INTEGER"), ("dataType", "INTEGER"), ("algType", "INTEGER"),
+                         ("count", "NUMERIC"), ("opType", "INTEGER"), ("deviceId", "INTEGER"), ("rankSize", "INTEGER")],
+    "COMMUNICATION_TASK_INFO": [("name", "INTEGER"), ("globalTaskId", "INTEGER"), ("taskType", "INTEGER"),
+                                ("planeId", "INTEGER"), ("groupName", "INTEGER"), ("notifyId", "INTEGER"),
+                                ("rdmaType", "INTEGER"), ("srcRank", "INTEGER"), ("dstRank", "INTEGER"),
+                                ("transportType", "INTEGER"), ("size", "INTEGER"), ("dataType", "INTEGER"),
+                                ("linkType", "INTEGER"), ("opId", "INTEGER"), ("isMaster", "INTEGER"),
+                                ("bandwidth", "NUMERIC")],
     "AICORE_FREQ": [("deviceId", "INTEGER"), ("timestampNs", "NUMERIC"), ("freq", "INTEGER"), ("dieId", "NUMERIC")],
     "OVERLAP_ANALYSIS": [("id", "INTEGER PRIMARY KEY"), ("deviceId", "INTEGER"), ("startNs", "NUMERIC"),
                          ("endNs", "NUMERIC"), ("type", "INTEGER")],
@@ -51,6 +61,8 @@ STRING_ID_COLUMNS: Dict[str, Sequence[str]] = {
                           "outputFormats", "outputDataTypes", "outputShapes", "attrInfo", "opState", "hf32Eligible"),
     "CANN_API": ("name",),
     "TASK_PMU_INFO": ("name",),
+    "COMMUNICATION_OP": ("opName", "groupName", "algType", "opType"),
+    "COMMUNICATION_TASK_INFO": ("name", "taskType", "groupName"),
 }
 
 # msprof-kit extensions (docs/store.md).
@@ -82,6 +94,31 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
                   ("startNs", "INTEGER"), ("endNs", "INTEGER"), ("runStartUs", "INTEGER"), ("runEndUs", "INTEGER"),
                   ("runStartTicks", "INTEGER"), ("runEndTicks", "INTEGER"), ("dispatchUs", "NUMERIC"),
                   ("totalUs", "NUMERIC")],
+    # one row per COMMUNICATION_TASK_INFO row (same order): what the unified table lacks of an HCCL
+    # task. groupHash: the raw group-name hash id as text (the analyze keys use it); hcclName: the
+    # task name (Notify_Wait, Memcpy ...); the enum columns raw (-1: no hccl_info record); times in
+    # local ns (startNs/endNs: the device task, hostNs: its task_track); durationEstimated in µs;
+    # iteration: the reference's per-(stream, task, batch, context) count that ends the op name
+    "KIT_HCCL_TASK": [("globalTaskId", "INTEGER"), ("opId", "INTEGER"), ("deviceId", "INTEGER"),
+                      ("streamId", "INTEGER"), ("taskId", "INTEGER"), ("contextId", "INTEGER"),
+                      ("batchId", "INTEGER"), ("startNs", "INTEGER"), ("endNs", "INTEGER"), ("hostNs", "INTEGER"),
+                      ("threadId", "INTEGER"), ("modelId", "INTEGER"), ("connectionId", "INTEGER"),
+                      ("hcclName", "TEXT"), ("groupHash", "TEXT"), ("planeId", "INTEGER"), ("isMaster", "INTEGER"),
+                      ("durationEstimated", "REAL"), ("localRank", "INTEGER"), ("remoteRank", "INTEGER"),
+                      ("rankSize", "INTEGER"), ("notifyId", "INTEGER"), ("stage", "INTEGER"), ("role", "INTEGER"),
+                      ("workFlowMode", "INTEGER"), ("size", "INTEGER"), ("reduceOp", "INTEGER"),
+                      ("dataType", "INTEGER"), ("linkType", "INTEGER"), ("transportType", "INTEGER"),
+                      ("rdmaType", "INTEGER"), ("bandwidth", "REAL"), ("iteration", "INTEGER")],
+    # one row per COMMUNICATION_OP row (opId): the op's raw name (hcom_allReduce_), its full name,
+    # raw group hash, OP Type text (N/A without node_basic_info), the node launch (thread, begin and
+    # end in local ns, connectionId), its first master task start (firstNs, = startNs of the op),
+    # model id and the group counter k of the name
+    "KIT_HCCL_OP": [("opId", "INTEGER"), ("rawName", "TEXT"), ("opName", "TEXT"), ("groupHash", "TEXT"),
+                    ("groupName", "TEXT"), ("opType", "TEXT"), ("algType", "TEXT"), ("deviceId", "INTEGER"),
+                    ("threadId", "INTEGER"), ("modelId", "INTEGER"), ("connectionId", "INTEGER"),
+                    ("launchBeginNs", "INTEGER"), ("launchEndNs", "INTEGER"), ("startNs", "INTEGER"),
+                    ("endNs", "INTEGER"), ("relay", "INTEGER"), ("retry", "INTEGER"), ("dataType", "INTEGER"),
+                    ("count", "INTEGER"), ("rankSize", "INTEGER"), ("groupIndex", "INTEGER")],
 }
 
 # Per-task extension tables kept column-wise in KIT_COLUMNS (docs/store.md): millions of rows that
@@ -112,6 +149,7 @@ ALL_TABLES: Dict[str, Sequence[Column]] = {**UNIFIED, **EXTENSIONS}
 # the import computes the next tables)
 INDEXES: Dict[str, List[str]] = {
     "TASK": ["CREATE INDEX TaskIndex ON TASK (startNs,globalTaskId)"],
+    "COMMUNICATION_TASK_INFO": ["CREATE INDEX CommunicationTaskIndex ON COMMUNICATION_TASK_INFO (globalTaskId)"],
 }
 
 
