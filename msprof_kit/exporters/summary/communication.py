@@ -30,7 +30,9 @@ class CommOps:
     model id, iteration (graph export; -1 otherwise), name (text), OP Type (STRING_IDS id), span
     over all its master tasks (`start`, `end`, local ns) and over those that start at or after the
     collection start (`kept_start`, `kept_end`; `kept` says whether there are any).
-    `problems`: what was wrong with the stored rows (one message per kind, with counts)."""
+    `op_id`: COMMUNICATION_OP.opId. `problems`: what was wrong with the stored rows (one message per
+    kind, with counts)."""
+    op_id: np.ndarray
     device: np.ndarray
     model: np.ndarray
     iteration: np.ndarray
@@ -107,7 +109,7 @@ def load_comm_ops(ctx: ExportContext, tasks: Optional[Tasks]) -> Optional[CommOp
     if not ctx.scope.all_export:
         names[order] = _renumbered(names[order], ops["groupName"][op_at][order])
     return CommOps(
-        device=tasks.task.read("deviceId", first_row[scoped]).astype(np.int64)[order], model=model[order], iteration=iteration[order], name=names[order],
+        op_id=spans.index.to_numpy(dtype=np.int64)[order], device=tasks.task.read("deviceId", first_row[scoped]).astype(np.int64)[order], model=model[order], iteration=iteration[order], name=names[order],
         op_type=ops["opType"][op_at][order], start=start[order], end=spans["end"].to_numpy()[order],
         kept_start=spans["kept_start"].to_numpy()[order], kept_end=spans["kept_end"].to_numpy()[order],
         kept=has_kept[order], problems=problems)

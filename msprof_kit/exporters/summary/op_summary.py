@@ -59,14 +59,15 @@ def _comm_kept(ops: Optional[CommOps], begin: Optional[int], flavour: str) -> np
     return np.flatnonzero(keep_after_start(ops.start, ops.end, begin, flavour))
 
 
-def _merged(tasks: Tasks, idx: np.ndarray, ops: CommOps, comm: np.ndarray) -> np.ndarray:
+def _merged(tasks: Tasks, idx: np.ndarray, ops: CommOps, comm: np.ndarray, flavour: str) -> np.ndarray:
     """The rows of the tasks (positions `idx`) and of the communication ops `comm` (as -1 - op),
-    by device (text order) and start; at one start, tasks before ops, ops by name (the order the
-    ops come in)."""
+    by device (text order) and start; at one start, tasks before ops, and ops by name (Python: the
+    order the ops come in) or by op id descending (C++: its unstable sort of the rows, the ops
+    appended in the order of its op table, has left every tie of the reference cases so)."""
     start = np.concatenate([tasks.col("startNs", idx), ops.start[comm]])
     rank = device_rank(np.concatenate([tasks.col("deviceId", idx), ops.device[comm]]))
     kind = np.concatenate([np.zeros(len(idx), dtype=np.int64), np.ones(len(comm), dtype=np.int64)])
-    tie = np.concatenate([np.zeros(len(idx), dtype=np.int64), comm])
+    tie = np.concatenate([np.zeros(len(idx), dtype=np.int64), -ops.op_id[comm] if flavour == "cpp" else comm])
     pos = np.concatenate([idx, -1 - comm])
     return pos[np.lexsort((tie, kind, start, rank))]
 
@@ -106,7 +107,7 @@ def op_summary_table(ctx: ExportContext, tasks: Tasks, flavour: str,
         return None
     idx = ordered(tasks, np.flatnonzero(keep), by_device=True)
     del keep
-    pos = _merged(tasks, idx, ops, comm) if ops is not None and len(comm) else idx
+    pos = _merged(tasks, idx, ops, comm, flavour) if ops is not None and len(comm) else idx
     devices = len(np.unique(np.concatenate([tasks.col("deviceId", idx), ops.device[comm] if ops else idx[:0]])))
     s = tasks.strings
     graph = graph_mode(ctx)
