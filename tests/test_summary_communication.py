@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from conftest import COMPARE, GOLDEN, copy_input, needs_shared
-from hccl_store import add_golden_communication
 
 from msprof_kit import cli
 from msprof_kit.exporters.summary.communication import _renumbered
@@ -26,20 +25,14 @@ pytestmark = needs_shared
 KINDS = "op_summary,op_statistic,api_statistic,task_time,communication_statistic"
 
 
-def _with_communication(prof: str, golden_db: str) -> str:
-    """Import the collection; while the store has no communication ops of its own (the HCCL ingest
-    not yet merged), give it the golden msprof.db's."""
+def _imported(prof: str) -> str:
+    """The collection imported, its store holding communication ops (the HCCL ingest's)."""
     assert cli.main(["import", "-dir", prof]) == 0
-    store = os.path.join(prof, "sqlite", "msprof_kit.db")
-    conn = sqlite3.connect(store)
+    conn = sqlite3.connect(os.path.join(prof, "sqlite", "msprof_kit.db"))
     try:
-        present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        rows = conn.execute("SELECT COUNT(*) FROM COMMUNICATION_OP").fetchone()[0] \
-            if "COMMUNICATION_OP" in present else 0
+        assert conn.execute("SELECT COUNT(*) FROM COMMUNICATION_OP").fetchone()[0] > 0
     finally:
         conn.close()
-    if not rows:
-        add_golden_communication(store, golden_db)
     return prof
 
 
@@ -70,8 +63,7 @@ def _statistic(prof: str) -> list:
 
 
 def test_910b_hccl_whole_equals_the_reference(tmp_path, capsys):
-    prof = _with_communication(copy_input("910b_hccl", str(tmp_path)),
-                               os.path.join(GOLDEN, "910b_hccl", "cpp", "msprof.db"))
+    prof = _imported(copy_input("910b_hccl", str(tmp_path)))
     assert cli.main(["export", "summary", "-dir", prof]) == 0
     capsys.readouterr()
     res = _compare(prof, os.path.join(GOLDEN, "910b_hccl"))
@@ -88,8 +80,7 @@ def test_910b_hccl_whole_equals_the_reference(tmp_path, capsys):
     ("python_model1_iter2", "op_summary,op_statistic,task_time,communication_statistic"),
 ])
 def test_910b_hccl_iteration_equals_the_reference(golden, kinds, tmp_path, capsys):
-    prof = _with_communication(copy_input("910b_hccl", str(tmp_path)),
-                               os.path.join(GOLDEN, "910b_hccl", "cpp", "msprof.db"))
+    prof = _imported(copy_input("910b_hccl", str(tmp_path)))
     assert cli.main(["export", "summary", "-dir", prof, "--model-id", "1", "--iteration-id", "2"]) == 0
     capsys.readouterr()
     res = _compare(prof, os.path.join(GOLDEN, "910b_hccl", golden), kinds)
@@ -101,7 +92,7 @@ def test_910b_hccl_iteration_equals_the_reference(golden, kinds, tmp_path, capsy
 @pytest.mark.parametrize("rank", [0, 1])
 def test_910b_hccl_2ranks_each_rank_equals_the_reference(rank, tmp_path, capsys):
     golden = os.path.join(GOLDEN, "910b_hccl_2ranks", f"cpp_rank{rank}")
-    prof = _with_communication(_rank_input(rank, str(tmp_path)), os.path.join(golden, "msprof.db"))
+    prof = _imported(_rank_input(rank, str(tmp_path)))
     assert cli.main(["export", "summary", "-dir", prof]) == 0
     capsys.readouterr()
     res = _compare(prof, golden)
@@ -109,8 +100,7 @@ def test_910b_hccl_2ranks_each_rank_equals_the_reference(rank, tmp_path, capsys)
 
 
 def test_bad_communication_rows_are_named_and_the_rest_exported(tmp_path, capsys):
-    prof = _with_communication(copy_input("910b_hccl", str(tmp_path)),
-                               os.path.join(GOLDEN, "910b_hccl", "cpp", "msprof.db"))
+    prof = _imported(copy_input("910b_hccl", str(tmp_path)))
     conn = sqlite3.connect(os.path.join(prof, "sqlite", "msprof_kit.db"))
     try:
         # two master tasks that no TASK row holds, and an op without any master task left
