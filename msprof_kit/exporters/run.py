@@ -35,7 +35,7 @@ Exporter = Callable[[ExportContext, str, Diagnostics], None]
 
 def _summary(ctx: ExportContext, fmt: str, diag: Diagnostics) -> None:
     """op_summary, op_statistic, task_time, api_statistic and step_trace_{ts}.csv."""
-    write_summary(ctx, fmt)
+    write_summary(ctx, fmt, diag)
     write_step_trace_csv(ctx, diag)
     if fmt == "json" and summary_flavour(ctx) == "cpp" and any(p.endswith(".csv") for p in ctx.written):
         diag.warn(f"{ctx.collection_path}: --format json: on the 910B family msprof's C++ exporters write the "

@@ -1,8 +1,9 @@
-"""`export summary`: op_summary, op_statistic, api_statistic and task_time (outputs.md §3-§7.1).
+"""`export summary`: op_summary, op_statistic, api_statistic, task_time (outputs.md §3-§7.1) and
+communication_statistic (formats_more.md §1.5).
 
 Everything comes from the store. One module per report: op_summary (its PMU columns in pmu.py),
-op_statistic, task_time and api_statistic, each building a table over what tasks.py reads from the
-store; export.py writes them (`write_summary`). Each summary is assembled as a `Table` (columns.py):
+op_statistic, task_time, communication_statistic and api_statistic, each building a table over what
+tasks.py (device tasks) and communication.py (communication ops) read from the store; export.py writes them (`write_summary`). Each summary is assembled as a `Table` (columns.py):
 a header and one column per header cell, each column able to describe any slice of its rows as a
 typed slot over compact numeric arrays (an integer, a decimal from integer units, a code into
 distinct texts, with N/A cells), its cells printed as cells.py says. The CSV writer (files.py)

@@ -1,5 +1,5 @@
-"""`export summary`'s entry point: op_summary, op_statistic, task_time and api_statistic, each
-built (one module per report) and written where the store has its data."""
+"""`export summary`'s entry point: op_summary, op_statistic, task_time, communication_statistic and
+api_statistic, each built (one module per report) and written where the store has its data."""
 from __future__ import annotations
 
 import functools
@@ -9,11 +9,14 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ...errors import Diagnostics
 from ...forked import Forked, can_fork
 from ...progress import label
 from ..context import ExportContext
 from .api_statistic import api_statistic_table
 from .columns import AnyTable
+from .communication import CommOps, load_comm_ops
+from .communication_statistic import communication_statistic_table
 from .files import json_table, write_csv, write_json
 from .op_statistic import op_statistic_table
 from .op_summary import op_summary_table
@@ -21,21 +24,29 @@ from .task_time import task_time_table
 from .tasks import Tasks, load_strings, load_tasks, summary_flavour
 
 
+Loaded = Tuple[np.ndarray, Optional[Tasks], Optional[CommOps]]
+
+
+def load_summary_data(ctx: ExportContext) -> Loaded:
+    """What the summaries read first: STRING_IDS, the tasks and the communication ops in scope."""
+    strings = load_strings(ctx)
+    tasks = load_tasks(ctx, strings)
+    return strings, tasks, load_comm_ops(ctx, tasks)
+
+
 def summary_tables(ctx: ExportContext, flavour: str, skip: Sequence[str] = (),
-                   loaded: Optional[Tuple[np.ndarray, Optional[Tasks]]] = None) -> Iterator[Tuple[str, AnyTable]]:
+                   loaded: Optional[Loaded] = None) -> Iterator[Tuple[str, AnyTable]]:
     """(kind, table) of each summary the store has data for, built one at a time (but the `skip`
-    kinds). `loaded`: the strings and tasks when the caller has read them already."""
-    if loaded is None:
-        strings = load_strings(ctx)
-        tasks = load_tasks(ctx, strings)
-    else:
-        strings, tasks = loaded
+    kinds). `loaded`: what `load_summary_data` gives, when the caller has read it already."""
+    strings, tasks, ops = load_summary_data(ctx) if loaded is None else loaded
     if tasks is not None:
-        for kind, build in (("op_summary", op_summary_table), ("op_statistic", op_statistic_table),
-                            ("task_time", task_time_table)):
+        builds = (("op_summary", functools.partial(op_summary_table, ops=ops)), ("op_statistic", op_statistic_table),
+                  ("task_time", task_time_table),
+                  ("communication_statistic", functools.partial(communication_statistic_table, ops=ops)))
+        for kind, build in builds:
             if kind in skip:
                 continue
-            table = build(ctx, tasks, flavour)
+            table = build(ctx, tasks, flavour=flavour)
             if table is not None and table.n_rows:
                 yield kind, table
     if "api_statistic" not in skip:
@@ -51,12 +62,12 @@ def _write_one(ctx: ExportContext, kind: str, table: AnyTable, flavour: str, fmt
         write_csv(ctx, kind, table, flavour)
 
 
-def _op_summary_job(ctx: ExportContext, tasks: Tasks, flavour: str, fmt: str) -> List[str]:
+def _op_summary_job(ctx: ExportContext, tasks: Tasks, ops: Optional[CommOps], flavour: str, fmt: str) -> List[str]:
     """op_summary alone, in a forked child (on a connection of its own, sharing the parent's tasks
     copy-on-write); the files it wrote."""
     ctx = ctx.reopened()
     try:
-        table = op_summary_table(ctx, tasks.on(ctx), flavour)
+        table = op_summary_table(ctx, tasks.on(ctx), flavour, ops)
         if table is not None and table.n_rows:
             _write_one(ctx, "op_summary", table, flavour, fmt)
         return ctx.written
@@ -64,8 +75,9 @@ def _op_summary_job(ctx: ExportContext, tasks: Tasks, flavour: str, fmt: str) ->
         ctx.conn.close()
 
 
-def write_summary(ctx: ExportContext, fmt: str = "csv") -> None:
-    """Write op_summary, op_statistic, task_time and api_statistic where the store has their data.
+def write_summary(ctx: ExportContext, fmt: str = "csv", diag: Optional[Diagnostics] = None) -> None:
+    """Write op_summary, op_statistic, task_time, communication_statistic and api_statistic where
+    the store has their data; what is wrong with the stored communication rows goes to `diag`.
     With ctx.jobs > 1 a forked child writes op_summary (the largest) meanwhile.
 
     `fmt` 'json' writes JSON summaries where the Python path would; the C++ path writes these kinds
@@ -73,15 +85,17 @@ def write_summary(ctx: ExportContext, fmt: str = "csv") -> None:
     flavour = summary_flavour(ctx)
     who = label(ctx.collection_path)
     with ctx.progress.phase(f"{who}: reading tasks"):
-        strings = load_strings(ctx)
-        tasks = load_tasks(ctx, strings)
-    helper = Forked(functools.partial(_op_summary_job, ctx, tasks, flavour, fmt), "op_summary") \
+        strings, tasks, ops = load_summary_data(ctx)
+    if ops is not None and diag is not None:
+        for problem in ops.problems:
+            diag.warn(f"{ctx.collection_path}: {problem}")
+    helper = Forked(functools.partial(_op_summary_job, ctx, tasks, ops, flavour, fmt), "op_summary") \
         if ctx.jobs > 1 and can_fork() and tasks is not None else None
     try:
         before = len(ctx.written)
         with ctx.progress.phase(f"{who}: summary files", unit="files") as phase:
             for kind, table in summary_tables(ctx, flavour, skip=("op_summary",) if helper else (),
-                                              loaded=(strings, tasks)):
+                                              loaded=(strings, tasks, ops)):
                 _write_one(ctx, kind, table, flavour, fmt)
                 phase.advance()
             if helper is not None:  # op_summary's files first, as one process lists them

@@ -256,13 +256,16 @@ def _cube_utilization(cols: List[PmuColumn], ok: np.ndarray, dur_ns: np.ndarray,
 
 
 def op_summary_pmu(ctx: ExportContext, pmu: PmuReader, rows: np.ndarray, dev: np.ndarray, dur: np.ndarray,
-                   task_type: np.ndarray, model: np.ndarray, flavour: str) -> List[Column]:
+                   task_type: np.ndarray, model: np.ndarray, flavour: str,
+                   hidden: Optional[np.ndarray] = None) -> List[Column]:
     """The PMU columns of these TASK rows (`model`: their model ids), then memory_bound and
-    cube_utilization(%) (§4.3)."""
+    cube_utilization(%) (§4.3); N/A on the `hidden` rows (communication ops' rows)."""
     metrics, found = pmu.read(rows, dev)
     if not metrics:
         return []
     ok = found & ~np.isin(task_type, NO_PMU_TYPES)
+    if hidden is not None:
+        ok &= ~hidden
     if graph_mode(ctx):
         graph_export_losses(metrics, task_type)
     elif flavour == "python":
