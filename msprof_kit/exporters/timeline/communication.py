@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -80,23 +80,71 @@ class Lanes:
         return np.where(self.keys[pos] == key, self.first[pos], -1)
 
 
+class InfoColumns:
+    """Integer columns of COMMUNICATION_TASK_INFO, COMM_BLOCK rows at a time: from a column-wise
+    mirror where the store keeps one, else from sqlite by rowid (never all columns at once)."""
+
+    def __init__(self, ctx: ExportContext) -> None:
+        self.ctx = ctx
+        self.present = ctx.has("COMMUNICATION_TASK_INFO")
+        mirror = ctx.stored("COMMUNICATION_TASK_INFO") if self.present and ctx.has("KIT_COLUMNS") else None
+        self.mirror: Optional[RowReader] = None
+        if mirror is not None and all(c in mirror for c in INFO_COLUMNS):
+            self.mirror = RowReader(len(mirror), mirror=mirror)
+        self.n = len(self.mirror) if self.mirror is not None else int(ctx.conn.execute(
+            "SELECT COUNT(*) FROM COMMUNICATION_TASK_INFO").fetchone()[0]) if self.present else 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def on(self, ctx: ExportContext) -> "InfoColumns":
+        """The same columns read through another context's connection (a forked child's)."""
+        other = copy.copy(self)
+        other.ctx = ctx
+        other.mirror = self.mirror.on(ctx) if self.mirror is not None else None
+        return other
+
+    def blocks(self, names: Sequence[str]) -> Iterator[Tuple[int, int, Dict[str, np.ndarray]]]:
+        """(first row, end row, these columns as int64) a block at a time."""
+        if self.mirror is not None:
+            for lo in range(0, self.n, COMM_BLOCK):
+                hi = min(self.n, lo + COMM_BLOCK)
+                yield lo, hi, {c: self.mirror.span(c, lo, hi).astype(np.int64) for c in names}
+            return
+        last, lo = -1 << 62, 0
+        sql = f"SELECT rowid, {', '.join(names)} FROM COMMUNICATION_TASK_INFO WHERE rowid > ? ORDER BY rowid LIMIT ?"
+        while lo < self.n:
+            rows = self.ctx.conn.execute(sql, (last, COMM_BLOCK)).fetchall()
+            if not rows:
+                return
+            table = np.array(rows, dtype=np.int64).reshape(len(rows), len(names) + 1)
+            last = int(table[-1, 0])
+            yield lo, lo + len(rows), {c: table[:, j + 1] for j, c in enumerate(names)}
+            lo += len(rows)
+
+    def whole(self, names: Sequence[str]) -> Dict[str, np.ndarray]:
+        """These columns of every row, as int64."""
+        parts = [block for _, _, block in self.blocks(names)]
+        return {c: np.concatenate([p[c] for p in parts]) if parts else np.zeros(0, np.int64) for c in names}
+
+
 class Communication:
     """The HCCL tasks and ops the timeline shows (in an iteration export, the ops of the model's
     iterations and their tasks), read from the store."""
 
     def __init__(self, ctx: ExportContext, facts: Facts) -> None:
         self.facts = facts
-        self.info = ctx.reader("COMMUNICATION_TASK_INFO", INFO_COLUMNS) if ctx.has("COMMUNICATION_TASK_INFO") \
-            else RowReader(0, whole={n: np.zeros(0, np.int64) for n in INFO_COLUMNS})
+        self.info = InfoColumns(ctx)
         n = len(self.info)
+        whole = self.info.whole(("globalTaskId", "planeId", "groupName", "opId", "isMaster"))
         self.task = ctx.reader("TASK", TASK_COLUMNS)
         self.task_rows = SortedKeys(ctx.columns("TASK", ("globalTaskId",))["globalTaskId"]).find(
-            self.info.read("globalTaskId")) if n else np.zeros(0, np.int64)
+            whole["globalTaskId"]) if n else np.zeros(0, np.int64)
         self.bandwidth, self.estimated = _task_floats(ctx, n)
         self.ops = _read_ops(ctx)
         start = self._task_column("startNs", slice(0, n))
         device = self._task_column("deviceId", slice(0, n))
-        op_id: np.ndarray = self.info.read("opId").astype(np.int64)
+        op_id = whole["opId"]
         self.ops["modelId"] = _op_models(self.ops["opId"].to_numpy(np.int64), op_id,
                                          self._task_column("modelId", slice(0, n)))
         # which tasks and ops are shown
@@ -105,15 +153,16 @@ class Communication:
             self.ops = self._scoped_ops(self.ops)
             shown &= np.isin(op_id, self.ops["opId"].to_numpy(np.int64))
         self.shown = shown
-        plane: np.ndarray = self.info.read("planeId").astype(np.int64)
-        self.lanes = self._lanes(device[shown], self.info.read("groupName").astype(np.int64)[shown],
+        plane = whole["planeId"]
+        self.lanes = self._lanes(device[shown], whole["groupName"][shown],
                                  np.where(np.isin(plane, INVALID_PLANES), 0, plane)[shown], start[shown])
         # tasks of no plane have no event (their group still has a thread)
         self.shown &= ~np.isin(plane, INVALID_PLANES)
-        master = self.info.read("isMaster").astype(np.int64) == 1
-        self.master_spans = _op_spans(op_id[self.shown & master], start[self.shown & master],
-                                      self._task_column("endNs", slice(0, n))[self.shown & master],
-                                      device[self.shown & master])
+        self.master_spans: np.ndarray = np.zeros((0, 3), np.int64)  # (an iteration export's overlap)
+        if facts.scoped:
+            master = self.shown & (whole["isMaster"] == 1)
+            self.master_spans = _op_spans(op_id[master], start[master],
+                                          self._task_column("endNs", slice(0, n))[master], device[master])
 
     def __len__(self) -> int:
         return int(self.shown.sum()) + len(self.ops)
@@ -183,13 +232,11 @@ class Communication:
 
     def blocks(self) -> Iterator[Tuple[np.ndarray, Dict[str, np.ndarray]]]:
         """(rows, columns) of the shown tasks, COMM_BLOCK rows of COMMUNICATION_TASK_INFO at a time."""
-        n = len(self.info)
-        for lo in range(0, n, COMM_BLOCK):
-            hi = min(n, lo + COMM_BLOCK)
+        for lo, hi, block in self.info.blocks(INFO_COLUMNS):
             rows = np.flatnonzero(self.shown[lo:hi])
             if not len(rows):
                 continue
-            cols = {c: self.info.span(c, lo, hi)[rows].astype(np.int64) for c in INFO_COLUMNS}
+            cols = {c: v[rows] for c, v in block.items()}
             part = slice(lo, hi)
             cols.update({c: self._task_column(c, part)[rows] for c in TASK_COLUMNS})
             yield rows + lo, cols
