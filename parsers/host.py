@@ -21,12 +21,14 @@ COMPACT_KINDS: Dict[str, records.Record] = {
     "node_attr_info": records.NODE_ATTR_INFO,
     "task_track": records.TASK_TRACK,
     "memcpy_info": records.MEMCPY_INFO,
+    "hccl_op_info": records.HCCL_OP_INFO,
 }
 ADDITIONAL_KINDS: Dict[str, records.Record] = {
     "tensor_info": records.TENSOR_INFO,
     "context_id_info": records.CONTEXT_ID_INFO,
     "graph_id_map": records.GRAPH_ID_MAP,
     "fusion_op_info": records.FUSION_OP_INFO,
+    "hccl_info": records.HCCL_INFO,
 }
 
 

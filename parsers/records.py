@@ -247,6 +247,43 @@ FUSION_OP_INFO = checked(Record("fusion_op_info", [
     ("_pad", "116x", ""),
 ], size=256))
 
+HCCL_OP_INFO = checked(Record("hccl_op_info", [
+    *_COMPACT_HEADER,
+    ("flags", "B", "bit 0 relay, bit 1 retry"),
+    ("data_type", "B", "HCCL data type enum (0 INT8, 3 FP16, 4 FP32, 11 BFP16 ...)"),
+    ("alg_type", "Q", "hash id of the algorithm text ('MESH-RING-NA-NA')"),
+    ("count", "Q", "element count"),
+    ("group_name", "Q", "hash id of the communication group name"),
+    ("_pad", "14x", ""),
+], size=64))
+
+HCCL_INFO = checked(Record("hccl_info", [
+    *_COMPACT_HEADER,
+    ("item_id", "Q", "hash id of the HCCL task name (Notify_Wait, Memcpy, RDMASend ...)"),
+    ("ccl_tag", "Q", "hash id"),
+    ("group_name", "Q", "hash id of the group name"),
+    ("local_rank", "I", ""),
+    ("remote_rank", "I", "0xFFFFFFFF: none"),
+    ("rank_size", "I", ""),
+    ("work_flow_mode", "I", ""),
+    ("plane_id", "I", "plane of the group (timeline thread 'Plane k')"),
+    ("ctx_id", "I", "context id, 0xFFFFFFFF for non-FFTS tasks"),
+    ("notify_id", "Q", ""),
+    ("stage", "I", ""),
+    ("role", "I", "0 DST, 1 SRC"),
+    ("duration_estimated", "d", "µs"),
+    ("src_addr", "Q", ""),
+    ("dst_addr", "Q", ""),
+    ("data_size", "Q", "bytes"),
+    ("op_type", "I", "reduce op: 0 SUM, 1 MUL, 2 MAX, 3 MIN, 255 reserved"),
+    ("data_type", "I", "HCCL data type enum"),
+    ("link_type", "I", "0 ON_CHIP, 1 HCCS, 2 PCIE, 3 ROCE, 4 SIO ..."),
+    ("transport_type", "I", "0 SDMA, 1 RDMA, 2 LOCAL"),
+    ("rdma_type", "I", "0 RDMA_SEND_NOTIFY, 1 RDMA_SEND_PAYLOAD, 255 reserved"),
+    ("_reserve", "4x", ""),
+    ("_pad", "112x", ""),
+], size=256))
+
 # --------------------------------------------------------------------------------------------
 # Device records (device_N/data, device_formats.md §3-§6).
 

@@ -29,8 +29,10 @@ from . import limits
 from .clocks import end_info_problem, host_clock_of, session_ns
 from .columns import COMPUTE_HOST_TYPES, MIX_TYPES, NO_MODEL, frame_of, text_array
 from .device import DeviceData, dev_type_names, device_tasks, has_pmu, load_device
+from .hccl import HcclDevice
+from .hccl_ops import write_hccl
 from .host import HostData, load_host
-from .info import SAMPLE_KEYS, device_info_rows
+from .info import SAMPLE_KEYS, device_info_rows, rank_of
 from .matching import Match, match_keys, write_compute_info
 from .names import where_text
 from .overlap import Overlap
@@ -192,6 +194,7 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                           f"(all but total_time and total_cycles) are left out")
     overlaps: List[Overlap] = []
     row = 0
+    hccl = HcclDevice(host.hccl) if host is not None and host.hccl is not None else None
     matching = diag.progress.phase(f"{who}: matching device tasks", total=sum(int(dev.tasks.rows) for _, dev in devices),
                                    unit="tasks")
     try:
@@ -225,9 +228,13 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                                t["ctx"].to_numpy(), hbatch)
                 rows = np.arange(row, row + n, dtype=np.int64)
                 row += n
+                conn = np.where(matched, e["conn"].astype(np.int64), -1) if hccl is None else hccl.take(
+                    dev.device_id, matched, e["conn"], {"gid": gid, "start_ns": t["start_ns"].to_numpy(),
+                                                        "end_ns": t["end_ns"].to_numpy(), "ctx": t["ctx"].to_numpy(),
+                                                        "row": rows})
                 put("TASK", frame_of({
                     "startNs": t["start_ns"].to_numpy(), "endNs": t["end_ns"].to_numpy(), "deviceId": dev.device_id,
-                    "connectionId": np.where(matched, e["conn"].astype(np.int64), -1), "globalTaskId": gid, "globalPid": pid,
+                    "connectionId": conn, "globalTaskId": gid, "globalPid": pid,
                     "taskType": strings.ids_of(CodedTexts(host_type, type_texts)), "contextId": t["ctx"].to_numpy(),
                     "streamId": t["stream_id"].to_numpy(), "taskId": t["task_id"].to_numpy(),
                     "modelId": np.where(matched, e["model_id"], NO_MODEL)}), last=False)
@@ -274,10 +281,14 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                     strings.id(name)
             info.append((-1, "pmu_prefixed", "1" if stars else "0"))
         matching.close()
+        spans = {}
+        if hccl is not None and host is not None and host.hccl is not None:
+            with diag.progress.phase(f"{who}: communication ops"):
+                spans = write_hccl(host.hccl, hccl.frame(), host.hashes, session_ns(coll)[0], strings, put, diag)
         with diag.progress.phase(f"{who}: overlap analysis", total=len(overlaps), unit="devices") as phase:
             next_id = 0
             for overlap in overlaps:
-                next_id = overlap.write(next_id, put)
+                next_id = overlap.write(next_id, put, spans.get(overlap.device_id))
                 phase.advance()
             put("OVERLAP_ANALYSIS", None, last=True)
     finally:
@@ -310,7 +321,7 @@ def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, D
     if coll.devices:
         put("NPU_INFO", frame_of({"id": [rd.device_id for rd in coll.devices],
                                   "name": [NPU_NAMES.get(chip.platform, "Unknown")] * len(coll.devices)}))
-        put("RANK_DEVICE_MAP", frame_of({"rankId": [-1] * len(coll.devices),
+        put("RANK_DEVICE_MAP", frame_of({"rankId": [rank_of(rd, coll, diag) for rd in coll.devices],
                                          "deviceId": [rd.device_id for rd in coll.devices]}))
     else:
         put("NPU_INFO", frame_of({"id": [-1], "name": ["UNKNOWN"]}))

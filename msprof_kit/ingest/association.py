@@ -4,7 +4,7 @@ Windowed: the association goes a window of API begins at a time, carrying what a
 needs (Association)."""
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Protocol, Tuple
 
 import numpy as np
 import pandas as pd
@@ -14,6 +14,15 @@ from ..timebase import Clock
 from .columns import (INVALID_CTX, KERNEL_FALLBACK, LEVEL_MODEL, LEVEL_NODE, MIX_TYPES, NO_MODEL, TREE_LEVELS,
                       Columns, frame_of, text_array)
 from .names import ge_names, hash_names, map_names, map_text, where_text
+
+
+class WindowHook(Protocol):
+    """What else an association step hands its window to (hccl.py's HcclHost)."""
+
+    def step(self, cand: Columns, tracks: pd.DataFrame, track_cols: Optional[Columns], op_info: Optional[Columns],
+             info: Optional[Columns], nbi: pd.DataFrame) -> None:
+        """One window: the tree APIs that can contain its records, its tracks (associated, and
+        raw), its hccl_op_info and hccl_info records and its node_basic_info rows ready."""
 
 TREE_COLUMNS = ("thread", "level", "begin", "end", "item", "reserve", "conn")
 OP_KINDS = ("nbi", "tensor", "ctx")  # op records, each under the node launch API containing it
@@ -121,9 +130,10 @@ class Association:
     API's records are in."""
 
     def __init__(self, clock: Clock, types: Dict[str, str], hashes: Dict[str, str],
-                 emit: Callable[[pd.DataFrame, pd.DataFrame], None]) -> None:
+                 emit: Callable[[pd.DataFrame, pd.DataFrame], None], hccl: Optional[WindowHook] = None) -> None:
         self.clock, self.types, self.hashes = clock, types, hashes
         self.emit = emit  # takes the tracks done (indexed by position, in position order) and their compute tasks
+        self.hccl = hccl  # collects the communication records (hccl.py), when given
         self.last: Optional[Columns] = None
         self.waiting: Dict[str, Optional[pd.DataFrame]] = dict.fromkeys(("track",) + OP_KINDS)
 
@@ -150,6 +160,8 @@ class Association:
                 cols["conn"] = parent[hit]
             ops[kind] = self._ready(kind, None if cols is None else frame_of(cols).set_index("pos"), still_open)
         tracks = self._ready("track", self._tracks(recs["track"], cand), still_open)
+        if self.hccl is not None:
+            self.hccl.step(cand, tracks, recs["track"], recs.get("hop"), recs.get("hinfo"), ops["nbi"])
         if len(tracks):
             self.emit(tracks, _compute_tasks(tracks, ops["nbi"], ops["tensor"], ops["ctx"], self.hashes))
 

@@ -24,6 +24,7 @@ from .association import OP_KINDS, TREE_COLUMNS, Association, LatestEnds, tree_m
 from .clocks import host_clock_of
 from .columns import (ACL_API_TAGS, INVALID_CTX, LEVEL_ACL, LEVEL_HCCL, LEVEL_MODEL, LEVEL_NODE, STEP_INFO_API,
                       Columns, DataFiles, frame_of, text_array)
+from .hccl import INFO_FIELDS, OP_INFO_FIELDS, HcclHost, HcclHostData
 from .matching import HostTasks
 from .names import (HashTable, TypeTable, code_text, distinct, group_paths, hash_names, hash_text, map_names,
                     read_dictionary, type_name_of, where_text)
@@ -41,6 +42,8 @@ class HostData:
     models: pd.DataFrame         # model id -> name
     pid: int
     tensor_table: np.ndarray = field(default_factory=lambda: text_array((1, 6), "N/A"))  # compute tensors' rows
+    hccl: Optional[HcclHostData] = None  # the communication tasks and ops (None: none)
+    hashes: Dict[str, str] = field(default_factory=dict)  # hash_dic
 
 
 def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, strings: StringPool, put: TableSink,
@@ -96,7 +99,8 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
             models = _model_names(rd, files, hashes, diag)
         if records.runs["track"].rows:
             host_tasks = HostTasks(scratch, types, hashes)
-        assoc = Association(clock, types, hashes, host_tasks.add) if host_tasks is not None else None
+        hccl = HcclHost(clock, types)
+        assoc = Association(clock, types, hashes, host_tasks.add, hccl) if host_tasks is not None else None
         if not apis.count:
             diag.warn(f"{rd.data_dir}: no api_event records; CANN_API and api_statistic stay empty, and without "
                       f"launch APIs the device tasks are named by their kernels only")
@@ -106,7 +110,7 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
         with diag.progress.phase(f"{name}: host APIs", total=int(apis.count), unit="APIs") as phase:
             for w, window in enumerate(apis.windows(edges)):
                 n = len(window["begin"])
-                tree = _api_window(window, clock, types, hashes, pid, strings, put, latest) if n else None
+                tree = _api_window(window, clock, types, hashes, pid, strings, put, latest, hccl) if n else None
                 del window
                 if assoc is not None:
                     assoc.step(tree, records.window(w), int(edges[w]) if w < len(edges) else None)
@@ -130,16 +134,22 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
     finally:
         apis.close()
         records.close()
-    return HostData(tasks=host_tasks, models=models, pid=pid, tensor_table=tensor_table)
+    hccl_data = hccl.finish()
+    if hccl_data is not None:
+        hccl_data.info_where = next((p for _, group in group_paths(files, "hccl_info") for p in group),
+                                    f"{rd.data_dir}/*.hccl_info.slice_N")
+    return HostData(tasks=host_tasks, models=models, pid=pid, tensor_table=tensor_table, hccl=hccl_data,
+                    hashes=hashes)
 
 
 TRACK_FIELDS = ("thread_id", "timestamp", "device_id", "stream_id", "task_id", "task_type", "kernel_name",
                 "data_len", "num_blocks", "ratio")
 NBI_FIELDS = ("thread_id", "timestamp", "op_name", "op_type", "task_type", "block_dim", "op_flag")
+HCCL_KINDS = ("hop", "hinfo")  # hccl_op_info and hccl_info records (hccl.py)
 
 
 def _api_window(window: Columns, clock: Clock, types: Dict[str, str], hashes: Dict[str, str], pid: int,
-                strings: StringPool, put: TableSink, latest: LatestEnds) -> Columns:
+                strings: StringPool, put: TableSink, latest: LatestEnds, hccl: HcclHost) -> Columns:
     """A window of the host's APIs (events merged, in connection-id order: APIs by begin, level
     descending, ties by thread then stream order; an API's connection id is its position + 1)
     into CANN_API and KIT_API parts. Returns its tree APIs (TREE_COLUMNS; begin and end in host
@@ -149,6 +159,7 @@ def _api_window(window: Columns, clock: Clock, types: Dict[str, str], hashes: Di
     window["start_ns"] = clock.to_ns(window["begin"])
     window["end_ns"] = clock.to_ns(window["end"])
     _write_apis(window, texts, pid, strings, put)
+    hccl.add_apis(window)
     keep = tree_mask(window, latest)
     return {k: window[k][keep] for k in TREE_COLUMNS}
 
@@ -160,7 +171,8 @@ class _HostRecords:
     tensor_info ops come spilled already (`tensor_texts`), as `runs["tensor"]`."""
 
     def __init__(self, folder: str) -> None:
-        self.runs = {kind: Runs(folder, kind, "timestamp") for kind in ("track",) + OP_KINDS if kind != "tensor"}
+        self.runs = {kind: Runs(folder, kind, "timestamp") for kind in ("track",) + OP_KINDS + HCCL_KINDS
+                     if kind != "tensor"}
 
     def add(self, kind: str, cols: Columns) -> None:
         runs = self.runs[kind]
@@ -200,6 +212,10 @@ def _spill_records(files: DataFiles, types: Dict[str, str], records: _HostRecord
     for group, c in _chunks(files, "node_basic_info", diag):
         records.add("nbi", {**{k: c[k] for k in NBI_FIELDS},
                             "aging": np.full(len(c["timestamp"]), group == "aging")})
+    for _, c in _chunks(files, "hccl_op_info", diag):
+        records.add("hop", {k: c[k] for k in ("thread_id", "timestamp") + OP_INFO_FIELDS})
+    for _, c in _chunks(files, "hccl_info", diag):
+        records.add("hinfo", {k: c[k] for k in ("thread_id", "timestamp") + INFO_FIELDS})
     for _, c in _chunks(files, "context_id_info", diag):
         first = np.where(c["ctx_num"] > 0, c["ctx_ids"][:, 0] if len(c["ctx_num"]) else 0, INVALID_CTX)
         records.add("ctx", {"thread_id": c["thread_id"], "timestamp": c["timestamp"],

@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from ..intervals import union_intervals
+from ..intervals import interval_gaps, subtract_intervals, union_intervals
 from ..spill import Runs
 from . import limits
 from .columns import frame_of
@@ -41,8 +41,10 @@ class Overlap:
             self.runs.add({"start": us[:-1], "end": ue[:-1]})
             self.open = (int(us[-1]), int(ue[-1]))
 
-    def write(self, first_id: int, put: TableSink) -> int:
-        """Write the rows (ids from `first_id`); returns the next id."""
+    def write(self, first_id: int, put: TableSink, comm: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> int:
+        """Write the rows (ids from `first_id`); returns the next id. `comm`: the device's
+        communication op spans, which add the COMMUNICATION (1) and COMM_NOT_OVERLAP_COMP (2) rows
+        and take their time out of the gaps (3)."""
         if self.open is not None:
             self.runs.add({"start": np.array([self.open[0]], np.int64), "end": np.array([self.open[1]], np.int64)})
             self.open = None
@@ -62,6 +64,22 @@ class Overlap:
                 return np.zeros(0, np.int64), np.zeros(0, np.int64)
             hi = min(n, lo + limits.TASK_ROWS)
             return self.runs.read("start", lo, hi), self.runs.read("end", lo, hi)
+        if comm is not None and len(comm[0]):
+            s, e = read(0) if n <= limits.TASK_ROWS else (self.runs.read("start", 0, n), self.runs.read("end", 0, n))
+            valid = e > s
+            part(s[valid], e[valid], 0)
+            cs, ce = union_intervals(comm[0].astype(np.int64), comm[1].astype(np.int64))
+            keep = ce > cs
+            part(cs[keep], ce[keep], 1)
+            ds, de = subtract_intervals(cs, ce, s, e)
+            part(ds, de, 2)
+            if self.lo is not None and self.hi is not None:
+                lo_, hi_ = min(self.lo, int(cs.min())), max(self.hi, int(ce.max()))
+                us, ue = union_intervals(np.concatenate([s, cs]), np.concatenate([e, ce]))
+                gs, ge = interval_gaps(lo_, hi_, us, ue)
+                part(gs, ge, 3)
+            self.runs.close()
+            return next_id
         for lo in range(0, n, limits.TASK_ROWS):
             s, e = read(lo)
             valid = e > s

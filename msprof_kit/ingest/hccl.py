@@ -1,0 +1,191 @@
+"""The host side of communication (HCCL): level-5500 APIs (one a task, `master` or `slave`), the
+hccl_info record under each, the task tracks under them, and the node launches that make the
+ops with their hccl_op_info and node_basic_info records (formats_more.md §1.2-1.5). `HcclHost`
+collects them over the association's windows; `HcclDevice` joins them with the matched device
+tasks. hccl_ops.py forms the ops and writes the tables.
+
+Everything here is bounded by the number of communication tasks and ops, not by all tasks: the
+association hands over only the records under level-5500 APIs and node launches holding them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+import numpy as np
+import pandas as pd
+
+from ..arrays import isin
+from ..timebase import Clock
+from .association import contain
+from .columns import LEVEL_HCCL, LEVEL_NODE, Columns, frame_of
+from .names import per_distinct, type_name_of
+
+MASTER = "master"  # the type name of a master task's API (type_info_dic 5500_65537)
+INFO_FIELDS = ("item_id", "group_name", "local_rank", "remote_rank", "rank_size", "work_flow_mode", "plane_id",
+               "ctx_id", "notify_id", "stage", "role", "duration_estimated", "data_size", "op_type", "data_type",
+               "link_type", "transport_type", "rdma_type")
+OP_INFO_FIELDS = ("flags", "data_type", "alg_type", "count", "group_name")
+
+
+@dataclass
+class HcclHostData:
+    """The host's communication tasks and the launches (ops) they hang under.
+
+    tasks: one row per task track under a level-5500 API: `api` (its connection id), `node`
+    (the node launch's), thread, `host_ns`, stream, task, batch, device, model id, `is_master`,
+    `has_info` and the hccl_info fields (INFO_FIELDS; the last record under the API).
+    ops: one row per node launch holding communication tasks: `node`, thread, `begin_ns`,
+    `end_ns`, `item` (hash of the raw op name), the first hccl_op_info's fields (`has_op_info`)
+    and the first node_basic_info's op type hash (`nbi_op_type`, 0: none).
+    orphan_infos: hccl_info records under no level-5500 API."""
+    tasks: pd.DataFrame
+    ops: pd.DataFrame
+    orphan_infos: int
+    info_where: str
+
+
+class HcclHost:
+    """Collects the communication records over the association's windows (`add_apis` from each
+    window of APIs, `step` from each association step) and puts them together (`finish`)."""
+
+    def __init__(self, clock: Clock, types: Dict[str, str]) -> None:
+        self.clock, self.types = clock, types
+        self.apis: List[pd.DataFrame] = []
+        self.tracks: List[pd.DataFrame] = []
+        self.infos: List[pd.DataFrame] = []
+        self.op_infos: List[pd.DataFrame] = []
+        self.nodes: List[pd.DataFrame] = []
+        self.nbi: List[pd.DataFrame] = []
+        self.node_conns: np.ndarray = np.zeros(0, dtype=np.int64)  # launches known to hold communication
+        self.orphans = 0
+        self.info_where = ""
+
+    def add_apis(self, window: Columns) -> None:
+        """The level-5500 APIs of a window of APIs (connection id, master or not)."""
+        hccl = window["level"] == LEVEL_HCCL
+        if not hccl.any():
+            return
+        kinds = window["type"][hccl]
+        master = per_distinct(kinds, lambda t: type_name_of(self.types, f"{LEVEL_HCCL}_{int(t)}", "") == MASTER,
+                              bool)
+        self.apis.append(frame_of({"api": window["conn"][hccl].astype(np.int64),
+                                   "is_master": master.astype(np.int64)}))
+
+    def step(self, cand: Columns, tracks: pd.DataFrame, track_cols: Optional[Columns], op_info: Optional[Columns],
+             info: Optional[Columns], nbi: pd.DataFrame) -> None:
+        """One association window: `cand` the tree APIs that can contain its records (TREE_COLUMNS,
+        host ticks), `tracks` its associated tracks (indexed by pos), `track_cols` the raw tracks,
+        the window's hccl_op_info and hccl_info records, and its node_basic_info rows ready (`conn`)."""
+        node = np.flatnonzero(cand["level"] == LEVEL_NODE)
+        n_thread, n_begin, n_end = cand["thread"][node].astype(np.int64), cand["begin"][node], cand["end"][node]
+        if len(tracks) and track_cols is not None:
+            under = tracks["parent_level"].to_numpy() == LEVEL_HCCL
+            if under.any():
+                sel = tracks[under]
+                raw = pd.Series(track_cols["timestamp"], index=track_cols["pos"]).loc[sel.index].to_numpy()
+                found = contain(sel["thread_id"].to_numpy().astype(np.int64), raw, n_thread, n_begin, n_end)
+                ok = found >= 0
+                at = node[np.clip(found, 0, None)]
+                self.tracks.append(frame_of({
+                    "pos": sel.index.to_numpy(), "api": sel["conn"].to_numpy().astype(np.int64),
+                    "node": np.where(ok, cand["conn"][at].astype(np.int64), -1),
+                    "thread": sel["thread_id"].to_numpy().astype(np.int64), "host_ns": sel["ts_ns"].to_numpy(),
+                    "stream_id": sel["stream_id"].to_numpy(), "task_id": sel["task_low"].to_numpy(),
+                    "batch": sel["batch"].to_numpy(), "device_id": sel["device_id"].to_numpy().astype(np.int64),
+                    "model_id": sel["model_id"].to_numpy()}))
+                self._add_nodes(cand, at[ok])
+        if op_info is not None and len(op_info["timestamp"]):
+            found = contain(op_info["thread_id"].astype(np.int64), op_info["timestamp"], n_thread, n_begin, n_end)
+            ok = found >= 0
+            at = node[found[ok]]
+            self.op_infos.append(frame_of({"node": cand["conn"][at].astype(np.int64), "pos": op_info["pos"][ok],
+                                           **{k: op_info[k][ok] for k in OP_INFO_FIELDS}}))
+            self._add_nodes(cand, at)
+        if info is not None and len(info["timestamp"]):
+            hapi = np.flatnonzero(cand["level"] == LEVEL_HCCL)
+            found = contain(info["thread_id"].astype(np.int64), info["timestamp"], cand["thread"][hapi].astype(np.int64),
+                            cand["begin"][hapi], cand["end"][hapi])
+            ok = found >= 0
+            self.orphans += int((~ok).sum())
+            self.infos.append(frame_of({"api": cand["conn"][hapi[found[ok]]].astype(np.int64), "pos": info["pos"][ok],
+                                        **{k: info[k][ok] for k in INFO_FIELDS}}))
+        if len(nbi) and len(self.node_conns):
+            mine = isin(nbi["conn"].to_numpy().astype(np.int64), self.node_conns)
+            if mine.any():
+                rows = nbi[mine]
+                self.nbi.append(frame_of({"node": rows["conn"].to_numpy().astype(np.int64),
+                                          "pos": rows.index.to_numpy(), "op_type": rows["op_type"].to_numpy()}))
+
+    def _add_nodes(self, cand: Columns, at: np.ndarray) -> None:
+        if not len(at):
+            return
+        at = np.unique(at)
+        conns = cand["conn"][at].astype(np.int64)
+        self.node_conns = np.union1d(self.node_conns, conns)
+        self.nodes.append(frame_of({"node": conns, "thread": cand["thread"][at].astype(np.int64),
+                                    "begin_ns": self.clock.to_ns(cand["begin"][at]),
+                                    "end_ns": self.clock.to_ns(cand["end"][at]), "item": cand["item"][at]}))
+
+    def finish(self) -> Optional[HcclHostData]:
+        """The tasks and ops, or None without communication records."""
+        if not self.tracks and not self.infos and not self.orphans:
+            return None
+        tasks = _concat(self.tracks, ["pos", "api", "node", "thread", "host_ns", "stream_id", "task_id", "batch",
+                                      "device_id", "model_id"]).sort_values("pos", kind="stable")
+        apis = _concat(self.apis, ["api", "is_master"]).drop_duplicates("api")
+        tasks = tasks.merge(apis, on="api", how="left")
+        tasks["is_master"] = tasks["is_master"].fillna(0).astype(np.int64)
+        infos = _concat(self.infos, ["api", "pos", *INFO_FIELDS]).sort_values("pos", kind="stable") \
+            .drop_duplicates("api", keep="last").drop(columns="pos")
+        tasks = tasks.merge(infos.assign(has_info=1), on="api", how="left")
+        tasks["has_info"] = tasks["has_info"].fillna(0).astype(np.int64)
+        nodes = _concat(self.nodes, ["node", "thread", "begin_ns", "end_ns", "item"]).drop_duplicates("node")
+        nodes = nodes[isin(nodes["node"].to_numpy(), tasks["node"].to_numpy())]
+        op_infos = _concat(self.op_infos, ["node", "pos", *OP_INFO_FIELDS]).sort_values("pos", kind="stable") \
+            .drop_duplicates("node").drop(columns="pos")
+        ops = nodes.merge(op_infos.assign(has_op_info=1), on="node", how="left")
+        ops["has_op_info"] = ops["has_op_info"].fillna(0).astype(np.int64)
+        nbi = _concat(self.nbi, ["node", "pos", "op_type"]).sort_values("pos", kind="stable").drop_duplicates("node")
+        ops = ops.merge(nbi[["node", "op_type"]].rename(columns={"op_type": "nbi_op_type"}), on="node", how="left")
+        ops["nbi_op_type"] = ops["nbi_op_type"].fillna(0).astype(np.uint64)
+        return HcclHostData(tasks=tasks.reset_index(drop=True), ops=ops.reset_index(drop=True),
+                            orphan_infos=self.orphans, info_where=self.info_where)
+
+
+def _concat(frames: List[pd.DataFrame], columns: List[str]) -> pd.DataFrame:
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in columns})
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+
+
+class HcclDevice:
+    """The device tasks matched with communication tasks' tracks (by the level-5500 API the track
+    hangs under), a window of device tasks at a time. Their TASK connectionId becomes the node
+    launch's, as the reference's (an HCCL task carries its op's connection id)."""
+
+    def __init__(self, host: HcclHostData) -> None:
+        order = np.argsort(host.tasks["api"].to_numpy(), kind="stable")
+        self.apis = host.tasks["api"].to_numpy()[order]
+        self.nodes = host.tasks["node"].to_numpy()[order]
+        self.parts: List[pd.DataFrame] = []
+
+    def take(self, device_id: int, matched: np.ndarray, conn: np.ndarray, cols: Dict[str, np.ndarray]) -> np.ndarray:
+        """Note the window's communication tasks (`cols`: gid, start_ns, end_ns, ctx, row, per
+        task) and return the connection ids TASK should hold (-1 where not matched)."""
+        out = np.where(matched, conn.astype(np.int64), -1)
+        if not len(self.apis):
+            return out
+        pos = np.clip(np.searchsorted(self.apis, out), 0, len(self.apis) - 1)
+        hit = matched & (self.apis[pos] == out)
+        if hit.any():
+            self.parts.append(frame_of({"api": out[hit], "device_id_dev": device_id,
+                                        **{k: np.asarray(v)[hit] for k, v in cols.items()}}))
+            node = self.nodes[pos[hit]]
+            out[hit] = np.where(node >= 0, node, out[hit])
+        return out
+
+    def frame(self) -> pd.DataFrame:
+        """The matched device tasks: api, device_id_dev, and the columns given to `take`."""
+        return _concat(self.parts, ["api", "device_id_dev", "gid", "start_ns", "end_ns", "ctx", "row"])
