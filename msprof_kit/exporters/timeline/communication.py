@@ -109,8 +109,10 @@ class InfoColumns:
         if self.mirror is not None:
             for lo in range(0, self.n, COMM_BLOCK):
                 hi = min(self.n, lo + COMM_BLOCK)
-                yield lo, hi, {c: self.mirror.span(c, lo, hi).astype(np.int64) for c in names}
+                yield lo, hi, {c: np.arange(lo + 1, hi + 1) if c == "rowid" else
+                               self.mirror.span(c, lo, hi).astype(np.int64) for c in names}
             return
+        names = [c for c in names if c != "rowid"]
         last, lo = -1 << 62, 0
         sql = f"SELECT rowid, {', '.join(names)} FROM COMMUNICATION_TASK_INFO WHERE rowid > ? ORDER BY rowid LIMIT ?"
         while lo < self.n:
@@ -119,7 +121,9 @@ class InfoColumns:
                 return
             table = np.array(rows, dtype=np.int64).reshape(len(rows), len(names) + 1)
             last = int(table[-1, 0])
-            yield lo, lo + len(rows), {c: table[:, j + 1] for j, c in enumerate(names)}
+            block = {c: table[:, j + 1] for j, c in enumerate(names)}
+            block["rowid"] = table[:, 0]
+            yield lo, lo + len(rows), block
             lo += len(rows)
 
     def whole(self, names: Sequence[str]) -> Dict[str, np.ndarray]:
@@ -136,11 +140,11 @@ class Communication:
         self.facts = facts
         self.info = InfoColumns(ctx)
         n = len(self.info)
-        whole = self.info.whole(("globalTaskId", "planeId", "groupName", "opId", "isMaster"))
+        whole = self.info.whole(("rowid", "globalTaskId", "planeId", "groupName", "opId", "isMaster"))
         self.task = ctx.reader("TASK", TASK_COLUMNS)
         self.task_rows = SortedKeys(ctx.columns("TASK", ("globalTaskId",))["globalTaskId"]).find(
             whole["globalTaskId"]) if n else np.zeros(0, np.int64)
-        self.bandwidth, self.estimated = _task_floats(ctx, n)
+        self.payload, self.estimated = _task_floats(ctx, whole["rowid"])
         self.ops = _read_ops(ctx)
         start = self._task_column("startNs", slice(0, n))
         device = self._task_column("deviceId", slice(0, n))
@@ -251,20 +255,26 @@ def _renumbered(name: str, k: int) -> str:
     return f"{parts[0]}_{k}_{parts[2]}" if len(parts) == 3 else name
 
 
-def _task_floats(ctx: ExportContext, n: int) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
-    """(bandwidth in GB/s, estimated duration in µs) of each COMMUNICATION_TASK_INFO row: the
-    bandwidth from the unified table (B/s), the estimated duration from KIT_HCCL_TASK (one row per
-    task, in the same order); None where the store lacks them."""
-    bandwidth = estimated = None
+def _task_floats(ctx: ExportContext, rowid: np.ndarray) -> Tuple[Tuple[np.ndarray, np.ndarray], Optional[np.ndarray]]:
+    """((rows, GB/s) of the RDMA payload tasks, whose bandwidth is the ingest's, over their whole
+    transfer), and the estimated duration (µs) of each COMMUNICATION_TASK_INFO row (`rowid`: its
+    sqlite rowids, ascending) from KIT_HCCL_TASK, one row per task in the same order (None where
+    the store lacks it)."""
+    n = len(rowid)
+    estimated = None
     if ctx.has("KIT_HCCL_TASK"):
         rows = ctx.conn.execute("SELECT durationEstimated FROM KIT_HCCL_TASK ORDER BY rowid").fetchall()
         if len(rows) == n:
             estimated = np.array([r[0] for r in rows], dtype=np.float64)
-    if ctx.has("COMMUNICATION_TASK_INFO"):
-        rows = ctx.conn.execute("SELECT bandwidth FROM COMMUNICATION_TASK_INFO ORDER BY rowid").fetchall()
-        if len(rows) == n:
-            bandwidth = np.array([r[0] for r in rows], dtype=np.float64) / 1e9
-    return bandwidth, estimated
+    payload: Tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.float64))
+    if n:
+        rows = ctx.conn.execute("SELECT rowid, bandwidth FROM COMMUNICATION_TASK_INFO WHERE rdmaType = ? "
+                                "ORDER BY rowid", (RDMA_SEND_PAYLOAD,)).fetchall()
+        if rows:
+            found = np.array([r[0] for r in rows], dtype=np.int64)
+            payload = (np.asarray(np.searchsorted(rowid, found), dtype=np.int64),
+                       np.array([r[1] for r in rows], dtype=np.float64) / 1e9)
+    return payload, estimated
 
 
 def _read_ops(ctx: ExportContext) -> pd.DataFrame:
@@ -322,14 +332,18 @@ def _write_tasks(out: TraceWriter, facts: Facts, comm: Communication, rows: np.n
     start, end = c["startNs"], c["endNs"]
     duration = end - start
     size = c["size"]
-    # bandwidth (GB/s): size / duration, an RDMA payload's from its transfer (as stored); the
+    # bandwidth (GB/s): size / duration, an RDMA payload's over its whole transfer (as stored); the
     # Python flavour divides the sizes and times in GB and s
     if facts.python_rules:
         own = np.where(np.abs(duration) > 0, (size * 1e-9) / np.where(duration == 0, 1, duration * 1e-9), 0.0)
     else:
         own = np.where(duration > 0, size / np.where(duration > 0, duration, 1), 0.0)
-    stored = comm.bandwidth[rows] if comm.bandwidth is not None else own
-    bandwidth = np.where(c["rdmaType"] == RDMA_SEND_PAYLOAD, stored, own)
+    bandwidth = own
+    at, value = comm.payload
+    if len(at):
+        pos = np.minimum(np.searchsorted(at, rows), len(at) - 1)
+        hit = at[pos] == rows
+        bandwidth = np.where(hit, value[pos], own)
     estimated = comm.estimated[rows] if comm.estimated is not None else np.zeros(n)
     for lo in range(0, n, writer.CHUNK):
         s = slice(lo, min(n, lo + writer.CHUNK))
