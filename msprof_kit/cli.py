@@ -12,6 +12,7 @@ from . import __version__, importer, memory, progress, show, store
 from .errors import BadOption, Diagnostics, MsprofKitError, StoreError
 from .forked import default_jobs
 from .interrupt import Terminated, terminate_as_interrupt
+from .exporters import analyze_store
 from .exporters import run as export_run
 from .exporters.scope import check_options
 
@@ -102,6 +103,14 @@ def _parser() -> argparse.ArgumentParser:
     _scope_args(e)
     e.add_argument("--format", choices=("csv", "json"), default="csv", help="file format (default csv)")
     e.set_defaults(run=cmd_export, what="summary")
+
+    p = sub.add_parser("analyze", help="communication analysis: analyze/communication.json and "
+                       "communication_matrix.json", description="Write PROF_xxx/analyze/<rule>.json as msprof.py "
+                       "analyze does, from the collection's communication (HCCL) tasks (imports it first when needed).")
+    _dir_arg(p)
+    p.add_argument("-rule", "--rule", default=",".join(analyze_store.analyze.RULES), metavar="RULES",
+                   help="comma-separated: communication, communication_matrix (default: both)")
+    p.set_defaults(run=cmd_analyze)
 
     p = sub.add_parser("query", help="print the collection's devices, models and iterations",
                        description="Print the msprof query table: device, model ids, iteration counts.")
@@ -295,6 +304,19 @@ def cmd_export(args: argparse.Namespace, diag: Diagnostics) -> int:
                          iteration_count=args.iteration_count, fmt=getattr(args, "format", "csv"), clear=args.clear,
                          reports=getattr(args, "reports", None), jobs=args.jobs,
                          ts_origin=getattr(args, "ts_origin", "epoch"))
+    _report(diag, args.quiet)
+    for path in written if not args.quiet else ():
+        print(f"Wrote {path}")
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace, diag: Diagnostics) -> int:
+    """`analyze --rule ...`: each collection imported where needed, then its analyze files written."""
+    rules = analyze_store.check_rules(args.rule)  # before anything is read or imported
+    written: List[str] = []
+    for path in [coll.path for coll in importer.ensure_imported(args.dir, diag, args.jobs)]:
+        importer.note_elsewhere(path, diag, exports=True)
+        written += analyze_store.analyze_collection(path, rules, diag)
     _report(diag, args.quiet)
     for path in written if not args.quiet else ():
         print(f"Wrote {path}")

@@ -10,7 +10,7 @@ association hands over only the records under level-5500 APIs and node launches 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -43,6 +43,7 @@ class HcclHostData:
     ops: pd.DataFrame
     orphan_infos: int
     info_where: str
+    untracked: int = 0  # level-5500 APIs with an hccl_info record but no task track
 
 
 class HcclHost:
@@ -132,25 +133,38 @@ class HcclHost:
         if not self.tracks and not self.infos and not self.orphans:
             return None
         tasks = _concat(self.tracks, ["pos", "api", "node", "thread", "host_ns", "stream_id", "task_id", "batch",
-                                      "device_id", "model_id"]).sort_values("pos", kind="stable")
+                                      "device_id", "model_id"]).sort_values("pos", kind="stable").reset_index(drop=True)
         apis = _concat(self.apis, ["api", "is_master"]).drop_duplicates("api")
-        tasks = tasks.merge(apis, on="api", how="left")
-        tasks["is_master"] = tasks["is_master"].fillna(0).astype(np.int64)
+        _attach(tasks, "api", apis, ("is_master",))
         infos = _concat(self.infos, ["api", "pos", *INFO_FIELDS]).sort_values("pos", kind="stable") \
             .drop_duplicates("api", keep="last").drop(columns="pos")
-        tasks = tasks.merge(infos.assign(has_info=1), on="api", how="left")
-        tasks["has_info"] = tasks["has_info"].fillna(0).astype(np.int64)
+        untracked = int((~isin(infos["api"].to_numpy(), tasks["api"].to_numpy())).sum())
+        tasks["has_info"] = _attach(tasks, "api", infos, INFO_FIELDS)
         nodes = _concat(self.nodes, ["node", "thread", "begin_ns", "end_ns", "item"]).drop_duplicates("node")
-        nodes = nodes[isin(nodes["node"].to_numpy(), tasks["node"].to_numpy())]
+        ops = nodes[isin(nodes["node"].to_numpy(), tasks["node"].to_numpy())].reset_index(drop=True)
         op_infos = _concat(self.op_infos, ["node", "pos", *OP_INFO_FIELDS]).sort_values("pos", kind="stable") \
-            .drop_duplicates("node").drop(columns="pos")
-        ops = nodes.merge(op_infos.assign(has_op_info=1), on="node", how="left")
-        ops["has_op_info"] = ops["has_op_info"].fillna(0).astype(np.int64)
+            .drop_duplicates("node")
+        ops["has_op_info"] = _attach(ops, "node", op_infos, OP_INFO_FIELDS)
         nbi = _concat(self.nbi, ["node", "pos", "op_type"]).sort_values("pos", kind="stable").drop_duplicates("node")
-        ops = ops.merge(nbi[["node", "op_type"]].rename(columns={"op_type": "nbi_op_type"}), on="node", how="left")
-        ops["nbi_op_type"] = ops["nbi_op_type"].fillna(0).astype(np.uint64)
+        _attach(ops, "node", nbi.rename(columns={"op_type": "nbi_op_type"}), ("nbi_op_type",))
         return HcclHostData(tasks=tasks.reset_index(drop=True), ops=ops.reset_index(drop=True),
-                            orphan_infos=self.orphans, info_where=self.info_where)
+                            orphan_infos=self.orphans, info_where=self.info_where, untracked=untracked)
+
+
+def _attach(frame: pd.DataFrame, key: str, other: pd.DataFrame, fields: Sequence[str]) -> np.ndarray:
+    """Add `fields` of `other` (distinct `key`s) to `frame` by `key`, keeping their types (0 where
+    `other` lacks the key); returns 1 where it has it, else 0."""
+    keys = other[key].to_numpy().astype(np.int64)
+    order = np.argsort(keys, kind="stable")
+    wanted = frame[key].to_numpy().astype(np.int64)
+    pos = np.clip(np.searchsorted(keys[order], wanted), 0, max(len(keys) - 1, 0))
+    hit = (keys[order][pos] == wanted) if len(keys) else np.zeros(len(wanted), dtype=bool)
+    for name in fields:
+        values = other[name].to_numpy()[order] if len(keys) else np.zeros(0, dtype=np.int64)
+        out = np.zeros(len(wanted), dtype=values.dtype)
+        out[hit] = values[pos[hit]]
+        frame[name] = out
+    return hit.astype(np.int64)
 
 
 def _concat(frames: List[pd.DataFrame], columns: List[str]) -> pd.DataFrame:

@@ -77,31 +77,27 @@ def _bandwidth(frame: pd.DataFrame) -> np.ndarray:
     order = np.lexsort((np.arange(len(frame)), group))  # each (name, plane) in device start order
     g, p = group[order], payload[order]
     starts, ends, sizes = frame["start_ns"].to_numpy()[order], frame["end_ns"].to_numpy()[order], size[order]
-    names = frame["name"].to_numpy()[order]
     n = len(order)
+    at = np.arange(n)
     new_group = np.r_[True, g[1:] != g[:-1]]
-    group_first = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
-    group_end = np.r_[np.flatnonzero(new_group)[1:], n]  # one past each group's last, per group
-    group_last = group_end[np.cumsum(new_group) - 1]
-    jump = np.array([3 if ("send" in str(s).lower() or "receive" in str(s).lower()) else 5
-                     for s in names[group_first]], dtype=np.int64) if n else np.zeros(0, np.int64)
-    i = 0
+    group_end = np.r_[np.flatnonzero(new_group)[1:], n][np.cumsum(new_group) - 1]  # one past each task's group
+    # runs of payloads within a group: their first task, length, and closing task
+    first = p & (new_group | ~np.r_[False, p[:-1]])
+    run_of = np.cumsum(first) - 1
+    heads = np.flatnonzero(first)
+    length = np.bincount(run_of[p], minlength=len(heads))
+    name_text = frame["name"].to_numpy()[order][heads]
+    jump = per_distinct(name_text, lambda t: 3 if ("send" in str(t).lower() or "receive" in str(t).lower()) else 5,
+                        np.int64)
+    close = heads + length + jump - 2
+    closed = close < group_end[heads]  # else every payload of the run keeps size / duration
+    total = np.bincount(run_of[p], weights=sizes[p], minlength=len(heads))
+    transit = np.where(closed, ends[np.minimum(close, n - 1)] - starts[heads], 0).astype(np.float64)
+    shared = np.where(transit != 0, total / np.where(transit != 0, transit, 1) * 1e9, 0.0)
     result = out[order]
-    while i < n:  # runs of payloads only (few): each run's tasks share its bandwidth
-        if not p[i]:
-            i += 1
-            continue
-        j = i
-        while j < group_last[i] and p[j]:
-            j += 1
-        count = j - i
-        close = i + count + int(jump[i]) - 2
-        if close >= group_last[i]:
-            i += 1  # no closing task: this one keeps size / duration, the next starts its own run
-            continue
-        transit = float(ends[close] - starts[i])
-        result[i:j] = sizes[i:j].sum() / transit * 1e9 if transit else 0.0
-        i = j
+    members = at[p]
+    take = closed[run_of[members]]
+    result[members[take]] = shared[run_of[members[take]]]
     out[order] = result
     return out
 
@@ -114,6 +110,10 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: Dict[str, str],
     if host.orphan_infos:
         diag.warn(f"{host.info_where}: {host.orphan_infos} hccl_info records lie under no communication API "
                   f"(level 5500) of their thread; their op cannot be found and they are left out")
+    if host.untracked:
+        diag.warn(f"{host.untracked} communication tasks (level-5500 APIs with an hccl_info record) have no "
+                  f"task_track record; without it they cannot be joined with their device tasks and are left out "
+                  f"of COMMUNICATION_TASK_INFO")
     no_info = int((tasks["has_info"] == 0).sum())
     if no_info:
         diag.warn(f"{no_info} communication tasks have no hccl_info record; they are kept with N/A names and "

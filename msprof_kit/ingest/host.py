@@ -136,8 +136,7 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
         records.close()
     hccl_data = hccl.finish()
     if hccl_data is not None:
-        hccl_data.info_where = next((p for _, group in group_paths(files, "hccl_info") for p in group),
-                                    f"{rd.data_dir}/*.hccl_info.slice_N")
+        hccl_data.info_where = f"{rd.data_dir}/*.hccl_info.slice_N"
     return HostData(tasks=host_tasks, models=models, pid=pid, tensor_table=tensor_table, hccl=hccl_data,
                     hashes=hashes)
 
