@@ -3,7 +3,7 @@ the flow start/end events."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -35,8 +35,11 @@ class Arrows:
     special: np.ndarray      # ascending
 
     @classmethod
-    def of(cls, tasks: Tasks) -> "Arrows":
-        return cls(tasks.api_conns, distinct(np.concatenate([tasks.memcpy_conns, tasks.acl_event_conns])).astype(np.int64))
+    def of(cls, tasks: Tasks, op_conns: Optional[np.ndarray] = None) -> "Arrows":
+        """The arrows of the shown tasks, and (`op_conns`) of the node launches of communication ops."""
+        conns = tasks.api_conns if op_conns is None or not len(op_conns) else \
+            distinct(np.concatenate([tasks.api_conns, op_conns])).astype(np.int64)
+        return cls(conns, distinct(np.concatenate([tasks.memcpy_conns, tasks.acl_event_conns])).astype(np.int64))
 
     def starts(self, conn: np.ndarray, level: np.ndarray) -> np.ndarray:
         return in_sorted(conn, self.task_conns) & ((level == LEVEL_NODE) | in_sorted(conn, self.special))

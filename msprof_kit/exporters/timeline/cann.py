@@ -44,7 +44,7 @@ def write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks,
     # arrows that start on an API: the distinct flow ids of the tasks they end at (first seen
     # first), grouped by connection id (a flow id is the connection id << 32, plus the context id
     # in the Python rules)
-    flow = tasks.flows
+    flow = tasks.flows if facts.python_rules or arrows is None else arrows.task_conns << 32  # (C++: with the ops')
     flow_conn = flow >> 32
     for lo, hi, block in blocks.counted(ctx.progress.phase(f"{label(ctx.collection_path)}: timeline CANN APIs",
                                                            total=blocks.rows, unit="APIs")):

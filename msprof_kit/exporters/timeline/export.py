@@ -15,6 +15,7 @@ from . import apis
 from .apis import ApiBlocks
 from .arrows import Arrows
 from .cann import write_cann
+from .communication import Communication, write_communication
 from .facts import Facts, load_facts
 from .freq import write_freq
 from .hardware import write_hardware
@@ -36,12 +37,16 @@ def write_timeline(ctx: ExportContext) -> None:
     facts = load_facts(ctx)
     tasks = Tasks(ctx, facts)
     steps = timeline_steps(ctx)
-    if not len(tasks) and not steps and not any(ctx.has(t) for t in ("CANN_API", "OVERLAP_ANALYSIS", "AICORE_FREQ")):
+    comm = Communication(ctx, facts)
+    if not len(tasks) and not steps and not len(comm) and \
+            not any(ctx.has(t) for t in ("CANN_API", "OVERLAP_ANALYSIS", "AICORE_FREQ")):
         return
     if ctx.ts_origin == "start":
         facts.origin = ts_origin_ns(ctx, steps)
-    # -reports layers: cann, ascend (tasks), step_trace, freq, overlap_analyse; arrows need both ends
+    # -reports layers: cann, ascend (tasks), communication, step_trace, freq, overlap_analyse; arrows
+    # need both ends (the C++ flavour's also end at communication ops)
     cann, ascend = ctx.layer_on("cann"), ctx.layer_on("ascend")
+    to_ops = ctx.layer_on("communication") and not facts.python_rules
     blocks = None
     if cann and ctx.has("CANN_API"):
         # an iteration export: the APIs that start in the API window or span its start; of the
@@ -49,7 +54,7 @@ def write_timeline(ctx: ExportContext) -> None:
         # iteration export, which the reference's Python path writes on every chip)
         blocks = ApiBlocks(ctx, facts.scope.api_window() if facts.scoped else None,
                            ctx.api_rule(facts.flavour))
-    arrows = Arrows.of(tasks) if cann and ascend else None
+    arrows = Arrows.of(tasks, comm.op_conns() if to_ops else None) if cann and (ascend or to_ops) else None
     if facts.python_rules and (blocks is None or not blocks.threads()):
         # the Python path draws host-to-device arrows only when the timeline shows some API
         # (viewer/association/host_connect_device.py:306-307)
@@ -61,7 +66,7 @@ def write_timeline(ctx: ExportContext) -> None:
     who = label(ctx.collection_path)
     with ctx.progress.phase(f"{who}: timeline device layers") if ctx.jobs < 2 else Phase():
         with_arrows = arrows is not None or (cann and not facts.python_rules)
-        device_part = Forked(lambda: _write_device_layers(ctx, part_path, facts, tasks, started, steps,
+        device_part = Forked(lambda: _write_device_layers(ctx, part_path, facts, tasks, comm, started, steps,
                                                           arrows=with_arrows),
                              "timeline", inline=ctx.jobs < 2)
     try:
@@ -109,14 +114,17 @@ def ts_origin_ns(ctx: ExportContext, steps: Optional[Dict[int, List[Iteration]]]
     return min(found) if found else 0
 
 
-def _write_device_layers(ctx: ExportContext, path: str, facts: Facts, tasks: Tasks, started: np.ndarray,
-                         steps: Dict[int, List[Iteration]], arrows: bool) -> List[str]:
-    """The Ascend Hardware (tasks and iterations), AI Core Freq and Overlap Analysis layers, as a
-    part file (events without the enclosing brackets). Returns the step-trace events."""
+def _write_device_layers(ctx: ExportContext, path: str, facts: Facts, tasks: Tasks, comm: Communication,
+                         started: np.ndarray, steps: Dict[int, List[Iteration]], arrows: bool) -> List[str]:
+    """The Ascend Hardware (tasks and iterations), Communication, AI Core Freq and Overlap Analysis
+    layers, as a part file (events without the enclosing brackets). Returns the step-trace events.
+    The Communication layer comes after Ascend Hardware: an arrow of an HCCL node launch ends at
+    its op (the last end of its id) rather than at the op's memory-copy tasks."""
     ascend = ctx.layer_on("ascend")
-    overlap_rows = graph_overlap(tasks, facts) if facts.scoped else None
+    overlap_rows = graph_overlap(tasks, facts, comm.master_spans) if facts.scoped else None
     ctx = ctx.reopened()  # a forked child never uses its parent's sqlite connection
     tasks = tasks.on(ctx)
+    comm = comm.on(ctx)
     try:
         with TraceWriter(path, part=True) as out:
             step_texts: List[str] = []
@@ -124,6 +132,8 @@ def _write_device_layers(ctx: ExportContext, path: str, facts: Facts, tasks: Tas
                 step_texts = write_hardware(out, facts, tasks, started,
                                             steps if ctx.layer_on("step_trace") else {},
                                             show_tasks=ascend, arrows=arrows and ascend)
+            if ctx.layer_on("communication"):
+                write_communication(out, facts, comm, arrows=arrows)
             if ctx.layer_on("freq"):
                 write_freq(ctx, out, facts)
             if ctx.layer_on("overlap_analyse"):

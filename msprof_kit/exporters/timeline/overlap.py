@@ -23,23 +23,46 @@ OVERLAP_EVENT = Template('{"name":', "name", ',"pid":', "pid", ',"tid":', "tid",
                          ',"ph":"X","args":{}}')
 
 
-def graph_overlap(tasks: Tasks, facts: Facts) -> np.ndarray:
+def graph_overlap(tasks: Tasks, facts: Facts, comm_spans: Optional[np.ndarray] = None) -> np.ndarray:
     """An iteration export's overlap rows (device, start, end, type), recomputed from the exported
-    tasks as the reference does: Computing = the merged spans of the model's ops, Free = the gaps
-    between them from the first task's start to the last task's end; then cut to the timeline
-    window."""
+    tasks and communication ops as the reference does: Computing = the merged spans of the model's
+    ops, Communication = the merged spans of the ops' master tasks (`comm_spans`: device, start,
+    end), Communication(Not Overlapped) = Communication minus Computing, Free = the gaps between
+    them from the first task's start to the last task's end; then cut to the timeline window."""
     device, start, end, is_op = tasks.overlap_input.T
+    if comm_spans is None:
+        comm_spans = np.zeros((0, 3), np.int64)
     parts = []
-    for dev in np.unique(device).tolist():
+    for dev in np.unique(np.concatenate([device, comm_spans[:, 0]])).tolist():
         mine = device == dev
         comp = mine & (is_op != 0)
         cs, ce = union_intervals(start[comp], end[comp])
-        fs, fe = interval_gaps(int(start[mine].min()), int(end[mine].max()), cs, ce)
-        rows = np.column_stack([np.full(len(cs) + len(fs), dev), np.concatenate([cs, fs]), np.concatenate([ce, fe]),
-                                np.repeat([0, 3], [len(cs), len(fs)])]).astype(np.int64)
+        theirs = comm_spans[comm_spans[:, 0] == dev]
+        ms, me = union_intervals(theirs[:, 1], theirs[:, 2])
+        span_s, span_e = np.concatenate([start[mine], ms]), np.concatenate([end[mine], me])
+        lo, hi = int(span_s.min()), int(span_e.max())
+        ns, ne = _intersection(ms, me, *interval_gaps(lo, hi, cs, ce))
+        us, ue = union_intervals(np.concatenate([cs, ms]), np.concatenate([ce, me]))
+        fs, fe = interval_gaps(int(lo), int(hi), us, ue)
+        rows = np.column_stack([np.full(len(cs) + len(ms) + len(ns) + len(fs), dev),
+                                np.concatenate([cs, ms, ns, fs]), np.concatenate([ce, me, ne, fe]),
+                                np.repeat([0, 1, 2, 3], [len(cs), len(ms), len(ns), len(fs)])]).astype(np.int64)
         rows = rows[in_timeline(rows[:, 1], rows[:, 2], facts.timeline_window(dev))]
         parts.append(rows[np.lexsort((rows[:, 3], rows[:, 1]))])
     return np.concatenate(parts) if parts else np.zeros((0, 4), np.int64)
+
+
+def _intersection(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray,
+                  b_end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """The intersection of two sets of sorted, disjoint intervals (pieces of positive length)."""
+    first = np.searchsorted(b_end, a_start, "right")   # the first b ending after each a starts
+    last = np.searchsorted(b_start, a_end, "left")     # past the last b starting before each a ends
+    count = np.maximum(last - first, 0)
+    a: np.ndarray = np.repeat(np.arange(len(a_start)), count)
+    b = np.repeat(first, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+    s, e = np.maximum(a_start[a], b_start[b]), np.minimum(a_end[a], b_end[b])
+    keep = e > s
+    return s[keep], e[keep]
 
 
 OVERLAP_COLUMNS = ("deviceId", "startNs", "endNs", "type")
