@@ -7,7 +7,10 @@ directory holds). This module only chooses, orders, cuts and renders:
   total and average duration and the mean of each PMU ratio column present; by total time;
 * op_statistic: per (OP Type, Core Type), as exported; by total time;
 * api_statistic: per (Level, API Name), as exported; by total time;
-* freq: the AI Core frequency records (or the nominal frequency when none was recorded).
+* freq: the AI Core frequency records (or the nominal frequency when none was recorded);
+* communication: per communication OP Type (HcomAllReduce, ...) the op count, total, average and
+  max time, and the Notify_Wait time of the ops' master planes with its share of their elapse
+  (sources/communication.py); by total time.
 
 Numbers sort largest first and texts alphabetically. Nothing here prints; the CLI does.
 """
@@ -29,12 +32,14 @@ from .errors import BadOption, Diagnostics, NoData
 DEFAULT_TOP = 20
 FORMATS = ("table", "csv", "json")
 TITLES = {"op_summary": "Op summary", "op_statistic": "Op statistic", "api_statistic": "API statistic",
-          "freq": "AI Core frequency"}
-UNITS = {"op_summary": "operators", "op_statistic": "op types", "api_statistic": "APIs", "freq": "records"}
+          "freq": "AI Core frequency", "communication": "Communication"}
+UNITS = {"op_summary": "operators", "op_statistic": "op types", "api_statistic": "APIs", "freq": "records",
+         "communication": "op types"}
 REPORT_ALIASES = {"frequency": "freq", "aicore_freq": "freq", "ai_core_freq": "freq", "op_summary": "op_summary",
-                  "kernel_details": "op_summary", "acl_statistic": "api_statistic"}
+                  "kernel_details": "op_summary", "acl_statistic": "api_statistic",
+                  "communication_statistic": "communication", "hccl": "communication", "comm": "communication"}
 DEFAULT_SORT = {"op_summary": ("Total Time(us)", False), "op_statistic": ("Total Time(us)", False),
-                "api_statistic": ("Time(us)", False), "freq": None}
+                "api_statistic": ("Time(us)", False), "freq": None, "communication": ("Total Time(us)", False)}
 INTEGER_COLUMNS = ("Count", "Frequency(MHz)")
 EXTRA_PMU = ("memory_bound", "cube_utilization(%)")
 
@@ -125,6 +130,8 @@ def build_views(tables: sources.Tables, reports: Sequence[str]) -> List[View]:
             shown = _with_device(frame, sources.OP_STATISTIC_COLUMNS)
         elif report == "api_statistic":
             shown = _with_device(frame, sources.API_STATISTIC_COLUMNS)
+        elif report == "communication":
+            shown = _with_device(frame, sources.COMMUNICATION_COLUMNS)
         else:
             shown = _with_device(frame, sources.FREQ_COLUMNS)
             if (shown.get(sources.FREQ_SOURCE, pd.Series(dtype=str)) == "recorded").all():

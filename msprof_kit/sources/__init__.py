@@ -18,7 +18,8 @@ the many header generations found in the wild (`Block Dim` / `Block Num`, `Name`
 Nothing here prints or renders: `show.py` does the terminal side, and plot/compare reuse this.
 
 The modules: `frames` (column names, Tables, Trace, frame builders), `discovery` (what a directory
-holds), one per kind of source (`stored`, `csv_files`, `database`, `timelines`), `derived` (tables
+holds), one per kind of source (`stored`, `csv_files`, `database`, `timelines`), `communication` (the communication report, from a
+store or exported files), `derived` (tables
 computed from others) and `loading` (the entry points). This file re-exports what the views use.
 """
 from __future__ import annotations
@@ -27,19 +28,20 @@ from .csv_files import csv_kind, read_csvs
 from .database import open_db
 from .derived import api_statistic_from_calls, model_execution, op_totals, pmu_ratio_columns, statistic_from_ops
 from .discovery import Found, discover, newest
-from .frames import (API_COLUMNS, API_NAME, API_STATISTIC_COLUMNS, CORE_TYPE, DEVICE, DURATION, FREQ_COLUMNS,
+from .frames import (API_COLUMNS, API_NAME, API_STATISTIC_COLUMNS, BANDWIDTH_COLUMNS, COMMUNICATION_COLUMNS,
+                     CORE_TYPE, DEVICE, DURATION, FREQ_COLUMNS,
                      FREQ_MHZ, FREQ_SOURCE, FREQ_TIME, ITER_END, ITER_START, ITER_TIME, ITERATION, ITERATION_COLUMNS,
                      LEVEL, LOOKED_FOR, LOOKED_FOR_REPORT, LOOKED_FOR_TRACE, MODEL, NA, NA_TEXTS, OP_NAME,
                      OP_STATISTIC_COLUMNS, OP_TYPE, REPORTS, START, STREAM, TASK_COLUMNS, TASK_TYPE, THREAD,
-                     TRACE_PARTS, Tables, Trace, normalize)
+                     TRACE_PARTS, TRANSPORT, WAIT_RATIO, WAIT_TIME, Tables, Trace, normalize)
 from .loading import EnsureStores, exported_files, exports_note, load, raw_reason, read_tables, read_trace, stored_only
 
 __all__ = [
-    "API_COLUMNS", "API_NAME", "API_STATISTIC_COLUMNS", "CORE_TYPE", "DEVICE", "DURATION", "FREQ_COLUMNS", "FREQ_MHZ",
+    "API_COLUMNS", "API_NAME", "API_STATISTIC_COLUMNS", "BANDWIDTH_COLUMNS", "COMMUNICATION_COLUMNS", "CORE_TYPE", "DEVICE", "DURATION", "FREQ_COLUMNS", "FREQ_MHZ",
     "FREQ_SOURCE", "FREQ_TIME", "ITER_END", "ITER_START", "ITER_TIME", "ITERATION", "ITERATION_COLUMNS", "LEVEL",
     "LOOKED_FOR", "LOOKED_FOR_REPORT", "LOOKED_FOR_TRACE", "MODEL", "NA", "NA_TEXTS", "OP_NAME",
     "OP_STATISTIC_COLUMNS", "OP_TYPE", "REPORTS", "START", "STREAM", "TASK_COLUMNS", "TASK_TYPE", "THREAD",
-    "TRACE_PARTS", "EnsureStores", "Found", "Tables", "Trace", "api_statistic_from_calls", "csv_kind", "discover",
+    "TRACE_PARTS", "TRANSPORT", "WAIT_RATIO", "WAIT_TIME", "EnsureStores", "Found", "Tables", "Trace", "api_statistic_from_calls", "csv_kind", "discover",
     "exported_files", "exports_note", "load", "model_execution", "newest", "normalize", "op_totals", "open_db",
     "pmu_ratio_columns", "raw_reason", "read_csvs", "read_tables", "read_trace", "statistic_from_ops",
     "stored_only",

@@ -15,7 +15,7 @@ CSV_CHUNK_ROWS = 200_000
 
 def csv_kind(path: str) -> Optional[str]:
     """Which summary a CSV holds, from its header: 'op_summary' (one row per task: op_summary,
-    kernel_details), 'task_time', 'op_statistic', 'api_statistic', or None."""
+    kernel_details), 'task_time', 'op_statistic', 'api_statistic', 'communication_statistic', or None."""
     try:
         with open(path, encoding="utf-8", errors="replace", newline="") as f:
             header = next(csv.reader([f.readline()]), [])
@@ -31,6 +31,8 @@ def csv_kind(path: str) -> Optional[str]:
         return "op_statistic"
     if {API_NAME, "Time(us)", "Count"} <= cols:
         return "api_statistic"
+    if {"Count", "Total Time(us)", "Max Time(us)"} <= cols and OP_TYPE in named and CORE_TYPE not in cols:
+        return "communication_statistic"
     return None
 
 

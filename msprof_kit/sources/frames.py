@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-REPORTS = ("op_summary", "op_statistic", "api_statistic", "freq")
+REPORTS = ("op_summary", "op_statistic", "api_statistic", "freq", "communication")
 
 DEVICE = "Device_id"
 OP_NAME = "Op Name"
@@ -34,6 +34,15 @@ OP_STATISTIC_COLUMNS = (DEVICE, OP_TYPE, CORE_TYPE, "Count", "Total Time(us)", "
                         "Max Time(us)", "Ratio(%)")
 API_STATISTIC_COLUMNS = (DEVICE, LEVEL, API_NAME, "Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)", "Variance")
 FREQ_COLUMNS = (DEVICE, FREQ_TIME, FREQ_MHZ, FREQ_SOURCE)
+TRANSPORT = "Transport"
+WAIT_TIME = "Wait Time(us)"
+WAIT_RATIO = "Wait Ratio"
+# the communication report: per device and OP Type (communication_statistic's numbers, and the
+# Notify_Wait time of the ops' master planes, as analyze's communication rule counts it)
+COMMUNICATION_COLUMNS = (DEVICE, OP_TYPE, "Count", "Total Time(us)", "Avg Time(us)", "Max Time(us)", WAIT_TIME,
+                         WAIT_RATIO)
+# the bandwidth per transport of all communication ops of a device (analyze's "Total HCCL Operators")
+BANDWIDTH_COLUMNS = (DEVICE, TRANSPORT, "Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)")
 
 # Header variants → the modern msprof name, per kind of table. The left sides are the names seen in
 # exports (docs/show.md lists where each was found).
@@ -51,11 +60,11 @@ OP_VARIANTS: Dict[str, str] = {
 STATISTIC_VARIANTS: Dict[str, str] = {"Op Type": OP_TYPE, "Device ID": DEVICE, "Device Id": DEVICE}
 API_VARIANTS: Dict[str, str] = {"Device ID": DEVICE, "Device Id": DEVICE}
 VARIANTS = {"op_summary": OP_VARIANTS, "task_time": OP_VARIANTS, "op_statistic": STATISTIC_VARIANTS,
-            "api_statistic": API_VARIANTS}
+            "api_statistic": API_VARIANTS, "communication_statistic": STATISTIC_VARIANTS}
 # columns that hold text whatever their values look like (all others are numbers where they parse)
 TEXT_COLUMNS = frozenset({DEVICE, OP_NAME, OP_TYPE, TASK_TYPE, "OP State", "HF32 Eligible", "Input Shapes",
                           "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
-                          "Output Formats", "Model Name", CORE_TYPE, LEVEL, API_NAME, FREQ_SOURCE})
+                          "Output Formats", "Model Name", CORE_TYPE, LEVEL, API_NAME, FREQ_SOURCE, TRANSPORT})
 
 # op_statistic, as msprof aggregates it (outputs.md §5): task types it leaves out
 STATISTIC_EXCLUDED = ("COMMUNICATION", "HCCL_AI_CPU", "HCCL", "WRITE_BACK", "INVALID")
@@ -74,6 +83,9 @@ LOOKED_FOR_REPORT = {
     "api_statistic": "a store or unified DB with CANN_API, or api_statistic CSVs",
     "freq": "a store or unified DB with AICORE_FREQ (or the AI Core frequency in info.json), or a timeline with "
             "'AI Core Freq' counters",
+    "communication": "a store with COMMUNICATION_OP and COMMUNICATION_TASK_INFO, communication_statistic CSVs, "
+                     "or op_summary rows of Task Type COMMUNICATION (with analyze/communication.json for the wait "
+                     "times)",
 }
 
 
@@ -110,20 +122,24 @@ class Tables:
     `op_rows`: one row per operator task (op_summary / kernel_details columns, PMU metrics
     included). `op_statistic`, `api_statistic`: as exported. `freq`: AI Core frequency, one row
     per record (`Source` 'recorded', or 'info.json' for the nominal frequency when none was
-    recorded). `sources`: report → the file or store each table came from. `raw_problem`: why
+    recorded). `communication`: per device and OP Type, COMMUNICATION_COLUMNS. `comm_bandwidth`:
+    per device and transport, BANDWIDTH_COLUMNS (not a report of its own: plot draws it). `sources`: report → the file or store each table came from. `raw_problem`: why
     the collection's raw data was not (or not wholly) used, when exported files stand in for it."""
     path: str
     op_rows: Optional[pd.DataFrame] = None
     op_statistic: Optional[pd.DataFrame] = None
     api_statistic: Optional[pd.DataFrame] = None
     freq: Optional[pd.DataFrame] = None
+    communication: Optional[pd.DataFrame] = None
+    comm_bandwidth: Optional[pd.DataFrame] = None
     sources: Dict[str, str] = field(default_factory=dict)
     raw_problem: Optional[str] = None
 
     def table(self, report: str) -> Optional[pd.DataFrame]:
-        """The table behind a report name (REPORTS); op_summary is op_rows."""
+        """The table behind a report name (REPORTS, or `comm_bandwidth`); op_summary is op_rows."""
         frame = {"op_summary": self.op_rows, "op_statistic": self.op_statistic,
-                 "api_statistic": self.api_statistic, "freq": self.freq}[report]
+                 "api_statistic": self.api_statistic, "freq": self.freq, "communication": self.communication,
+                 "comm_bandwidth": self.comm_bandwidth}[report]
         return frame if frame is not None and not frame.empty else None
 
     def set(self, report: str, frame: Optional[pd.DataFrame], source: str) -> None:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from .. import store
 from ..errors import Diagnostics, MsprofKitError, NoCollection, NoData
+from .communication import analysis_files, read_exported_communication
 from .csv_files import read_csvs
 from .database import read_db, trace_from_db
 from .derived import statistic_from_ops, trace_from_ops
@@ -100,7 +101,9 @@ def load(found: Found, diag: Diagnostics, reports: Sequence[str] = REPORTS,
     one whose store lacks a report (no device data, say) takes that report from its exported files.
     `raw_problem` then says why (exports_note turns it into the user's note)."""
     tables = Tables(found.path)
-    if _from_stores(found, diag, lambda path: read_store(tables, path, reports), ensure):
+    if "communication" in reports and "op_summary" not in reports:
+        reports = list(reports) + ["op_summary"]   # its COMMUNICATION rows give the ops' OP Types
+    if _from_stores(found, diag, lambda path: read_store(tables, path, reports, diag), ensure):
         missing = tables.missing(reports)
         exported = _exports_beside(found) if missing else None
         if exported is None or not exported.exported():
@@ -138,6 +141,12 @@ def _read_exported(tables: Tables, found: Found, reports: Sequence[str], diag: D
         read_timelines(tables, found.timelines, tables.missing(reports), diag)
     if "op_statistic" in reports and tables.table("op_statistic") is None and tables.table("op_summary") is not None:
         tables.set("op_statistic", statistic_from_ops(tables.op_rows), tables.sources["op_summary"] + " (aggregated)")
+    if "communication" in reports and tables.table("communication") is None:
+        groups = found.csv.get("communication_statistic", [])
+        stat = read_csvs(groups[0], "communication_statistic") if groups else None
+        analysis = [p for p in analysis_files(found.path, [g for gs in found.csv.values() for g in gs])
+                    if found.keeps(p)]
+        read_exported_communication(tables, stat, _describe(groups[0]) if groups else "", analysis, diag)
 
 
 def exports_note(path: str, problems: Iterable[Optional[str]], sources: Iterable[str]) -> Optional[str]:

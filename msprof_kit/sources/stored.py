@@ -3,12 +3,14 @@ table builders (so they equal what `export summary` writes), its AI Core frequen
 tasks, API calls and iterations."""
 from __future__ import annotations
 
-from typing import Iterator, List, Protocol, Sequence, Tuple
+from typing import Iterator, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
 from .. import store
+from ..errors import Diagnostics
+from .communication import read_store_communication
 from .database import api_levels, level_names
 from .frames import (NA, TEXT_COLUMNS, Tables, Trace, api_frame, freq_frame, iteration_frame, lookup_strings,
                      normalize, task_frame)
@@ -49,16 +51,18 @@ def _unquote(cell: str) -> str:
     return cell
 
 
-def read_store(tables: Tables, collection_path: str, reports: Sequence[str]) -> None:
+def read_store(tables: Tables, collection_path: str, reports: Sequence[str],
+               diag: Optional[Diagnostics] = None) -> None:
     """The tables of an imported collection, built by the summary exporter's own table builders
-    (so they equal what `export summary` writes), and its AI Core frequency."""
+    (so they equal what `export summary` writes), its AI Core frequency, and its communication
+    (sources/communication.py; what keeps its wait times from being computed goes to `diag`)."""
     from ..exporters.context import open_context
     from ..exporters.summary.export import summary_tables
     from ..exporters.summary.tasks import summary_flavour
     where = store.store_path(collection_path)
     ctx = open_context(collection_path)
     try:
-        if set(reports) & {"op_summary", "op_statistic", "api_statistic"}:
+        if set(reports) & {"op_summary", "op_statistic", "api_statistic", "communication"}:
             built = dict(summary_tables(ctx, summary_flavour(ctx)))
             if "op_summary" in built:
                 tables.set("op_summary", _table_frame(built["op_summary"], "op_summary"), where)
@@ -67,6 +71,9 @@ def read_store(tables: Tables, collection_path: str, reports: Sequence[str]) -> 
             for kind in ("op_statistic", "api_statistic"):
                 if kind in built:
                     tables.set(kind, _table_frame(built[kind], kind), where)
+            if "communication" in reports and "communication_statistic" in built:
+                stat = _table_frame(built["communication_statistic"], "communication_statistic")
+                read_store_communication(tables, ctx, stat, where, diag)
         if "freq" in reports:
             if ctx.has("AICORE_FREQ"):
                 rows = ctx.conn.execute("SELECT deviceId, timestampNs, freq FROM AICORE_FREQ").fetchall()
