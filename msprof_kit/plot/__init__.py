@@ -1,6 +1,6 @@
 """`plot`: PNG charts of a collection, drawn with matplotlib's Agg canvas (no display, no pyplot).
 
-Five kinds, each one file (docs/plot_compare.md shows an example of each):
+Six kinds, each one file (docs/plot_compare.md shows an example of each):
 
 * `top_ops`: the top-N operators by total device time, horizontal bars labelled with the time,
   the share of all operator time and the task count;
@@ -9,14 +9,16 @@ Five kinds, each one file (docs/plot_compare.md shows an example of each):
   iterations), with lanes of host API calls (per thread and level) above the device lanes;
 * `pmu`: the AI Core PMU pipe ratios (mac, vec, scalar, mte1/2/3, fixpipe, ...) of the top
   operators as a heatmap, each operator's largest ratio framed;
-* `freq`: the AI Core frequency over time, when it was recorded.
+* `freq`: the AI Core frequency over time, when it was recorded;
+* `communication`: the time per collective (communication OP) type, with the master planes'
+  Notify_Wait time inside it, and the bandwidth per transport (RDMA, HCCS, PCIE, SDMA, SIO).
 
 The data comes from `sources/` (store, exported CSVs, unified DBs or timelines, whatever the
 directory holds), so every kind works on raw, JOB and exported-only collections. A kind whose data
 is absent is skipped with one line saying why.
 
 The modules: `drawing` (what every chart shares, compare's too), `collection` (one collection's
-data), one per chart family (`operators`: top_ops, op_types, pmu; `gantt`; `freq`) and `run`
+data), one per chart family (`operators`: top_ops, op_types, pmu; `gantt`; `freq`; `communication`) and `run`
 (the `plot` entry point, which writes each figure). This file re-exports what cli.py uses.
 """
 from __future__ import annotations

@@ -11,15 +11,16 @@ import numpy as np
 from .. import sources
 from ..errors import BadOption, Diagnostics, NoCollection, NoData
 from .collection import Data, collection_data
+from .communication import plot_communication
 from .drawing import DEFAULT_OUT, MAX_BARS, require_matplotlib, save
 from .freq import plot_freq
 from .gantt import plot_gantt
 from .operators import plot_op_types, plot_pmu, plot_top_ops
 
 
-KINDS = ("top_ops", "op_types", "gantt", "pmu", "freq")
+KINDS = ("top_ops", "op_types", "gantt", "pmu", "freq", "communication")
 FILE_NAMES = {"top_ops": "top_operators.png", "op_types": "time_by_type.png", "gantt": "gantt.png",
-              "pmu": "pmu_ratios.png", "freq": "aicore_freq.png"}
+              "pmu": "pmu_ratios.png", "freq": "aicore_freq.png", "communication": "communication.png"}
 DEFAULT_TOP = 20
 
 
@@ -37,6 +38,8 @@ def _why_not(kind: str, data: Data) -> Optional[str]:
     if kind == "gantt" and data.trace.tasks is None and data.trace.apis is None:
         return "no device tasks or host API calls with start times; looked for " + sources.LOOKED_FOR_TRACE["tasks"] + \
             "; and " + sources.LOOKED_FOR_TRACE["apis"]
+    if kind == "communication" and data.tables.communication is None:
+        return "no communication (HCCL) ops; looked for " + sources.LOOKED_FOR_REPORT["communication"]
     if kind == "freq":
         freq = data.tables.freq
         if freq is None:
@@ -114,6 +117,8 @@ def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optio
                 fig, what = plot_gantt(data, iteration, start, end)
             elif kind == "pmu":
                 fig, what = plot_pmu(data, top)
+            elif kind == "communication":
+                fig, what = plot_communication(data)
             else:
                 fig, what = plot_freq(data)
             save(fig, target)

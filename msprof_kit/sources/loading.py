@@ -204,9 +204,10 @@ def read_tables(path: str, diag: Diagnostics, reports: Sequence[str] = REPORTS,
     if not any(t.table(r) is not None for t in out for r in reports):
         what = " / ".join(reports)
         if all(f.raw for f in found):
+            lacking = "no communication (HCCL) ops" if list(reports) == ["communication"] else \
+                "no device tasks, host APIs or AI Core frequency"
             raise NoData(f"the raw collection{'s' if len(found) > 1 else ''} here hold{'' if len(found) > 1 else 's'} "
-                         f"no {what} data (imported into sqlite/{store.STORE_NAME}: no device tasks, host APIs or "
-                         "AI Core frequency there)", path=path)
+                         f"no {what} data (imported into sqlite/{store.STORE_NAME}: {lacking} there)", path=path)
         looked = LOOKED_FOR_REPORT[reports[0]] if len(reports) == 1 else LOOKED_FOR
         raise NoData(f"no {what} data here or below; looked for {looked}{raw_reason(t.raw_problem for t in out)}",
                      path=path)
