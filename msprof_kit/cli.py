@@ -125,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="a collection, or a folder holding several (default: the newest collection under the "
                         "current directory)")
     p.add_argument("-r", "--report", action="append", metavar="REPORT",
-                   help="op_summary, op_statistic, api_statistic or freq; repeat or comma-separate "
+                   help="op_summary, op_statistic, api_statistic, freq or communication; repeat or comma-separate "
                         "(default: every one that has data)")
     p.add_argument("--top", type=int, default=show.DEFAULT_TOP, metavar="N",
                    help=f"rows per table (default {show.DEFAULT_TOP}; 0 for all)")
@@ -134,11 +134,12 @@ def _parser() -> argparse.ArgumentParser:
     _talk_args(p)
     p.set_defaults(run=cmd_show)
     p = sub.add_parser("plot", help="draw PNG charts: top operators, time by type, a per-stream Gantt, PMU "
-                                    "ratios, AI Core frequency",
+                                    "ratios, AI Core frequency, communication",
                        description="Draw PNG charts of a collection (raw, JOB, or exported files only): the top "
                                    "operators, total time by op type and core type, a per-stream Gantt of one "
-                                   "iteration with host API lanes, the PMU ratios of the top operators, and the AI "
-                                   "Core frequency. docs/plot_compare.md shows each.")
+                                   "iteration with host API lanes, the PMU ratios of the top operators, the AI "
+                                   "Core frequency, and the time per collective type with the bandwidth per "
+                                   "transport. docs/plot_compare.md shows each.")
     p.add_argument("-dir", "--collection-dir", dest="dir", metavar="DIR",
                    help="a collection, or a folder holding several (default: the newest collection under the "
                         "current directory)")
