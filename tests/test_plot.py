@@ -53,6 +53,10 @@ def check_png(path: str, kind: str) -> None:
     assert len(colours) > 20
 
 
+# the kinds drawn for a collection with operators but no communication (HCCL) ops: all but communication
+OP_FILES = {k: v for k, v in plot.FILE_NAMES.items() if k != "communication"}
+
+
 def written(lines):
     return {os.path.basename(line.split(": ")[0][len("Wrote "):]): line for line in lines if line.startswith("Wrote ")}
 
@@ -75,9 +79,10 @@ def steps_plots(tmp_path_factory):
 @needs_shared
 def test_every_kind_is_drawn_at_its_size(steps_plots):
     prof, out, lines = steps_plots
-    assert len(lines) == len(plot.KINDS) and all(line.startswith("Wrote ") for line in lines)
-    assert set(written(lines)) == set(plot.FILE_NAMES.values())
-    for kind, name in plot.FILE_NAMES.items():
+    assert len(lines) == len(plot.KINDS) and all(line.startswith("Wrote ") for line in lines[:-1])
+    assert lines[-1].startswith("Skipped communication: no communication (HCCL) ops")
+    assert set(written(lines)) == set(OP_FILES.values())
+    for kind, name in OP_FILES.items():
         check_png(os.path.join(out, name), kind)
     assert not os.path.exists(os.path.join(prof, plot.DEFAULT_OUT))  # nothing is written into the collection
 
@@ -105,7 +110,7 @@ def test_mixed_case_every_kind(tmp_path):
     assert "the whole run, 9 lanes" in by_file["gantt.png"]
     # --top 0: all operators up to MAX_BARS
     assert by_file["top_operators.png"].endswith(f": top {plot.MAX_BARS} of 116 operators")
-    for kind, name in plot.FILE_NAMES.items():
+    for kind, name in OP_FILES.items():
         check_png(os.path.join(str(tmp_path / "out"), name), kind)
 
 
@@ -141,7 +146,7 @@ def test_job_skips_say_why(tmp_path):
     lines = plot.plot(job, out, top=20, iteration=2, diag=Diagnostics(), ensure=imported_paths)
     assert set(written(lines)) == {"top_operators.png", "time_by_type.png", "gantt.png"}
     why = skipped(lines)
-    assert set(why) == {"pmu", "freq"}
+    assert set(why) == {"pmu", "freq", "communication"}
     assert "have no PMU *_ratio columns" in why["pmu"]
     assert why["freq"] == ("Skipped freq: the frequency was not recorded over time; only the nominal AI Core "
                            "frequency from info.json (1000 MHz) is known")
@@ -158,9 +163,9 @@ def test_real_torch_npu_run(tmp_path):
     out = str(tmp_path / "out")
     lines = plot.plot(folder, out, top=20, iteration=None, diag=Diagnostics(), ensure=imported_paths)
     by_file = written(lines)
-    assert set(by_file) == set(plot.FILE_NAMES.values())
+    assert set(by_file) == set(OP_FILES.values())
     assert by_file["top_operators.png"].endswith(": all 2 operators")   # MatMulV2 and Gelu kernels
-    for kind, name in plot.FILE_NAMES.items():
+    for kind, name in OP_FILES.items():
         check_png(os.path.join(out, name), kind)
     assert tree_hashes(folder) == before
 
