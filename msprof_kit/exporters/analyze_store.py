@@ -10,14 +10,16 @@ them all under one rank, a fault not copied).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
 
+import numpy as np
 import pandas as pd
 
 from .. import schema
 from ..errors import BadOption, Diagnostics, NoData
 from . import analyze
-from .context import open_context
+from .context import ExportContext, open_context
 
 ENUM_COLUMNS = {"rdmaType": "ENUM_HCCL_RDMA_TYPE", "transportType": "ENUM_HCCL_TRANSPORT_TYPE",
                 "linkType": "ENUM_HCCL_LINK_TYPE"}
@@ -34,43 +36,69 @@ def check_rules(text: str) -> List[str]:
     return list(dict.fromkeys(rules))
 
 
+@dataclass
+class StoredHccl:
+    """The communication rules' input as a store holds it, for every device: COMMUNICATION_TASK_INFO
+    with its strings and enums as text, each row's device, the raw group hash of each group name,
+    TASK's times and the collection start."""
+    info: pd.DataFrame
+    devices: np.ndarray
+    group_ids: Dict[str, object]
+    task: Dict[str, np.ndarray]
+    start_ns: Optional[int]
+
+    def device_list(self) -> List[int]:
+        """The devices with communication, in the order their first task is stored."""
+        return [int(d) for d in pd.unique(self.devices).tolist()]
+
+    def events(self, device: int) -> pd.DataFrame:
+        """analyze.hccl_events of one device (NoData when nothing is left of it)."""
+        mine = self.task["deviceId"] == device
+        tasks = pd.DataFrame({k: self.task[k][mine] for k in ("globalTaskId", "startNs", "endNs")})
+        return analyze.hccl_events(self.info[self.devices == device], tasks, group_ids=self.group_ids,
+                                   start_ns=self.start_ns)
+
+
+def stored_hccl(ctx: ExportContext) -> Optional[StoredHccl]:
+    """The store's communication tasks decoded for the rules, or None when it holds none."""
+    if not ctx.has("COMMUNICATION_TASK_INFO") or not ctx.has("KIT_HCCL_TASK"):
+        return None
+    info = ctx.frame("SELECT * FROM COMMUNICATION_TASK_INFO ORDER BY rowid")
+    extra = ctx.frame("SELECT deviceId, groupHash FROM KIT_HCCL_TASK ORDER BY rowid")
+    if info.empty or len(extra) != len(info):
+        return None
+    ids = sorted({int(v) for c in STRING_COLUMNS for v in info[c].unique()})
+    texts: Dict[int, str] = {}
+    for lo in range(0, len(ids), 500):
+        chunk = ids[lo:lo + 500]
+        texts.update(ctx.conn.execute(f"SELECT id, value FROM STRING_IDS WHERE id IN "
+                                      f"({','.join('?' * len(chunk))})", chunk).fetchall())
+    for column in STRING_COLUMNS:
+        info[column] = info[column].map(texts)
+    for column, table in ENUM_COLUMNS.items():
+        names = dict(schema.ENUM_ROWS[table])
+        info[column] = info[column].map(lambda v, n=names: n.get(int(v), str(v)))
+    group_ids: Dict[str, object] = {str(name): str(raw) for name, raw in
+                                    zip(info["groupName"].tolist(), extra["groupHash"].tolist())}
+    start = ctx.conn.execute("SELECT startTimeNs FROM SESSION_TIME_INFO").fetchone() \
+        if ctx.has("SESSION_TIME_INFO") else None
+    return StoredHccl(info, extra["deviceId"].to_numpy(), group_ids,
+                      ctx.ints("TASK", ["globalTaskId", "startNs", "endNs", "deviceId"]),
+                      int(start[0]) if start and start[0] else None)
+
+
 def analyze_collection(collection_path: str, rules: Sequence[str], diag: Diagnostics) -> List[str]:
     """Write the `rules`' JSON files of one imported collection; returns their paths."""
     ctx = open_context(collection_path)
     try:
-        if not ctx.has("COMMUNICATION_TASK_INFO") or not ctx.has("KIT_HCCL_TASK"):
+        stored = stored_hccl(ctx)
+        if stored is None:
             raise NoData("the collection holds no communication (HCCL) tasks to analyze", path=collection_path)
-        info = ctx.frame("SELECT * FROM COMMUNICATION_TASK_INFO ORDER BY rowid")
-        extra = ctx.frame("SELECT deviceId, groupHash FROM KIT_HCCL_TASK ORDER BY rowid")
-        if info.empty or len(extra) != len(info):
-            raise NoData("the collection holds no communication (HCCL) tasks to analyze", path=collection_path)
-        ids = sorted({int(v) for c in STRING_COLUMNS for v in info[c].unique()})
-        texts: Dict[int, str] = {}
-        for lo in range(0, len(ids), 500):
-            chunk = ids[lo:lo + 500]
-            texts.update(ctx.conn.execute(f"SELECT id, value FROM STRING_IDS WHERE id IN "
-                                          f"({','.join('?' * len(chunk))})", chunk).fetchall())
-        for column in STRING_COLUMNS:
-            info[column] = info[column].map(texts)
-        for column, table in ENUM_COLUMNS.items():
-            names = dict(schema.ENUM_ROWS[table])
-            info[column] = info[column].map(lambda v, n=names: n.get(int(v), str(v)))
-        group_ids: Dict[str, object] = {str(name): str(raw) for name, raw in
-                                        zip(info["groupName"].tolist(), extra["groupHash"].tolist())}
-        devices = extra["deviceId"].to_numpy()
-        first = int(devices[0])
-        if (devices != first).any():
-            others = sorted({int(d) for d in devices} - {first})
+        first, *others = stored.device_list()
+        if others:
             diag.warn(f"{collection_path}: communication on devices {[first] + others}; the analysis covers "
                       f"device {first} only")
-        info = info[devices == first]
-        task = ctx.ints("TASK", ["globalTaskId", "startNs", "endNs", "deviceId"])
-        mine = task["deviceId"] == first
-        tasks = pd.DataFrame({k: task[k][mine] for k in ("globalTaskId", "startNs", "endNs")})
-        start = ctx.conn.execute("SELECT startTimeNs FROM SESSION_TIME_INFO").fetchone()
-        start_ns = int(start[0]) if start and start[0] else None
-        events = analyze.hccl_events(info, tasks, group_ids=group_ids, start_ns=start_ns)
-        results = analyze.analyze(events, rules)
+        results = analyze.analyze(stored.events(first), rules)
         return analyze.write_analyze(ctx.output_root or collection_path, results)
     finally:
         ctx.conn.close()

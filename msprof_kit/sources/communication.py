@@ -22,19 +22,16 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import schema
 from ..errors import BadRecords, Diagnostics, NoData
 from ..exporters import analyze
+from ..exporters.analyze_store import stored_hccl
 from ..exporters.context import ExportContext
 from .frames import (BANDWIDTH_COLUMNS, COMMUNICATION_COLUMNS, DEVICE, DURATION, NA, NA_TEXTS, OP_NAME, OP_TYPE,
-                     TASK_TYPE, TRANSPORT, WAIT_RATIO, WAIT_TIME, Tables)
+                    TASK_TYPE, WAIT_RATIO, WAIT_TIME, Tables)
 
 COMMUNICATION_TASK = "COMMUNICATION"   # the Task Type of a communication op's op_summary row
 ANALYZE_FILE = os.path.join(analyze.ANALYZE_DIR, "communication.json")
 PER_OP_COLUMNS = (DEVICE, OP_NAME, WAIT_TIME, "Elapse Time(us)")
-ENUM_COLUMNS = {"rdmaType": "ENUM_HCCL_RDMA_TYPE", "transportType": "ENUM_HCCL_TRANSPORT_TYPE",
-                "linkType": "ENUM_HCCL_LINK_TYPE"}
-STRING_COLUMNS = ("name", "taskType", "groupName")
 
 
 def statistic_from_comm_ops(ops: Optional[pd.DataFrame]) -> Optional[pd.DataFrame]:
@@ -111,29 +108,13 @@ def communication_table(stat: pd.DataFrame, per_op: Optional[pd.DataFrame],
 def _store_analysis(ctx: ExportContext, diag: Optional[Diagnostics]) -> Dict[str, Dict[str, Any]]:
     """The communication rule's result per device (text) over the store's HCCL tasks; {} without
     any. What stops the rule (an op without a master task, an unknown transport) is a warning."""
-    if not ctx.has("COMMUNICATION_TASK_INFO") or not ctx.has("KIT_HCCL_TASK"):
+    stored = stored_hccl(ctx)
+    if stored is None:
         return {}
-    info = ctx.frame("SELECT * FROM COMMUNICATION_TASK_INFO ORDER BY rowid")
-    devices = ctx.frame("SELECT deviceId FROM KIT_HCCL_TASK ORDER BY rowid")["deviceId"].to_numpy()
-    if info.empty or len(devices) != len(info):
-        return {}
-    strings = dict(ctx.conn.execute("SELECT id, value FROM STRING_IDS").fetchall())
-    for column in STRING_COLUMNS:
-        info[column] = info[column].map(strings)
-    for column, table in ENUM_COLUMNS.items():
-        names = {int(k): str(v) for k, v in schema.ENUM_ROWS[table]}
-        info[column] = pd.to_numeric(info[column], errors="coerce").map(names).fillna("N/A")
-    task = ctx.ints("TASK", ["globalTaskId", "startNs", "endNs", "deviceId"])
-    start = ctx.conn.execute("SELECT startTimeNs FROM SESSION_TIME_INFO").fetchone() \
-        if ctx.has("SESSION_TIME_INFO") else None
-    start_ns = int(start[0]) if start and start[0] else None
     results: Dict[str, Dict[str, Any]] = {}
-    for device in pd.unique(devices).tolist():   # a few devices at most
-        mine = task["deviceId"] == device
-        tasks = pd.DataFrame({k: task[k][mine] for k in ("globalTaskId", "startNs", "endNs")})
+    for device in stored.device_list():   # a few devices at most
         try:
-            events = analyze.hccl_events(info[devices == device], tasks, start_ns=start_ns)
-            results[str(device)] = analyze.communication(events)
+            results[str(device)] = analyze.communication(stored.events(device))
         except (NoData, BadRecords) as exc:
             if diag is not None:
                 diag.warn(f"communication wait times and bandwidths of device {device} not computed: {exc}")
