@@ -6,9 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
-import shutil
 import sqlite3
-import stat
 import subprocess
 import sys
 
@@ -16,6 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import COMPARE, GOLDEN, copy_input, needs_shared
+from realdata import writable_copy
 
 from msprof_kit import cli
 from msprof_kit.exporters.summary.communication import _renumbered
@@ -42,13 +41,7 @@ def _rank_input(rank: int, dest: str) -> str:
         with open(os.path.join(prof, "host", "info.json"), encoding="utf-8") as f:
             if int(json.load(f).get("rank_id", -1)) != rank:
                 continue
-        target = os.path.join(dest, os.path.basename(prof))
-        shutil.copytree(prof, target)
-        for root, dirs, files in os.walk(target):
-            for name in dirs + files:
-                path = os.path.join(root, name)
-                os.chmod(path, os.stat(path).st_mode | stat.S_IWUSR)
-        return target
+        return writable_copy(prof, os.path.join(dest, os.path.basename(prof)))
     raise AssertionError(f"no PROF of rank {rank}")
 
 

@@ -16,9 +16,10 @@ import pandas as pd
 
 from ...arrays import py_round_units
 from ..context import ExportContext
-from .cells import NA, NS_PER_US, decimal_text, double_to_str, int_text, sqlite_round_units
-from .columns import Column, Table, cells, coded
+from .cells import NA, decimal_text, double_to_str, sqlite_round_units
+from .columns import Column, Table, coded
 from .communication import CommOps, op_type_texts
+from .op_statistic import statistic_columns
 from .tasks import Tasks, device_rank
 
 
@@ -51,13 +52,7 @@ def communication_statistic_table(ctx: ExportContext, tasks: Tasks, ops: Optiona
             return np.array([double_to_str(v / 1000) for v in units.tolist()], dtype=object)
         return decimal_text(units, 3, strip=True)
 
-    us = {k: stats[k].to_numpy(dtype=np.float64) / NS_PER_US for k in ("sum", "min", "avg", "max")}
     cols: List[Column] = [coded("Device_id", stats["device"].to_numpy().astype(str), number=True),
                           coded("OP Type", stats["op_type"].to_numpy()),
-                          cells("Count", int_text(stats["count"].to_numpy())),
-                          cells("Total Time(us)", fmt(us["sum"])),
-                          cells("Min Time(us)", fmt(us["min"])),
-                          cells("Avg Time(us)", fmt(us["avg"])),
-                          cells("Max Time(us)", fmt(us["max"])),
-                          cells("Ratio(%)", fmt(stats["ratio"].to_numpy(dtype=np.float64)))]
+                          *statistic_columns(stats, fmt)]
     return Table(cols, len(stats))

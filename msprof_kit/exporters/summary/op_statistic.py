@@ -2,7 +2,7 @@
 Core Type)."""
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import numpy as np
 import pandas as pd
@@ -83,16 +83,24 @@ def _statistic_table(stats: pd.DataFrame, flavour: str, graph: bool) -> Table:
         if flavour == "cpp":  # SQL ROUND(x, 3), then DoubleToStr
             return np.array([double_to_str(v / 1000) for v in sqlite_round_units(x, 3).tolist()], dtype=object)
         return decimal_text(py_round_units(x, 3), 3, strip=True)
-    us = {k: stats[k].to_numpy(dtype=np.float64) / NS_PER_US for k in ("sum", "min", "avg", "max")}
     cols: List[Column] = [coded("Device_id", stats["device"].to_numpy().astype(str), number=True)]
     if graph:
         cols.append(coded("Model Name", stats["model"].to_numpy()))
     cols += [coded("OP Type", stats["op_type"].to_numpy()),
              coded("Core Type", stats["core_type"].to_numpy()),
-             cells("Count", int_text(stats["count"].to_numpy()), text=True),  # a TEXT column there
-             cells("Total Time(us)", fmt(us["sum"])),
-             cells("Min Time(us)", fmt(us["min"])),
-             cells("Avg Time(us)", fmt(us["avg"])),
-             cells("Max Time(us)", fmt(us["max"])),
-             cells("Ratio(%)", fmt(stats["ratio"].to_numpy(dtype=np.float64)))]
+             *statistic_columns(stats, fmt, count_text=True)]  # Count is a TEXT column there
     return Table(cols, len(stats))
+
+
+def statistic_columns(stats: pd.DataFrame, fmt: Callable[[np.ndarray], np.ndarray],
+                      count_text: bool = False) -> List[Column]:
+    """The Count, Total/Min/Avg/Max Time(us) and Ratio(%) columns a statistic shares with the others
+    (op_statistic, communication_statistic): `stats` has count, sum, min, avg, max in ns and ratio;
+    `fmt` prints the numbers as the flavour does."""
+    us = {k: stats[k].to_numpy(dtype=np.float64) / NS_PER_US for k in ("sum", "min", "avg", "max")}
+    return [cells("Count", int_text(stats["count"].to_numpy()), text=count_text),
+            cells("Total Time(us)", fmt(us["sum"])),
+            cells("Min Time(us)", fmt(us["min"])),
+            cells("Avg Time(us)", fmt(us["avg"])),
+            cells("Max Time(us)", fmt(us["max"])),
+            cells("Ratio(%)", fmt(stats["ratio"].to_numpy(dtype=np.float64)))]
