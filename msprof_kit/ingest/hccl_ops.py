@@ -31,10 +31,10 @@ from typing import Dict, List, Tuple
 import numpy as np
 import pandas as pd
 
+from ..cxx_order import cxx_sort_order, unordered_map_order
 from ..errors import Diagnostics
 from ..schema import ENUM_ROWS
 from .columns import frame_of
-from .cxx_order import reference_op_order
 from .hccl import HcclHostData
 from .names import hash_names, per_distinct
 from .sink import TableSink
@@ -183,7 +183,8 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: Dict[str, str],
     if no_master:
         diag.warn(f"{no_master} communication ops have no master task; they are left out of COMMUNICATION_OP")
     op_rows["opId"] = np.arange(len(op_rows), dtype=np.int64)
-    reference = reference_op_order(op_key, joined["gid"].to_numpy().astype(np.int64), device_id)
+    reference = _reference_op_order(op_key, frame["host_ns"].to_numpy().astype(np.int64),
+                                    frame["start_ns"].to_numpy().astype(np.int64), device_id)
     op_rows["cppOrder"] = pd.Series(reference).reindex(op_rows.index).fillna(-1).to_numpy().astype(np.int64)
     op_id_of = pd.Series(op_rows["opId"].to_numpy(), index=op_rows.index)
     task_op = op_id_of.reindex(op_key).fillna(-1).astype(np.int64).to_numpy()
@@ -287,3 +288,22 @@ def _k_of(names: np.ndarray) -> np.ndarray:
     """The `k` of op names `<raw>_<tail>_<k>_<iteration>`."""
     parts: List[str] = [str(s).rsplit("_", 2)[-2] if str(s).count("_") >= 2 else "-1" for s in names.tolist()]
     return np.array([int(p) if p.lstrip("-").isdigit() else -1 for p in parts], dtype=np.int64)
+
+
+def _reference_op_order(keys: np.ndarray, host_ns: np.ndarray, start_ns: np.ndarray,
+                        devices: np.ndarray) -> Dict[str, int]:
+    """Each op key's place in the reference C++ path's op list (docs/exports.md, "Communication ops
+    that start together"): per device (ascending), its tasks in the order of its HCCL task table
+    (hccl_calculator.cpp sorts them by (host time, device start), then std::sort by device start
+    alone, unstable), the ops' keys in the order their first task comes, put into an unordered_map
+    and read back in its iteration order."""
+    out: Dict[str, int] = {}
+    for device in np.unique(devices).tolist():
+        mine = np.flatnonzero(devices == device)
+        by_host = mine[np.lexsort((start_ns[mine], host_ns[mine]))]
+        start_rank = np.unique(start_ns[by_host], return_inverse=True)[1].astype(np.int64)
+        rows = by_host[cxx_sort_order(start_rank)]
+        firsts = [str(k) for k in pd.unique(keys[rows]).tolist()]
+        for node in unordered_map_order(firsts):
+            out[firsts[node]] = len(out)
+    return out

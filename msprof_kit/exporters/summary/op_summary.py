@@ -7,12 +7,12 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
+from ...cxx_order import cxx_sort_order
 from ...native_impl import Slot, fixed_slot, int_slot, overlay, trim_slot
 from ..context import ExportContext
 from .cells import NA
 from .columns import BlockTable, Coded, Column, Rendered, coded, durations, from_strings, ints, stamps, string_codes
 from .communication import CommOps
-from .cxx_sort import cxx_sort_order
 from .pmu import PmuReader, op_summary_pmu
 from .tasks import (INVALID_CONTEXT, Tasks, device_rank, graph_mode, keep_after_start, model_table, names_of, of_model,
                     ordered, session_start)
@@ -63,7 +63,7 @@ def _comm_kept(ops: Optional[CommOps], begin: Optional[int], flavour: str) -> np
 def _merged(tasks: Tasks, idx: np.ndarray, ops: CommOps, comm: np.ndarray, flavour: str) -> np.ndarray:
     """The rows of the tasks (positions `idx`) and of the communication ops `comm` (as -1 - op),
     by device (text order) and start. Python: at one start, tasks before ops, ops in the order they
-    come in. C++: the order std::sort leaves the rows in (cxx_sort.py), handed the task rows (in
+    come in. C++: the order std::sort leaves the rows in (cxx_order.py), handed the task rows (in
     start order) and then the ops in the order of the reference's op list (CommOps.cpp_order):
     rows that start together on a device come out as its unstable sort leaves them
     (docs/exports.md, "Communication ops that start together")."""
