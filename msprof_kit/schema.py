@@ -112,13 +112,14 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
     # one row per COMMUNICATION_OP row (opId): the op's raw name (hcom_allReduce_), its full name,
     # raw group hash, OP Type text (N/A without node_basic_info), the node launch (thread, begin and
     # end in local ns, connectionId), its first master task start (firstNs, = startNs of the op),
-    # model id and the group counter k of the name
+    # model id and the group counter k of the name; cppOrder: the op's place in the reference C++
+    # path's op list (ingest/cxx_order.py)
     "KIT_HCCL_OP": [("opId", "INTEGER"), ("rawName", "TEXT"), ("opName", "TEXT"), ("groupHash", "TEXT"),
                     ("groupName", "TEXT"), ("opType", "TEXT"), ("algType", "TEXT"), ("deviceId", "INTEGER"),
                     ("threadId", "INTEGER"), ("modelId", "INTEGER"), ("connectionId", "INTEGER"),
                     ("launchBeginNs", "INTEGER"), ("launchEndNs", "INTEGER"), ("startNs", "INTEGER"),
                     ("endNs", "INTEGER"), ("relay", "INTEGER"), ("retry", "INTEGER"), ("dataType", "INTEGER"),
-                    ("count", "INTEGER"), ("rankSize", "INTEGER"), ("groupIndex", "INTEGER")],
+                    ("count", "INTEGER"), ("rankSize", "INTEGER"), ("groupIndex", "INTEGER"), ("cppOrder", "INTEGER")],
 }
 
 # Per-task extension tables kept column-wise in KIT_COLUMNS (docs/store.md): millions of rows that

@@ -35,7 +35,7 @@ EXTENSIONS = {"msprof_kit._native"}  # compiled modules (native/_native.c), no .
 # module in no room fails the test: place a new module deliberately.
 ROOMS: Dict[str, Tuple[str, ...]] = {
     "base": ("", "_native", "errors", "progress", "interrupt", "arrays", "intervals", "schema", "losses", "memory",
-             "timebase", "metrics", "native_impl", "forked", "spill", "files"),
+             "timebase", "metrics", "native_impl", "forked", "spill", "files", "cxx_order"),
     "parsers": ("parsers", "parsers.*"),
     "store": ("store", "store.*"),
     "layout": ("layout",),

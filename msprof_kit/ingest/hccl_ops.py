@@ -10,8 +10,9 @@ db_assembler.cpp; formats_more.md §1.5):
   counts the tasks of one (stream, task, batch, context) so far, `k` counts, per (normal/AICPU,
   group), the ops met in (task track time, device start) order whose tasks start after the
   collection start (-1 before the first);
-* bandwidth (bytes/s): size / duration, except that a run of RDMA_SEND_PAYLOAD tasks of one
-  (op name, plane) shares its total size over the time from its first start to the end of the
+* bandwidth (GB/s = bytes/ns in KIT_HCCL_TASK; the unified table's is that × 1000 × 1000 × 1000,
+  in bytes/s, as db_assembler.cpp scales it): size / duration, except that a run of
+  RDMA_SEND_PAYLOAD tasks of one (op name, plane) shares its total size over the time from its first start to the end of the
   task `run + jump - 2` places later (jump 3 for send/receive ops, else 5);
 * an op (name, group, device) spans its master tasks (first start, last end); tasks and ops that
   start before the collection start are left out, as are ops without a master task.
@@ -30,6 +31,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 import pandas as pd
 
+from ..cxx_order import cxx_sort_order, unordered_map_order
 from ..errors import Diagnostics
 from ..schema import ENUM_ROWS
 from .columns import frame_of
@@ -67,11 +69,11 @@ def _group_count(frame: pd.DataFrame, start_ns: int) -> np.ndarray:
 
 
 def _bandwidth(frame: pd.DataFrame) -> np.ndarray:
-    """Bytes/s of each task (frame in device start order, with `name`, `plane`, `size`, `start_ns`,
+    """GB/s (bytes/ns, as the reference computes it) of each task (frame in device start order, with `name`, `plane`, `size`, `start_ns`,
     `end_ns`, `rdma`, `has_info`)."""
     size = frame["size"].to_numpy().astype(np.float64)
     dur = (frame["end_ns"] - frame["start_ns"]).to_numpy().astype(np.float64)
-    plain = np.where(dur > 0, size / np.where(dur > 0, dur, 1) * 1e9, 0.0)
+    plain = np.where(dur > 0, size / np.where(dur > 0, dur, 1), 0.0)
     out = plain.copy()
     payload = (frame["rdma"].to_numpy() == RDMA_SEND_PAYLOAD) & (frame["has_info"].to_numpy() == 1)
     if not payload.any():
@@ -96,7 +98,7 @@ def _bandwidth(frame: pd.DataFrame) -> np.ndarray:
     closed = close < group_end[heads]  # else every payload of the run keeps size / duration
     total = np.bincount(run_of[p], weights=sizes[p], minlength=len(heads))
     transit = np.where(closed, ends[np.minimum(close, n - 1)] - starts[heads], 0).astype(np.float64)
-    shared = np.where(transit != 0, total / np.where(transit != 0, transit, 1) * 1e9, 0.0)
+    shared = np.where(transit != 0, total / np.where(transit != 0, transit, 1), 0.0)
     result = out[order]
     members = at[p]
     take = closed[run_of[members]]
@@ -181,6 +183,9 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: Dict[str, str],
     if no_master:
         diag.warn(f"{no_master} communication ops have no master task; they are left out of COMMUNICATION_OP")
     op_rows["opId"] = np.arange(len(op_rows), dtype=np.int64)
+    reference = _reference_op_order(op_key, frame["host_ns"].to_numpy().astype(np.int64),
+                                    frame["start_ns"].to_numpy().astype(np.int64), device_id)
+    op_rows["cppOrder"] = pd.Series(reference).reindex(op_rows.index).fillna(-1).to_numpy().astype(np.int64)
     op_id_of = pd.Series(op_rows["opId"].to_numpy(), index=op_rows.index)
     task_op = op_id_of.reindex(op_key).fillna(-1).astype(np.int64).to_numpy()
     keep = kept & (task_op >= 0)
@@ -203,7 +208,7 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: Dict[str, str],
         "transportType": _enum(joined["transport_type"].fillna(0).to_numpy(), "ENUM_HCCL_TRANSPORT_TYPE", has_info)[order],
         "size": size[order], "dataType": _enum(joined["data_type"].fillna(0).to_numpy(), "ENUM_HCCL_DATA_TYPE", has_info)[order],
         "linkType": _enum(joined["link_type"].fillna(0).to_numpy(), "ENUM_HCCL_LINK_TYPE", has_info)[order],
-        "opId": task_op[order], "isMaster": is_master[order], "bandwidth": bandwidth[order]}))
+        "opId": task_op[order], "isMaster": is_master[order], "bandwidth": bandwidth[order] * 1000 * 1000 * 1000}))
     put("KIT_HCCL_TASK", frame_of({
         "globalTaskId": gid[order], "opId": task_op[order], "deviceId": device_id[order],
         "streamId": joined["stream_id"].to_numpy().astype(np.int64)[order],
@@ -276,10 +281,29 @@ def _write_ops(op_rows: pd.DataFrame, frame: pd.DataFrame, op_of: pd.DataFrame, 
         "startNs": op_rows["start"].to_numpy().astype(np.int64), "endNs": op_rows["end"].to_numpy().astype(np.int64),
         "relay": relay, "retry": retry, "dataType": np.where(has, info["data_type"].fillna(0).to_numpy(), -1)
         .astype(np.int64), "count": np.where(has, info["count"].fillna(0).to_numpy().astype(np.uint64).view(np.int64), -1),
-        "rankSize": rank, "groupIndex": _k_of(names)}))
+        "rankSize": rank, "groupIndex": _k_of(names), "cppOrder": op_rows["cppOrder"].to_numpy()}))
 
 
 def _k_of(names: np.ndarray) -> np.ndarray:
     """The `k` of op names `<raw>_<tail>_<k>_<iteration>`."""
     parts: List[str] = [str(s).rsplit("_", 2)[-2] if str(s).count("_") >= 2 else "-1" for s in names.tolist()]
     return np.array([int(p) if p.lstrip("-").isdigit() else -1 for p in parts], dtype=np.int64)
+
+
+def _reference_op_order(keys: np.ndarray, host_ns: np.ndarray, start_ns: np.ndarray,
+                        devices: np.ndarray) -> Dict[str, int]:
+    """Each op key's place in the reference C++ path's op list (docs/exports.md, "Communication ops
+    that start together"): per device (ascending), its tasks in the order of its HCCL task table
+    (hccl_calculator.cpp sorts them by (host time, device start), then std::sort by device start
+    alone, unstable), the ops' keys in the order their first task comes, put into an unordered_map
+    and read back in its iteration order."""
+    out: Dict[str, int] = {}
+    for device in np.unique(devices).tolist():
+        mine = np.flatnonzero(devices == device)
+        by_host = mine[np.lexsort((start_ns[mine], host_ns[mine]))]
+        start_rank = np.unique(start_ns[by_host], return_inverse=True)[1].astype(np.int64)
+        rows = by_host[cxx_sort_order(start_rank)]
+        firsts = [str(k) for k in pd.unique(keys[rows]).tolist()]
+        for node in unordered_map_order(firsts):
+            out[firsts[node]] = len(out)
+    return out

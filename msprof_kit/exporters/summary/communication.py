@@ -30,7 +30,8 @@ class CommOps:
     model id, iteration (graph export; -1 otherwise), name (text), OP Type (STRING_IDS id), span
     over all its master tasks (`start`, `end`, local ns) and over those that start at or after the
     collection start (`kept_start`, `kept_end`; `kept` says whether there are any).
-    `op_id`: COMMUNICATION_OP.opId. `problems`: what was wrong with the stored rows (one message per
+    `op_id`: COMMUNICATION_OP.opId; `cpp_order`: the op's place in the reference C++ path's op list
+    (KIT_HCCL_OP.cppOrder; -1 - opId where the store lacks it). `problems`: what was wrong with the stored rows (one message per
     kind, with counts)."""
     op_id: np.ndarray
     device: np.ndarray
@@ -43,6 +44,7 @@ class CommOps:
     kept_start: np.ndarray
     kept_end: np.ndarray
     kept: np.ndarray
+    cpp_order: np.ndarray
     problems: List[str] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -112,7 +114,18 @@ def load_comm_ops(ctx: ExportContext, tasks: Optional[Tasks]) -> Optional[CommOp
         op_id=spans.index.to_numpy(dtype=np.int64)[order], device=tasks.task.read("deviceId", first_row[scoped]).astype(np.int64)[order], model=model[order], iteration=iteration[order], name=names[order],
         op_type=ops["opType"][op_at][order], start=start[order], end=spans["end"].to_numpy()[order],
         kept_start=spans["kept_start"].to_numpy()[order], kept_end=spans["kept_end"].to_numpy()[order],
-        kept=has_kept[order], problems=problems)
+        kept=has_kept[order], cpp_order=_cpp_order(ctx, spans.index.to_numpy(dtype=np.int64)[order]), problems=problems)
+
+
+def _cpp_order(ctx: ExportContext, op_id: np.ndarray) -> np.ndarray:
+    """KIT_HCCL_OP.cppOrder of each op (-1 - opId where the store has none, which keeps the ops in
+    descending opId order)."""
+    out: np.ndarray = -1 - op_id
+    if ctx.has("KIT_HCCL_OP"):
+        kit = ctx.frame("SELECT opId, cppOrder FROM KIT_HCCL_OP")
+        found = pd.Series(kit["cppOrder"].to_numpy(), index=kit["opId"].to_numpy()).reindex(op_id)
+        out = np.where(found.notna().to_numpy(), found.fillna(0).to_numpy(), out).astype(np.int64)
+    return out
 
 
 def _renumbered(names: np.ndarray, groups: np.ndarray) -> np.ndarray:

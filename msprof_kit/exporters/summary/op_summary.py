@@ -7,6 +7,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
+from ...cxx_order import cxx_sort_order
 from ...native_impl import Slot, fixed_slot, int_slot, overlay, trim_slot
 from ..context import ExportContext
 from .cells import NA
@@ -61,14 +62,26 @@ def _comm_kept(ops: Optional[CommOps], begin: Optional[int], flavour: str) -> np
 
 def _merged(tasks: Tasks, idx: np.ndarray, ops: CommOps, comm: np.ndarray, flavour: str) -> np.ndarray:
     """The rows of the tasks (positions `idx`) and of the communication ops `comm` (as -1 - op),
-    by device (text order) and start; at one start, tasks before ops, and ops by name (Python: the
-    order the ops come in) or by op id descending (C++: its unstable sort of the rows, the ops
-    appended in the order of its op table, has left every tie of the reference cases so)."""
+    by device (text order) and start. Python: at one start, tasks before ops, ops in the order they
+    come in. C++: the order std::sort leaves the rows in (cxx_order.py), handed the task rows (in
+    start order) and then the ops in the order of the reference's op list (CommOps.cpp_order):
+    rows that start together on a device come out as its unstable sort leaves them
+    (docs/exports.md, "Communication ops that start together")."""
+    if flavour == "cpp":
+        comm = comm[np.argsort(ops.cpp_order[comm], kind="stable")]
     start = np.concatenate([tasks.col("startNs", idx), ops.start[comm]])
     rank = device_rank(np.concatenate([tasks.col("deviceId", idx), ops.device[comm]]))
-    kind = np.concatenate([np.zeros(len(idx), dtype=np.int64), np.ones(len(comm), dtype=np.int64)])
-    tie = np.concatenate([np.zeros(len(idx), dtype=np.int64), -ops.op_id[comm] if flavour == "cpp" else comm])
     pos = np.concatenate([idx, -1 - comm])
+    if flavour == "cpp":
+        by_key = np.lexsort((start, rank))
+        key: np.ndarray = np.empty(len(pos), dtype=np.int64)
+        fresh = np.r_[True, (rank[by_key][1:] != rank[by_key][:-1]) | (start[by_key][1:] != start[by_key][:-1])]
+        key[by_key] = np.cumsum(fresh) - 1
+        if fresh.all():  # no ties: the sorted order is the only one
+            return pos[by_key]
+        return pos[cxx_sort_order(key)]
+    kind = np.concatenate([np.zeros(len(idx), dtype=np.int64), np.ones(len(comm), dtype=np.int64)])
+    tie = np.concatenate([np.zeros(len(idx), dtype=np.int64), comm])
     return pos[np.lexsort((tie, kind, start, rank))]
 
 
