@@ -113,7 +113,7 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
     # raw group hash, OP Type text (N/A without node_basic_info), the node launch (thread, begin and
     # end in local ns, connectionId), its first master task start (firstNs, = startNs of the op),
     # model id and the group counter k of the name; cppOrder: the op's place in the reference C++
-    # path's op list (ingest/cxx_order.py)
+    # path's op list (cxx_order.py)
     "KIT_HCCL_OP": [("opId", "INTEGER"), ("rawName", "TEXT"), ("opName", "TEXT"), ("groupHash", "TEXT"),
                     ("groupName", "TEXT"), ("opType", "TEXT"), ("algType", "TEXT"), ("deviceId", "INTEGER"),
                     ("threadId", "INTEGER"), ("modelId", "INTEGER"), ("connectionId", "INTEGER"),
