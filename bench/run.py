@@ -305,11 +305,11 @@ def main() -> None:
         if args.mkprof:
             prof = mkprof_collection(args.work, args.mkprof_script, args.mkprof, n, args.iters)
             what = f"mkprof {args.mkprof} --n-ops {n:,}" + (f" --iters {args.iters:,}" if args.iters is not None else "")
-            what += f" ({_size(prof) / 2 ** 20:,.0f} MiB raw)"
         else:
             prof = collection(args.work, n)
-            what = f"{n:,} tasks ({DEVICES} devices, {_size(prof) / 2 ** 20:,.0f} MiB raw)"
-        mine = ours(prof, args.impl, log, args.pss, steps)
+            what = f"{n:,} tasks ({DEVICES} devices"
+        mine = ours(prof, args.impl, log, args.pss, steps)  # (the raw size below: with the outputs cleared)
+        what += f"{', ' if not args.mkprof else ' ('}{_size(prof) / 2 ** 20:,.0f} MiB raw)"
         theirs = reference(script, args.ref_python, prof, args.work, log, steps) if script else None
         print(f"\n{what}")
         print(head)
