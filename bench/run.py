@@ -2,7 +2,8 @@
 optionally the reference msprof analysis on the same data.
 
     python bench/run.py [--tasks 100000,1000000,10000000] [--ref PATH] [--ref-python PY]
-                        [--work DIR] [--impl c|python] [--pss]
+                        [--work DIR] [--impl c|python] [--pss] [--steps STEP,...]
+                        [--mkprof CASE [--iters K] [--mkprof-script PATH]]
 
 Each size is a synthetic 910B collection (tests/synth: two devices, the tasks split evenly
 between them, AI Core PMU on, tensor info on, 10 % of the operators inside model executions),
@@ -20,6 +21,13 @@ CANN install (its tools/profiler/profiler_tool/analysis). The reference's own st
 msprof_analysis.so, so the reference runs its Python path there; a CANN install uses its C++
 library where it has one. The table then adds the reference's figures and the ratio of the wall
 times (reference / msprof-kit). A benchmark, not a test.
+
+--steps chooses the steps (comma-separated) among import, export timeline, export summary,
+export db and analyze (the communication analysis); default the first three, `all` for the five.
+--mkprof CASE measures a collection of the shared generator (../shared/tools/mkprof.py, a sibling
+of the repository, or --mkprof-script) instead of tests/synth: each --tasks size is passed as its
+--n-ops, --iters K as its --iters (910b_hccl: graph iterations, two all-reduces each), e.g.
+`--mkprof 910b_hccl --tasks 1000000` against `--mkprof 910b_mixed --tasks 1000000`.
 """
 from __future__ import annotations
 
@@ -39,10 +47,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.normpath(os.path.join(HERE, "..", "tests"))  # synth/, the collection writer
 
 DEVICES = 2
-STEPS = ("import", "export timeline", "export summary")
+STEPS = ("import", "export timeline", "export summary")  # the default --steps
+ALL_STEPS = STEPS + ("export db", "analyze")
+MKPROF = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "tools", "mkprof.py"))
 PSS_PERIOD = 0.1  # seconds between samples of --pss
 # what the steps write into a collection (ours and the reference's), removed before a run
-OUTPUTS = ("sqlite", "mindstudio_profiler_output", "mindstudio_profiler_log")
+OUTPUTS = ("sqlite", "mindstudio_profiler_output", "mindstudio_profiler_log", "analyze")
 REF_CANDIDATES = ("msprof/msprof.py", "analysis/msprof/msprof.py",
                   "tools/profiler/profiler_tool/analysis/msprof/msprof.py")
 
@@ -75,6 +85,7 @@ class Measure:
     cpu: float
     mib: float
     pss: Optional[float] = None  # peak summed PSS of the process tree (MiB), with --pss
+    note: str = ""  # e.g. that analyze found no communication to analyze (its exit code 4)
 
 
 def collection(work: str, n: int) -> str:
@@ -99,8 +110,36 @@ def collection(work: str, n: int) -> str:
     return os.path.join(folder, os.path.basename(prof))
 
 
+def mkprof_collection(work: str, script: str, case: str, n: int, iters: Optional[int]) -> str:
+    """The collection mkprof.py writes for `case` with --n-ops n (and --iters), built the first time."""
+    folder = os.path.join(work, f"mkprof_{case}_{n}" + (f"_i{iters}" if iters is not None else ""))
+    found = sorted(d for d in os.listdir(folder) if d.startswith("PROF_")) if os.path.isdir(folder) else []
+    if found:
+        return os.path.join(folder, found[0])
+    tmp = folder + ".partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    t0 = time.perf_counter()
+    argv = [sys.executable, script, tmp, "--case", case, "--n-ops", str(n)]
+    if iters is not None:
+        argv += ["--iters", str(iters)]
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    prof = next(d for d in os.listdir(tmp) if d.startswith("PROF_"))
+    os.replace(tmp, folder)
+    print(f"built {case} --n-ops {n:,} in {time.perf_counter() - t0:.0f} s: {_size(folder) / 2 ** 20:,.0f} MiB",
+          flush=True)
+    return os.path.join(folder, prof)
+
+
 def _size(path: str) -> int:
     return sum(os.path.getsize(os.path.join(b, f)) for b, _, files in os.walk(path) for f in files)
+
+
+def remove_unified_db(prof: str) -> None:
+    """Remove the msprof_{ts}.db an export timeline / summary already wrote, so that export db writes it again."""
+    for f in os.listdir(prof):
+        if f.startswith("msprof_") and f.endswith(".db"):
+            os.remove(os.path.join(prof, f))
 
 
 def clear_outputs(prof: str) -> None:
@@ -132,9 +171,11 @@ def _tree_pss_kib(pid: int) -> int:
     return total
 
 
-def measure(argv: Sequence[str], env: Dict[str, str], log: str, pss: bool = False) -> Measure:
+def measure(argv: Sequence[str], env: Dict[str, str], log: str, pss: bool = False,
+            accept: Optional[Dict[int, str]] = None) -> Measure:
     """Run one command in a fresh process; its output goes to `log`. `pss`: also sample the
-    summed PSS of its process tree every PSS_PERIOD seconds (reading it costs the process some time)."""
+    summed PSS of its process tree every PSS_PERIOD seconds (reading it costs the process some time).
+    `accept`: exit codes other than 0 that are no failure, with the note the row gets."""
     fd, stats = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     peak = 0
@@ -148,23 +189,28 @@ def measure(argv: Sequence[str], env: Dict[str, str], log: str, pss: bool = Fals
                 time.sleep(PSS_PERIOD)
             proc.wait()
         wall = time.perf_counter() - t0
-        if proc.returncode != 0:
+        accept = accept or {}
+        if proc.returncode != 0 and proc.returncode not in accept:
             raise SystemExit(f"{' '.join(argv[3:])} failed (exit code {proc.returncode}); see {log}")
         with open(stats) as f:
             got = json.load(f)
     finally:
         os.remove(stats)
-    return Measure(wall, got["cpu"], got["kib"] / 1024, peak / 1024 if pss else None)
+    return Measure(wall, got["cpu"], got["kib"] / 1024, peak / 1024 if pss else None, accept.get(proc.returncode, ""))
 
 
-def ours(prof: str, impl: Optional[str], log: str, pss: bool = False) -> List[Measure]:
+def ours(prof: str, impl: Optional[str], log: str, pss: bool = False,
+         steps: Sequence[str] = STEPS) -> List[Measure]:
     env = dict(os.environ)
     if impl:
         env["MSPROF_KIT_NATIVE"] = impl
     clear_outputs(prof)
     out = []
-    for step in STEPS:
-        out.append(measure([sys.executable, "-c", OURS, *step.split(), "-dir", prof], env, log, pss))
+    for step in steps:
+        if step == "export db":
+            remove_unified_db(prof)
+        accept = {4: "no HCCL data"} if step == "analyze" else {}  # analyze's exit code when nothing to analyze
+        out.append(measure([sys.executable, "-c", OURS, *step.split(), "-dir", prof], env, log, pss, accept))
     clear_outputs(prof)
     return out
 
@@ -186,7 +232,8 @@ def find_reference(path: str) -> str:
                      "analysis/ folder or a CANN install")
 
 
-def reference(script: str, python: str, prof: str, scratch: str, log: str) -> List[Measure]:
+def reference(script: str, python: str, prof: str, scratch: str, log: str,
+              steps: Sequence[str] = STEPS) -> List[Measure]:
     """The reference's three steps on a fresh copy of the collection (removed afterwards)."""
     copy = os.path.join(scratch, os.path.basename(prof))
     shutil.rmtree(copy, ignore_errors=True)
@@ -194,7 +241,7 @@ def reference(script: str, python: str, prof: str, scratch: str, log: str) -> Li
     clear_outputs(copy)
     try:
         return [measure([python, "-c", REFERENCE, script, *step.split(), "-dir", copy], dict(os.environ), log)
-                for step in STEPS]
+                for step in steps]
     finally:
         shutil.rmtree(copy, ignore_errors=True)
 
@@ -217,7 +264,7 @@ def row(label: str, m: Measure, r: Optional[Measure]) -> str:
         text += f" {m.pss:>8.0f}"
     if r is not None:
         text += f" {r.wall:>10.2f} {r.cpu:>9.2f} {r.mib:>8.0f} {r.wall / m.wall:>7.1f}x"
-    return text
+    return text + (f"  ({m.note})" if m.note else "")
 
 
 def main() -> None:
@@ -229,7 +276,19 @@ def main() -> None:
     ap.add_argument("--pss", action="store_true", help="also sample the peak summed PSS of each step's processes")
     ap.add_argument("--impl", choices=("c", "python"), help="msprof-kit's formatting implementation "
                     "(default: the C extension when it is built)")
+    ap.add_argument("--steps", default=",".join(STEPS),
+                    help=f"steps to time, comma-separated, among {', '.join(ALL_STEPS)}; 'all' for the five")
+    ap.add_argument("--mkprof", metavar="CASE", help="measure mkprof.py's CASE (--n-ops = each --tasks size) "
+                    "instead of tests/synth's collection")
+    ap.add_argument("--iters", type=int, help="with --mkprof: its --iters (910b_hccl: graph iterations)")
+    ap.add_argument("--mkprof-script", default=MKPROF, help=f"the generator (default {MKPROF})")
     args = ap.parse_args()
+    steps = list(ALL_STEPS) if args.steps == "all" else [s.strip() for s in args.steps.split(",") if s.strip()]
+    unknown = [s for s in steps if s not in ALL_STEPS]
+    if unknown:
+        ap.error(f"unknown step(s) {', '.join(unknown)}; choose among {', '.join(ALL_STEPS)}")
+    if args.mkprof and not os.path.isfile(args.mkprof_script):
+        ap.error(f"{args.mkprof_script}: no such generator (--mkprof-script)")
     script = find_reference(args.ref) if args.ref else None
     sizes = [int(x) for x in args.tasks.split(",")]
     os.makedirs(args.work, exist_ok=True)
@@ -243,18 +302,24 @@ def main() -> None:
     if script:
         head += f" {'ref wall s':>10} {'ref cpu s':>9} {'ref MiB':>8} {'ratio':>8}"
     for n in sizes:
-        prof = collection(args.work, n)
-        mine = ours(prof, args.impl, log, args.pss)
-        theirs = reference(script, args.ref_python, prof, args.work, log) if script else None
-        print(f"\n{n:,} tasks ({DEVICES} devices, {_size(prof) / 2 ** 20:,.0f} MiB raw)")
+        if args.mkprof:
+            prof = mkprof_collection(args.work, args.mkprof_script, args.mkprof, n, args.iters)
+            what = f"mkprof {args.mkprof} --n-ops {n:,}" + (f" --iters {args.iters:,}" if args.iters is not None else "")
+        else:
+            prof = collection(args.work, n)
+            what = f"{n:,} tasks ({DEVICES} devices"
+        mine = ours(prof, args.impl, log, args.pss, steps)  # (the raw size below: with the outputs cleared)
+        what += f"{', ' if not args.mkprof else ' ('}{_size(prof) / 2 ** 20:,.0f} MiB raw)"
+        theirs = reference(script, args.ref_python, prof, args.work, log, steps) if script else None
+        print(f"\n{what}")
         print(head)
-        for i, step in enumerate(STEPS):
+        for i, step in enumerate(steps):
             print(row(step, mine[i], theirs[i] if theirs else None))
         total = Measure(sum(m.wall for m in mine), sum(m.cpu for m in mine), max(m.mib for m in mine),
                         max(m.pss for m in mine) if args.pss else None)
         ref_total = Measure(sum(m.wall for m in theirs), sum(m.cpu for m in theirs),
                             max(m.mib for m in theirs)) if theirs else None
-        print(row("all three", total, ref_total), flush=True)
+        print(row("all three" if len(steps) == 3 else f"all {len(steps)}", total, ref_total), flush=True)
 
 
 if __name__ == "__main__":

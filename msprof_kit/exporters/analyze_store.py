@@ -77,9 +77,11 @@ def stored_hccl(ctx: ExportContext) -> Optional[StoredHccl]:
         info[column] = info[column].map(texts)
     for column, table in ENUM_COLUMNS.items():
         names = dict(schema.ENUM_ROWS[table])
-        info[column] = info[column].map(lambda v, n=names: n.get(int(v), str(v)))
-    group_ids: Dict[str, object] = {str(name): str(raw) for name, raw in
-                                    zip(info["groupName"].tolist(), extra["groupHash"].tolist())}
+        info[column] = info[column].map({v: names.get(int(v), str(v)) for v in info[column].unique().tolist()})
+    # each group name's raw hash: its last task's (names and hashes are few: one pair per group)
+    pairs = pd.DataFrame({"name": info["groupName"].astype(str).to_numpy(),
+                          "raw": extra["groupHash"].to_numpy()}).drop_duplicates("name", keep="last")
+    group_ids: Dict[str, object] = {name: str(raw) for name, raw in zip(pairs["name"].tolist(), pairs["raw"].tolist())}
     start = ctx.conn.execute("SELECT startTimeNs FROM SESSION_TIME_INFO").fetchone() \
         if ctx.has("SESSION_TIME_INFO") else None
     return StoredHccl(info, extra["deviceId"].to_numpy(), group_ids,

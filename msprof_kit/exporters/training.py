@@ -104,9 +104,17 @@ def _reduces(tagged: pd.DataFrame, keys: List[Key], out: TrainingTrace) -> None:
     starts = tagged[tagged["opens"] == 1].set_index(["it", "stream", "n"])[["ts", "first"]]
     ends = tagged[(tagged["opens"] == 0) & (tagged["n"] > 0)].groupby(["it", "stream", "n"])["ts"].last()
     paired = starts.join(ends.rename("end").astype("Int64"), how="left").reset_index().sort_values(["it", "first", "n"])
-    for it, group in paired.groupby("it", sort=True):
-        out.reduces[keys[int(it)]] = [(int(s), None if pd.isna(e) else int(e))
-                                      for s, e in zip(group["ts"].tolist(), group["end"].tolist())]
+    if paired.empty:
+        return
+    # one list per iteration, sliced from the pairs in (iteration, first tag, n) order
+    its = paired["it"].to_numpy(np.int64)
+    ended = paired["end"].notna().to_numpy()
+    end = paired["end"].fillna(0).to_numpy(np.int64)
+    pairs = [(int(s), int(e) if ok else None)
+             for s, e, ok in zip(paired["ts"].to_numpy(np.int64).tolist(), end.tolist(), ended.tolist())]
+    bounds = np.flatnonzero(np.r_[True, its[1:] != its[:-1], True]).tolist()
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        out.reduces[keys[int(its[lo])]] = pairs[lo:hi]
 
 
 def _data_aug(its: List[Tuple[int, int, int, int]], keys: List[Key], out: TrainingTrace) -> None:

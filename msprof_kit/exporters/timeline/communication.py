@@ -307,6 +307,12 @@ def _op_spans(op: np.ndarray, start: np.ndarray, end: np.ndarray, device: np.nda
     return spans[["device", "start", "end"]].to_numpy(np.int64)
 
 
+def _pids(facts: Facts, sort_index: int, device: np.ndarray) -> np.ndarray:
+    """The process id of each row's device (looked up once per distinct device)."""
+    devices, which = np.unique(device, return_inverse=True)
+    return np.array([facts.pid(sort_index, int(d)) for d in devices.tolist()], np.int64)[which.reshape(-1)]
+
+
 def write_communication(out: TraceWriter, facts: Facts, comm: Communication, arrows: bool = True) -> None:
     """The Communication processes: metadata, a block of task X events at a time, then the op X
     events with (`arrows`) the ends of their node launches' arrows."""
@@ -330,8 +336,7 @@ def _write_tasks(out: TraceWriter, facts: Facts, comm: Communication, rows: np.n
     if not n:
         return
     tid = group_tid + c["planeId"] + 1
-    pid = np.array([facts.pid(sort_index, int(d)) for d in c["deviceId"].tolist()], np.int64) \
-        if len(np.unique(c["deviceId"])) > 1 else np.full(n, facts.pid(sort_index, int(c["deviceId"][0])), np.int64)
+    pid = _pids(facts, sort_index, c["deviceId"])
     start, end = c["startNs"], c["endNs"]
     duration = end - start
     size = c["size"]
@@ -387,7 +392,7 @@ def _write_ops(out: TraceWriter, facts: Facts, comm: Communication, sort_index: 
     n = len(ops)
     if not n:
         return
-    pid = np.array([facts.pid(sort_index, int(d)) for d in device.tolist()], np.int64)
+    pid = _pids(facts, sort_index, device)
     start, end = ops["startNs"].to_numpy(np.int64), ops["endNs"].to_numpy(np.int64)
     conn = ops["connectionId"].to_numpy(np.int64)
     if "name" in ops:
