@@ -28,8 +28,9 @@ export db and analyze (the communication analysis); default the first three, `al
 of the repository, or --mkprof-script) instead of tests/synth: each --tasks size is passed as its
 --n-ops, --iters K as its --iters (910b_hccl: graph iterations, two all-reduces each), e.g.
 `--mkprof 910b_hccl --tasks 1000000` against `--mkprof 910b_mixed --tasks 1000000`.
---hccl-ops N adds communication to tests/synth's collection: N all-reduce collectives (split evenly
-between the devices, after their compute tasks) of 11 HCCL tasks each (write_collection's hccl_ops),
+--hccl-ops N adds communication to tests/synth's collection: N all-reduce collectives of 11 HCCL tasks
+each on device 0, after its compute tasks (write_collection's hccl_ops; on one device because analyze
+covers one device's communication),
 e.g. `--tasks 100000 --hccl-ops 100000` (1.2M device tasks, 1.1M of them HCCL) against `--tasks 1200000`.
 """
 from __future__ import annotations
@@ -93,7 +94,7 @@ class Measure:
 
 def collection(work: str, n: int, hccl_ops: int = 0) -> str:
     """The synthetic collection of n compute tasks and hccl_ops collectives (built the first time)."""
-    folder = os.path.join(work, f"run_{n}" + (f"_hccl{hccl_ops}" if hccl_ops else ""))
+    folder = os.path.join(work, f"run_{n}" + (f"_hccl{hccl_ops}d0" if hccl_ops else ""))
     found = sorted(d for d in os.listdir(folder) if d.startswith("PROF_")) if os.path.isdir(folder) else []
     if found:
         return os.path.join(folder, found[0])
@@ -105,7 +106,7 @@ def collection(work: str, n: int, hccl_ops: int = 0) -> str:
     build = (f"import sys; sys.path.insert(0, {TESTS!r}); import synth; "
              f"synth.write_collection({tmp!r}, chip='910B', n_tasks={max(1, n // DEVICES)}, devices={DEVICES}, "
              "pmu=True, tensors=True, model_fraction=0.1"
-             + (f", hccl_ops={max(1, hccl_ops // DEVICES)})" if hccl_ops else ")"))
+             + (f", hccl_ops={hccl_ops}, hccl_devices=1)" if hccl_ops else ")"))
     subprocess.run([sys.executable, "-c", build], check=True)
     prof = next(d for d in os.listdir(tmp) if d.startswith("PROF_"))
     os.replace(tmp, folder)

@@ -83,3 +83,17 @@ def test_host_and_device_records(prof):
     assert len(soc) == 2 * (N_COMPUTE + N_OPS * 11)
     assert (np.diff(soc["syscnt"].astype(np.int64)) >= 0).all()
     assert np.isin(soc["stream_raw"], [5, 6]).sum() == 2 * N_OPS * 11
+
+
+def test_collectives_on_the_first_device_only(tmp_path, capsys):
+    """hccl_devices=1 with two devices: device 1 keeps only its compute tasks; analyze covers all ops."""
+    prof = synth.write_collection(str(tmp_path), n_tasks=10, devices=2, hccl_ops=3, hccl_devices=1)
+    assert not glob.glob(os.path.join(prof, "device_1", "data", "ts_track*"))
+    code, _, err = run(["import", "-dir", prof], capsys)
+    assert code == 0 and not _warnings(err), err
+    assert _rows(prof, "SELECT COUNT(*) FROM COMMUNICATION_OP") == [(3,)]
+    assert _rows(prof, "SELECT COUNT(*) FROM TASK") == [(2 * 10 + 3 * 11,)]
+    code, _, err = run(["analyze", "-dir", prof], capsys)
+    assert code == 0 and not _warnings(err), err
+    with open(os.path.join(prof, "analyze", "communication.json"), encoding="utf-8") as f:
+        assert len(json.load(f)) == 3 + 1

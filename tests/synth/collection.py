@@ -50,7 +50,7 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
                      metrics: Optional[str] = None, events: Optional[str] = None,
                      aiv_metrics: Optional[str] = None, mix_fraction: float = 0.0, steps: bool = False,
                      host_ns: bool = False, host_start: bool = True, early_apis: int = 0,
-                     hccl_ops: int = 0, hccl_tasks_per_op: int = 11) -> str:
+                     hccl_ops: int = 0, hccl_tasks_per_op: int = 11, hccl_devices: int = 0) -> str:
     """Write a synthetic raw collection under `out_dir`; return the PROF directory's path.
 
     chip:           "910B" (platform 5: stars_soc + ffts_profile, 50 MHz device counter,
@@ -108,6 +108,7 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
                     level-5500 master / slave APIs, each with one hccl_info and one task_track; on
                     the device one ACSQ start/end pair per task on streams 5 (master) and 6 (slave).
     hccl_tasks_per_op: tasks per collective (default 11: one whole 2-rank all-reduce, 3 of them slave).
+    hccl_devices:   k > 0: only the first k devices run the collectives (default 0: every device).
 
     Times: op i of device d occupies the host slot starting at FIRST_OP_NS + d x 17.32 us +
     i x OP_PERIOD_NS (50 us); host time stamps are multiples of 10 ns, device times multiples
@@ -138,7 +139,7 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
     if hccl_ops < 0 or hccl_tasks_per_op < 1 or (hccl_ops and not profile.stars):
         raise ValueError("hccl_ops >= 0 collectives of hccl_tasks_per_op >= 1 tasks, on a 910B chip")
     hccl = [plan_hccl(hccl_ops, hccl_tasks_per_op, ops.n, t, profile, np.random.default_rng([seed, 6, t.device]))
-            for t in timings] if hccl_ops else []
+            for t in timings[:hccl_devices or devices]] if hccl_ops else []
 
     host_data = os.path.join(prof, "host", "data")
     os.makedirs(host_data)
@@ -167,7 +168,7 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
         group_rng = np.random.default_rng([seed, 5, t.device]) if grouped else None
         streams = device_records(ops, t, profile, pmu, np.random.default_rng([seed, 3, t.device]), group_rng,
                                  steps)
-        if hccl:
+        if t.device < len(hccl):
             plan = hccl[t.device]
             last_ns = max(last_ns, int(plan.acl_end.max()), HOST_MONO0_NS + int(plan.dev_end.max()) * profile.tick_ns)
             for stem, arr in hccl_device(plan, t.device, profile).items():
