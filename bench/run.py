@@ -3,7 +3,7 @@ optionally the reference msprof analysis on the same data.
 
     python bench/run.py [--tasks 100000,1000000,10000000] [--ref PATH] [--ref-python PY]
                         [--work DIR] [--impl c|python] [--pss] [--steps STEP,...]
-                        [--mkprof CASE [--iters K] [--mkprof-script PATH]]
+                        [--mkprof CASE [--iters K] [--mkprof-script PATH]] [--hccl-ops N]
 
 Each size is a synthetic 910B collection (tests/synth: two devices, the tasks split evenly
 between them, AI Core PMU on, tensor info on, 10 % of the operators inside model executions),
@@ -28,6 +28,10 @@ export db and analyze (the communication analysis); default the first three, `al
 of the repository, or --mkprof-script) instead of tests/synth: each --tasks size is passed as its
 --n-ops, --iters K as its --iters (910b_hccl: graph iterations, two all-reduces each), e.g.
 `--mkprof 910b_hccl --tasks 1000000` against `--mkprof 910b_mixed --tasks 1000000`.
+--hccl-ops N adds communication to tests/synth's collection: N all-reduce collectives of 11 HCCL tasks
+each on device 0, after its compute tasks (write_collection's hccl_ops; on one device because analyze
+covers one device's communication),
+e.g. `--tasks 100000 --hccl-ops 100000` (1.2M device tasks, 1.1M of them HCCL) against `--tasks 1200000`.
 """
 from __future__ import annotations
 
@@ -88,9 +92,9 @@ class Measure:
     note: str = ""  # e.g. that analyze found no communication to analyze (its exit code 4)
 
 
-def collection(work: str, n: int) -> str:
-    """The synthetic collection of n device tasks (built the first time)."""
-    folder = os.path.join(work, f"run_{n}")
+def collection(work: str, n: int, hccl_ops: int = 0) -> str:
+    """The synthetic collection of n compute tasks and hccl_ops collectives (built the first time)."""
+    folder = os.path.join(work, f"run_{n}" + (f"_hccl{hccl_ops}d0" if hccl_ops else ""))
     found = sorted(d for d in os.listdir(folder) if d.startswith("PROF_")) if os.path.isdir(folder) else []
     if found:
         return os.path.join(folder, found[0])
@@ -101,11 +105,13 @@ def collection(work: str, n: int) -> str:
     # in a process of its own, so that this one stays small (its children start as copies of it)
     build = (f"import sys; sys.path.insert(0, {TESTS!r}); import synth; "
              f"synth.write_collection({tmp!r}, chip='910B', n_tasks={max(1, n // DEVICES)}, devices={DEVICES}, "
-             "pmu=True, tensors=True, model_fraction=0.1)")
+             "pmu=True, tensors=True, model_fraction=0.1"
+             + (f", hccl_ops={hccl_ops}, hccl_devices=1)" if hccl_ops else ")"))
     subprocess.run([sys.executable, "-c", build], check=True)
     prof = next(d for d in os.listdir(tmp) if d.startswith("PROF_"))
     os.replace(tmp, folder)
-    print(f"built {n:,} tasks in {time.perf_counter() - t0:.0f} s: {_size(folder) / 2 ** 20:,.0f} MiB",
+    extra = f" + {hccl_ops:,} collectives" if hccl_ops else ""
+    print(f"built {n:,} tasks{extra} in {time.perf_counter() - t0:.0f} s: {_size(folder) / 2 ** 20:,.0f} MiB",
           flush=True)
     return os.path.join(folder, os.path.basename(prof))
 
@@ -281,6 +287,8 @@ def main() -> None:
     ap.add_argument("--mkprof", metavar="CASE", help="measure mkprof.py's CASE (--n-ops = each --tasks size) "
                     "instead of tests/synth's collection")
     ap.add_argument("--iters", type=int, help="with --mkprof: its --iters (910b_hccl: graph iterations)")
+    ap.add_argument("--hccl-ops", type=int, default=0, help="tests/synth: also this many all-reduce "
+                    "collectives of 11 HCCL tasks each")
     ap.add_argument("--mkprof-script", default=MKPROF, help=f"the generator (default {MKPROF})")
     args = ap.parse_args()
     steps = list(ALL_STEPS) if args.steps == "all" else [s.strip() for s in args.steps.split(",") if s.strip()]
@@ -306,8 +314,9 @@ def main() -> None:
             prof = mkprof_collection(args.work, args.mkprof_script, args.mkprof, n, args.iters)
             what = f"mkprof {args.mkprof} --n-ops {n:,}" + (f" --iters {args.iters:,}" if args.iters is not None else "")
         else:
-            prof = collection(args.work, n)
-            what = f"{n:,} tasks ({DEVICES} devices"
+            prof = collection(args.work, n, args.hccl_ops)
+            what = f"{n:,} tasks" + (f" + {args.hccl_ops:,} collectives x 11 HCCL tasks" if args.hccl_ops else "")
+            what += f" ({DEVICES} devices"
         mine = ours(prof, args.impl, log, args.pss, steps)  # (the raw size below: with the outputs cleared)
         what += f"{', ' if not args.mkprof else ' ('}{_size(prof) / 2 ** 20:,.0f} MiB raw)"
         theirs = reference(script, args.ref_python, prof, args.work, log, steps) if script else None

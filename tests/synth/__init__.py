@@ -21,7 +21,10 @@ were generated with (../../shared/golden/README.md, "Conventions shared by all i
   a context PMU record from the main core and `block num x MIX_RATIO` block PMU records from the
   other core; and step-trace tags (`steps`): a ts_track MODEL_START / MODEL_END pair around each
   model execution, each taking a task id on the model stream;
-* optional (`early_apis`): host API records before the collection start, some inside a ModelLoad.
+* optional (`early_apis`): host API records before the collection start, some inside a ModelLoad;
+* optional (910B, `hccl_ops`): all-reduce collectives after the compute ops, each a node-level HCCL
+  launch of level-5500 master / slave task APIs with hccl_info and task_track, ACSQ pairs on the
+  device's streams 5 and 6 (hccl.py).
 
 Every record array is built column-wise with numpy (no per-record Python loop), so 10^6 tasks
 take a few seconds. Record layouts come from `msprof_kit.parsers.records` and are not re-declared here.
@@ -29,10 +32,11 @@ take a few seconds. Record layouts come from `msprof_kit.parsers.records` and ar
 The package: conventions (clock model, ids, types, chips, hash ids), plan (the op sequence and
 each device's timing), packing (record arrays and slice files), host and device (the records of
 each side), control (the control files), collection (write_collection, with_metrics, the script),
-damage (corrupt_magic, truncate). This module re-exports their public names: `synth.X` as before.
+damage (corrupt_magic, truncate), hccl (the communication option). This module re-exports their public names: `synth.X` as before.
 
 Run as a script to time the generator: `PYTHONPATH=tests python3 -m synth OUT_DIR [N] [--chip 310P]
-[--model-fraction F] [--metrics GROUP] [--mix-fraction F] [--steps] [--early-apis K] [--seed S]`.
+[--model-fraction F] [--metrics GROUP] [--mix-fraction F] [--steps] [--early-apis K] [--seed S]
+[--hccl-ops N [--hccl-tasks-per-op K]]`.
 """
 from __future__ import annotations
 

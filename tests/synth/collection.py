@@ -12,11 +12,12 @@ import numpy as np
 
 from .control import write_control, write_text
 from .conventions import (
-    CHIPS, END_MARGIN_NS, EVENTS_PIPE, FIRST_OP_NS, GROUP_EVENTS, HOST_MONO0_NS, ChipProfile,
+    CHIPS, END_MARGIN_NS, double_hash, EVENTS_PIPE, FIRST_OP_NS, GROUP_EVENTS, HOST_MONO0_NS, ChipProfile,
 )
 from .device import device_records
+from .hccl import hccl_device, hccl_host, hccl_texts, hccl_type_lines, plan_hccl
 from .host import host_records, type_info_lines
-from .packing import ticks_to_ns, write_stream
+from .packing import in_order, joined, ticks_to_ns, write_stream
 from .plan import moved_early, plan_ops, plan_timing
 
 
@@ -48,7 +49,8 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
                      slices: int = 1, name: Optional[str] = None, straddle: bool = True,
                      metrics: Optional[str] = None, events: Optional[str] = None,
                      aiv_metrics: Optional[str] = None, mix_fraction: float = 0.0, steps: bool = False,
-                     host_ns: bool = False, host_start: bool = True, early_apis: int = 0) -> str:
+                     host_ns: bool = False, host_start: bool = True, early_apis: int = 0,
+                     hccl_ops: int = 0, hccl_tasks_per_op: int = 11, hccl_devices: int = 0) -> str:
     """Write a synthetic raw collection under `out_dir`; return the PROF directory's path.
 
     chip:           "910B" (platform 5: stars_soc + ffts_profile, 50 MHz device counter,
@@ -100,6 +102,13 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
                     ending 100 us before the first early slot, holding a runtime StreamCreate; a
                     runtime ModelBindStream beginning inside the ModelLoad and ending after it; and
                     a StreamCreate of another thread (tid + 800) inside the ModelLoad's span.
+    hccl_ops:       910B only: this many all-reduce collectives per device after its compute ops
+                    (tests/synth/hccl.py): per collective an ACL HcclAllReduce ⊃ a node-level HCCL
+                    launch (node_basic_info task type HCCL, hccl_op_info) ⊃ `hccl_tasks_per_op`
+                    level-5500 master / slave APIs, each with one hccl_info and one task_track; on
+                    the device one ACSQ start/end pair per task on streams 5 (master) and 6 (slave).
+    hccl_tasks_per_op: tasks per collective (default 11: one whole 2-rank all-reduce, 3 of them slave).
+    hccl_devices:   k > 0: only the first k devices run the collectives (default 0: every device).
 
     Times: op i of device d occupies the host slot starting at FIRST_OP_NS + d x 17.32 us +
     i x OP_PERIOD_NS (50 us); host time stamps are multiples of 10 ns, device times multiples
@@ -127,18 +136,26 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
     if early_apis < 0 or early_apis > ops.n or ops.model[:early_apis].any():
         raise ValueError("early_apis counts the first ops, which must all be eager ops")
     host_timings = [moved_early(t, early_apis) for t in timings]
+    if hccl_ops < 0 or hccl_tasks_per_op < 1 or (hccl_ops and not profile.stars):
+        raise ValueError("hccl_ops >= 0 collectives of hccl_tasks_per_op >= 1 tasks, on a 910B chip")
+    hccl = [plan_hccl(hccl_ops, hccl_tasks_per_op, ops.n, t, profile, np.random.default_rng([seed, 6, t.device]))
+            for t in timings[:hccl_devices or devices]] if hccl_ops else []
 
     host_data = os.path.join(prof, "host", "data")
     os.makedirs(host_data)
-    for stem, arr in sorted(host_records(ops, host_timings, tensors, early_apis).merged().items()):
+    host_streams = host_records(ops, host_timings, tensors, early_apis)
+    for plan, t in zip(hccl, timings):
+        hccl_host(host_streams, plan, t)
+    for stem, arr in sorted(host_streams.merged().items()):
         if host_ns:
             arr = ticks_to_ns(arr)
         write_stream(host_data, stem, arr, slices, straddle, cut_rng)
     cat = ops.catalogue
     write_text(os.path.join(host_data, "unaging.additional.hash_dic.slice_0"),
-               "".join(f"{i}:{s}\n" for i, s in zip(cat.ids.tolist(), cat.texts)))
+               "".join(f"{i}:{s}\n" for i, s in zip(cat.ids.tolist(), cat.texts))
+               + "".join(f"{double_hash(s)}:{s}\n" for s in (hccl_texts() if hccl else [])))
     write_text(os.path.join(host_data, "unaging.additional.type_info_dic.slice_0"),
-               "".join(f"{line}\n" for line in type_info_lines(ops, early_apis > 0)))
+               "".join(f"{line}\n" for line in type_info_lines(ops, early_apis > 0) + (hccl_type_lines() if hccl else [])))
 
     last_ns = FIRST_OP_NS
     for t in timings:
@@ -151,6 +168,12 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
         group_rng = np.random.default_rng([seed, 5, t.device]) if grouped else None
         streams = device_records(ops, t, profile, pmu, np.random.default_rng([seed, 3, t.device]), group_rng,
                                  steps)
+        if t.device < len(hccl):
+            plan = hccl[t.device]
+            last_ns = max(last_ns, int(plan.acl_end.max()), HOST_MONO0_NS + int(plan.dev_end.max()) * profile.tick_ns)
+            for stem, arr in hccl_device(plan, t.device, profile).items():
+                both = joined([streams[stem], arr]) if stem in streams else arr
+                streams[stem] = in_order(both, both["syscnt"])
         for stem, arr in sorted(streams.items()):
             write_stream(dev_data, stem, arr, slices, straddle, cut_rng)
     end_ns = last_ns + END_MARGIN_NS
@@ -178,6 +201,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--mix-fraction", type=float, default=0.0, help="910B: fraction of MIX ops")
     parser.add_argument("--steps", action="store_true", help="MODEL_START / MODEL_END step-trace tags")
     parser.add_argument("--early-apis", type=int, default=0, help="the first K eager ops' APIs before the start")
+    parser.add_argument("--hccl-ops", type=int, default=0, help="910B: all-reduce collectives per device")
+    parser.add_argument("--hccl-tasks-per-op", type=int, default=11, help="HCCL tasks per collective")
     parser.add_argument("--name", default=None, help="PROF directory name")
     args = parser.parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
@@ -186,7 +211,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                             pmu=not args.no_pmu, tensors=not args.no_tensors,
                             model_fraction=args.model_fraction, seed=args.seed, slices=args.slices,
                             metrics=args.metrics, events=args.events, mix_fraction=args.mix_fraction,
-                            steps=args.steps, early_apis=args.early_apis, name=args.name)
+                            steps=args.steps, early_apis=args.early_apis, name=args.name,
+                            hccl_ops=args.hccl_ops, hccl_tasks_per_op=args.hccl_tasks_per_op)
     seconds = time.perf_counter() - began
     size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs)
     print(f"{path}: {args.n_tasks} tasks x {args.devices} device(s), {size / 2 ** 20:.1f} MiB "

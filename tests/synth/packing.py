@@ -11,6 +11,9 @@ from msprof_kit.parsers import records
 
 from .conventions import HOST_TICK_NS
 
+#: The record kinds a stream may hold: the registry's and the communication records (not in it).
+KINDS = (*records.REGISTRY.values(), records.HCCL_OP_INFO, records.HCCL_INFO)
+
 
 def bits(record: records.Record, host: str, **parts: Union[int, np.ndarray]) -> np.ndarray:
     """Vectorized `records.pack_bits`: compose field `host` from its bit fields (LSB first)."""
@@ -126,7 +129,7 @@ def write_stream(data_dir: str, stem: str, arr: np.ndarray, slices: int, straddl
     With `straddle` the cuts fall at arbitrary byte positions (inside records where the stream
     allows it); otherwise on record boundaries, as the collector writes host slices.
     """
-    if not any(arr.dtype == r.dtype and arr.dtype.itemsize == r.size for r in records.REGISTRY.values()):
+    if not any(arr.dtype == r.dtype and arr.dtype.itemsize == r.size for r in KINDS):
         raise TypeError(f"{stem}: not an array of a declared record kind")
     raw = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
     total, size = raw.size, arr.dtype.itemsize
