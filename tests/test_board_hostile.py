@@ -128,7 +128,10 @@ def _execute(channel: paramiko.Channel, command: str) -> None:
     channel.sendall(proc.stdout)
     channel.sendall_stderr(proc.stderr)
     channel.send_exit_status(proc.returncode)
-    channel.close()
+    try:
+        channel.close()
+    except EOFError:  # the collector read the exit status and closed the connection first: nothing left to close
+        pass
 
 
 @pytest.fixture(scope="module")
