@@ -45,7 +45,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.normpath(os.path.join(HERE, "..", "tests"))  # synth/, the collection writer
@@ -95,30 +95,33 @@ class Measure:
 def collection(work: str, n: int, hccl_ops: int = 0) -> str:
     """The synthetic collection of n compute tasks and hccl_ops collectives (built the first time)."""
     folder = os.path.join(work, f"run_{n}" + (f"_hccl{hccl_ops}d0" if hccl_ops else ""))
-    found = sorted(d for d in os.listdir(folder) if d.startswith("PROF_")) if os.path.isdir(folder) else []
-    if found:
-        return os.path.join(folder, found[0])
-    tmp = folder + ".partial"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    t0 = time.perf_counter()
-    # in a process of its own, so that this one stays small (its children start as copies of it)
-    build = (f"import sys; sys.path.insert(0, {TESTS!r}); import synth; "
-             f"synth.write_collection({tmp!r}, chip='910B', n_tasks={max(1, n // DEVICES)}, devices={DEVICES}, "
-             "pmu=True, tensors=True, model_fraction=0.1"
-             + (f", hccl_ops={hccl_ops}, hccl_devices=1)" if hccl_ops else ")"))
-    subprocess.run([sys.executable, "-c", build], check=True)
-    prof = next(d for d in os.listdir(tmp) if d.startswith("PROF_"))
-    os.replace(tmp, folder)
     extra = f" + {hccl_ops:,} collectives" if hccl_ops else ""
-    print(f"built {n:,} tasks{extra} in {time.perf_counter() - t0:.0f} s: {_size(folder) / 2 ** 20:,.0f} MiB",
-          flush=True)
-    return os.path.join(folder, os.path.basename(prof))
+
+    def build(tmp: str) -> None:
+        # in a process of its own, so that this one stays small (its children start as copies of it)
+        code = (f"import sys; sys.path.insert(0, {TESTS!r}); import synth; "
+                f"synth.write_collection({tmp!r}, chip='910B', n_tasks={max(1, n // DEVICES)}, devices={DEVICES}, "
+                "pmu=True, tensors=True, model_fraction=0.1"
+                + (f", hccl_ops={hccl_ops}, hccl_devices=1)" if hccl_ops else ")"))
+        subprocess.run([sys.executable, "-c", code], check=True)
+    return _built_once(folder, build, f"{n:,} tasks{extra}")
 
 
 def mkprof_collection(work: str, script: str, case: str, n: int, iters: Optional[int]) -> str:
     """The collection mkprof.py writes for `case` with --n-ops n (and --iters), built the first time."""
     folder = os.path.join(work, f"mkprof_{case}_{n}" + (f"_i{iters}" if iters is not None else ""))
+
+    def build(tmp: str) -> None:
+        argv = [sys.executable, script, tmp, "--case", case, "--n-ops", str(n)]
+        if iters is not None:
+            argv += ["--iters", str(iters)]
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    return _built_once(folder, build, f"{case} --n-ops {n:,}")
+
+
+def _built_once(folder: str, build: Callable[[str], None], what: str) -> str:
+    """The PROF_ folder under `folder`, written by `build(tmp)` into a partial folder and renamed into
+    place the first time (a later run reuses it)."""
     found = sorted(d for d in os.listdir(folder) if d.startswith("PROF_")) if os.path.isdir(folder) else []
     if found:
         return os.path.join(folder, found[0])
@@ -126,14 +129,10 @@ def mkprof_collection(work: str, script: str, case: str, n: int, iters: Optional
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     t0 = time.perf_counter()
-    argv = [sys.executable, script, tmp, "--case", case, "--n-ops", str(n)]
-    if iters is not None:
-        argv += ["--iters", str(iters)]
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    build(tmp)
     prof = next(d for d in os.listdir(tmp) if d.startswith("PROF_"))
     os.replace(tmp, folder)
-    print(f"built {case} --n-ops {n:,} in {time.perf_counter() - t0:.0f} s: {_size(folder) / 2 ** 20:,.0f} MiB",
-          flush=True)
+    print(f"built {what} in {time.perf_counter() - t0:.0f} s: {_size(folder) / 2 ** 20:,.0f} MiB", flush=True)
     return os.path.join(folder, prof)
 
 

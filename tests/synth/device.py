@@ -109,14 +109,7 @@ def device_records(ops: Ops, t: Timing, profile: ChipProfile, pmu: bool,
     flip_ops, flip_num = flips(ops)
     tracks = []
     if flip_ops.size:
-        ts = np.zeros(flip_ops.size, dtype=records.TS_TRACK.dtype)
-        ts["mode"] = 1
-        ts["tag"] = TS_TAG_FLIP
-        ts["buf_size"] = records.TS_TRACK.size
-        ts["syscnt"] = start[flip_ops] - np.uint64(1000 // profile.tick_ns)
-        # bytes 16..23: u16 stream, u16 flip number, u16 reserved, u16 task id (0)
-        ts["p16"] = ops.stream[flip_ops].astype(np.uint64) | (flip_num.astype(np.uint64) << np.uint64(16))
-        tracks.append(ts)
+        tracks.append(flip_records(ops.stream[flip_ops], start[flip_ops], flip_num, profile.tick_ns))
     first, last = np.flatnonzero(ops.exec_first), np.flatnonzero(ops.exec_last)
     if steps and first.size:
         # MODEL_START 1 us before an execution's first task starts, MODEL_END 1 us after its last ends
@@ -228,3 +221,15 @@ def _block_records(ops: Ops, t: Timing, profile: ChipProfile, main_aic: np.ndarr
         counters[sel] = _event_counters(cycles[sel], events, rng)
     blk["pmu"] = counters
     return blk
+
+
+def flip_records(stream: np.ndarray, start: np.ndarray, flip_num: np.ndarray, tick_ns: int) -> np.ndarray:
+    """ts_track flip records of the tasks starting at `start` (device ticks) on `stream`, each 1 us
+    before its task: bytes 16..23 hold u16 stream, u16 flip number, u16 reserved, u16 task id (0)."""
+    ts = np.zeros(len(start), dtype=records.TS_TRACK.dtype)
+    ts["mode"] = 1
+    ts["tag"] = TS_TAG_FLIP
+    ts["buf_size"] = records.TS_TRACK.size
+    ts["syscnt"] = start - np.uint64(1000 // tick_ns)
+    ts["p16"] = stream.astype(np.uint64) | (flip_num.astype(np.uint64) << np.uint64(16))
+    return ts

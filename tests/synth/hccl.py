@@ -29,8 +29,9 @@ from msprof_kit.parsers import records
 
 from .conventions import (
     DEVICE_OFFSET_NS, FIRST_OP_NS, FLIP_TASK, FUNC_ACSQ_END, FUNC_ACSQ_START, HOST_MONO0_NS, LEVEL_ACL, LEVEL_NODE, LEVEL_RUNTIME,
-    OP_PERIOD_NS, TS_TAG_FLIP, TYPE_NODE_BASIC_INFO, TYPE_TASK_TRACK, ChipProfile, hash_ids,
+    OP_PERIOD_NS, TYPE_NODE_BASIC_INFO, TYPE_TASK_TRACK, ChipProfile, hash_ids,
 )
+from .device import flip_records
 from .packing import Streams, apis, bits, compact
 from .plan import Timing
 
@@ -215,13 +216,8 @@ def hccl_device(plan: HcclPlan, device: int, profile: ChipProfile) -> Dict[str, 
     out = {f"stars_soc.data.{device}": soc}
     flip_tasks, flip_num = plan.flips()
     if flip_tasks.size:
-        ts = np.zeros(flip_tasks.size, dtype=records.TS_TRACK.dtype)
-        ts["mode"] = 1
-        ts["tag"] = TS_TAG_FLIP
-        ts["buf_size"] = records.TS_TRACK.size
-        ts["syscnt"] = start[flip_tasks] - np.uint64(1000 // profile.tick_ns)
-        ts["p16"] = plan.stream[flip_tasks].astype(np.uint64) | (flip_num.astype(np.uint64) << np.uint64(16))
-        out[f"ts_track.data.{device}"] = ts
+        out[f"ts_track.data.{device}"] = flip_records(plan.stream[flip_tasks], start[flip_tasks], flip_num,
+                                                      profile.tick_ns)
     return out
 
 
