@@ -17,7 +17,7 @@ from conftest import COMPARE, GOLDEN, copy_input, needs_shared
 from realdata import writable_copy
 
 from msprof_kit import cli
-from msprof_kit.exporters.summary.communication import _renumbered
+from msprof_kit.exporters.summary.communication import renumbered
 
 pytestmark = needs_shared
 
@@ -117,6 +117,6 @@ def test_graph_exports_number_the_ops_of_a_group_again():
     names = np.array(["hcom_allReduce__483_6_1", "hcom_allGather__134_1_1", "hcom_allReduce__483_7_1",
                       "hcom_AicpuKernel__483_3_1", "odd"], dtype=object)
     groups = np.array([2, 5, 2, 2, 2])
-    assert _renumbered(names, groups).tolist() == [
+    assert renumbered(names, np.zeros(len(names)), groups).tolist() == [
         "hcom_allReduce__483_0_1", "hcom_allGather__134_0_1", "hcom_allReduce__483_1_1",
         "hcom_AicpuKernel__483_0_1", "odd"]

@@ -31,8 +31,8 @@ class CommOps:
     over all its master tasks (`start`, `end`, local ns) and over those that start at or after the
     collection start (`kept_start`, `kept_end`; `kept` says whether there are any).
     `op_id`: COMMUNICATION_OP.opId; `cpp_order`: the op's place in the reference C++ path's op list
-    (KIT_HCCL_OP.cppOrder; -1 - opId where the store lacks it). `problems`: what was wrong with the stored rows (one message per
-    kind, with counts)."""
+    (KIT_HCCL_OP.cppOrder; -1 - opId where the store lacks it). `problems`: what was wrong with the
+    stored rows (one message per kind, with counts)."""
     op_id: np.ndarray
     device: np.ndarray
     model: np.ndarray
@@ -108,10 +108,12 @@ def load_comm_ops(ctx: ExportContext, tasks: Optional[Tasks]) -> Optional[CommOp
     names = tasks.text(ops["opName"][op_at])
     start = spans["start"].to_numpy(dtype=np.int64)
     order = np.lexsort((names.astype(str), start))
+    device: np.ndarray = tasks.task.read("deviceId", first_row[scoped]).astype(np.int64)
     if not ctx.scope.all_export:
-        names[order] = _renumbered(names[order], ops["groupName"][op_at][order])
+        names[order] = renumbered(names[order], device[order], ops["groupName"][op_at][order])
     return CommOps(
-        op_id=spans.index.to_numpy(dtype=np.int64)[order], device=tasks.task.read("deviceId", first_row[scoped]).astype(np.int64)[order], model=model[order], iteration=iteration[order], name=names[order],
+        op_id=spans.index.to_numpy(dtype=np.int64)[order], device=device[order], model=model[order],
+        iteration=iteration[order], name=names[order],
         op_type=ops["opType"][op_at][order], start=start[order], end=spans["end"].to_numpy()[order],
         kept_start=spans["kept_start"].to_numpy()[order], kept_end=spans["kept_end"].to_numpy()[order],
         kept=has_kept[order], cpp_order=_cpp_order(ctx, spans.index.to_numpy(dtype=np.int64)[order]), problems=problems)
@@ -128,19 +130,21 @@ def _cpp_order(ctx: ExportContext, op_id: np.ndarray) -> np.ndarray:
     return out
 
 
-def _renumbered(names: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Op names `<name>_<group tail>_<k>_<iteration>` (in start order) with k counted again from 0
-    per (group, AI CPU or not); a name of another shape is kept."""
-    out = names.copy()
-    texts = [str(n) for n in names.tolist()]
+def renumbered(names: np.ndarray, devices: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """An iteration export's op names (in the order given, which is start order)
+    `<name>_<group tail>_<k>_<iteration>` with k counted again from 0 per device, group and AI CPU or
+    not, as the reference numbers the exported ops; a name of another shape is kept. The summaries and
+    the timeline both name the ops with it."""
+    out = np.asarray(names, dtype=object).copy()
+    texts = [str(n) for n in out.tolist()]
     parts = [t.rsplit("_", 2) for t in texts]
     shaped = np.array([len(p) == 3 and p[1].isdigit() for p in parts], dtype=bool)
     if not shaped.any():
         return out
     aicpu = np.array([AICPU_KERNEL in t for t in texts], dtype=bool)
-    key = pd.DataFrame({"group": groups, "aicpu": aicpu})[shaped]
-    k = key.groupby(["group", "aicpu"], sort=False).cumcount().to_numpy()
-    for pos, index in zip(np.flatnonzero(shaped).tolist(), k.tolist()):
+    key = pd.DataFrame({"device": devices, "group": groups, "aicpu": aicpu})[shaped]
+    k = key.groupby(["device", "group", "aicpu"], sort=False).cumcount().to_numpy()
+    for pos, index in zip(np.flatnonzero(shaped).tolist(), k.tolist()):  # the scope's ops, a few
         base, _, iteration = parts[pos]
         out[pos] = f"{base}_{index}_{iteration}"
     return out

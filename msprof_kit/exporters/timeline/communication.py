@@ -16,6 +16,7 @@ from ...arrays import SortedKeys
 from ...native_impl import Slot, float_slot, int_slot, text_slot, text_table
 from ...schema import ENUM_ROWS
 from ..context import ExportContext, RowReader
+from ..summary.communication import renumbered
 from . import writer
 from .arrows import flow_events
 from .facts import Facts
@@ -200,8 +201,7 @@ class Communication:
         keep &= ops["modelId"].to_numpy(np.int64) == scope.model_id
         ops = ops[keep].sort_values("startNs", kind="stable").copy()
         names: np.ndarray = self.facts.text(ops["opName"].to_numpy(np.int64)).astype(str)
-        k = ops.groupby(["deviceId", "groupName"], sort=False).cumcount().to_numpy()
-        ops["name"] = [_renumbered(name, i) for name, i in zip(names.tolist(), k.tolist())]  # the scope's ops
+        ops["name"] = renumbered(names, ops["deviceId"].to_numpy(), ops["groupName"].to_numpy()).tolist()
         return ops
 
     def _lanes(self, device: np.ndarray, group: np.ndarray, plane: np.ndarray, start: np.ndarray) -> Lanes:
@@ -248,11 +248,6 @@ class Communication:
     def op_conns(self) -> np.ndarray:
         """The connection ids of the shown ops (their node launches start an arrow), ascending."""
         return np.unique(self.ops["connectionId"].to_numpy(np.int64)) if len(self.ops) else np.zeros(0, np.int64)
-
-
-def _renumbered(name: str, k: int) -> str:
-    parts = name.rsplit("_", 2)
-    return f"{parts[0]}_{k}_{parts[2]}" if len(parts) == 3 else name
 
 
 def _task_floats(ctx: ExportContext, rowid: np.ndarray) -> Tuple[Tuple[np.ndarray, np.ndarray], Optional[np.ndarray]]:
@@ -401,8 +396,8 @@ def _write_ops(out: TraceWriter, facts: Facts, comm: Communication, sort_index: 
     else:
         name = coded_slot(ops["opName"].to_numpy(np.int64),
                           lambda i: json.dumps(str(facts.strings[i]), ensure_ascii=False))
-    slots = dict(name=name, pid=int_slot(pid), tid=int_slot(tid), ts=facts.ts(start), dur=float_slot(dur_us(start, end)),
-                 rank_size=int_slot(ops["rankSize"].to_numpy(np.int64)), conn=int_slot(conn),
+    slots = dict(name=name, pid=int_slot(pid), tid=int_slot(tid), ts=facts.ts(start),
+                 dur=float_slot(dur_us(start, end)), rank_size=int_slot(ops["rankSize"].to_numpy(np.int64)), conn=int_slot(conn),
                  model=int_slot(ops["modelId"].to_numpy(np.int64)),
                  data_type=enum_slot(ops["dataType"].to_numpy(np.int64), "ENUM_HCCL_DATA_TYPE"),
                  alg=coded_slot(ops["algType"].to_numpy(np.int64),
