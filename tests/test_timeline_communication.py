@@ -18,7 +18,7 @@ import pytest
 from conftest import COMPARE, GOLDEN, copy_input, needs_shared
 
 from msprof_kit import cli
-from msprof_kit.exporters.timeline.overlap import _intersection
+from msprof_kit.intervals import interval_gaps, subtract_intervals
 
 pytestmark = needs_shared
 
@@ -138,7 +138,9 @@ def test_hand_checked_numbers(tmp_path, capsys):
 
 
 def test_intersection_by_hand():
+    """A intersected with B, as A minus B's gaps (the overlap layer's Communication(Not Overlapped) is
+    communication minus computing with the same subtract_intervals)."""
     a_s, a_e = np.array([0, 50]), np.array([30, 60])
     b_s, b_e = np.array([10, 25, 55]), np.array([20, 52, 70])
-    s, e = _intersection(a_s, a_e, b_s, b_e)
+    s, e = subtract_intervals(a_s, a_e, *interval_gaps(-100, 100, b_s, b_e))
     assert s.tolist() == [10, 25, 50, 55] and e.tolist() == [20, 30, 52, 60]

@@ -8,7 +8,7 @@ from typing import Iterator, List, Optional, Tuple
 import numpy as np
 
 from ...arrays import ascending
-from ...intervals import interval_gaps, union_intervals
+from ...intervals import interval_gaps, subtract_intervals, union_intervals
 from ...native_impl import float_slot, int_slot, text_slot, text_table
 from ..context import ExportContext
 from . import apis, writer
@@ -41,7 +41,7 @@ def graph_overlap(tasks: Tasks, facts: Facts, comm_spans: Optional[np.ndarray] =
         ms, me = union_intervals(theirs[:, 1], theirs[:, 2])
         span_s, span_e = np.concatenate([start[mine], ms]), np.concatenate([end[mine], me])
         lo, hi = int(span_s.min()), int(span_e.max())
-        ns, ne = _intersection(ms, me, *interval_gaps(lo, hi, cs, ce))
+        ns, ne = subtract_intervals(ms, me, cs, ce)
         us, ue = union_intervals(np.concatenate([cs, ms]), np.concatenate([ce, me]))
         fs, fe = interval_gaps(int(lo), int(hi), us, ue)
         rows = np.column_stack([np.full(len(cs) + len(ms) + len(ns) + len(fs), dev),
@@ -50,19 +50,6 @@ def graph_overlap(tasks: Tasks, facts: Facts, comm_spans: Optional[np.ndarray] =
         rows = rows[in_timeline(rows[:, 1], rows[:, 2], facts.timeline_window(dev))]
         parts.append(rows[np.lexsort((rows[:, 3], rows[:, 1]))])
     return np.concatenate(parts) if parts else np.zeros((0, 4), np.int64)
-
-
-def _intersection(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray,
-                  b_end: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """The intersection of two sets of sorted, disjoint intervals (pieces of positive length)."""
-    first = np.searchsorted(b_end, a_start, "right")   # the first b ending after each a starts
-    last = np.searchsorted(b_start, a_end, "left")     # past the last b starting before each a ends
-    count = np.maximum(last - first, 0)
-    a: np.ndarray = np.repeat(np.arange(len(a_start)), count)
-    b = np.repeat(first, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
-    s, e = np.maximum(a_start[a], b_start[b]), np.minimum(a_end[a], b_end[b])
-    keep = e > s
-    return s[keep], e[keep]
 
 
 OVERLAP_COLUMNS = ("deviceId", "startNs", "endNs", "type")
