@@ -43,6 +43,9 @@ UNIFIED: Dict[str, Sequence[Column]] = {
     "AICORE_FREQ": [("deviceId", "INTEGER"), ("timestampNs", "NUMERIC"), ("freq", "INTEGER"), ("dieId", "NUMERIC")],
     "OVERLAP_ANALYSIS": [("id", "INTEGER PRIMARY KEY"), ("deviceId", "INTEGER"), ("startNs", "NUMERIC"),
                          ("endNs", "NUMERIC"), ("type", "INTEGER")],
+    "NPU_OP_MEM": [("operatorName", "INTEGER"), ("addr", "INTEGER"), ("type", "INTEGER"), ("size", "INTEGER"),
+                   ("timestampNs", "INTEGER"), ("globalTid", "INTEGER"), ("totalAllocate", "NUMERIC"),
+                   ("totalReserve", "NUMERIC"), ("component", "INTEGER"), ("deviceId", "INTEGER")],
     "ENUM_API_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
     "ENUM_HCCL_DATA_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
     "ENUM_HCCL_LINK_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
@@ -63,6 +66,7 @@ STRING_ID_COLUMNS: Dict[str, Sequence[str]] = {
     "TASK_PMU_INFO": ("name",),
     "COMMUNICATION_OP": ("opName", "groupName", "algType", "opType"),
     "COMMUNICATION_TASK_INFO": ("name", "taskType", "groupName"),
+    "NPU_OP_MEM": ("operatorName", "type", "component"),
 }
 
 # msprof-kit extensions (docs/store.md).
@@ -120,6 +124,21 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
                     ("launchBeginNs", "INTEGER"), ("launchEndNs", "INTEGER"), ("startNs", "INTEGER"),
                     ("endNs", "INTEGER"), ("relay", "INTEGER"), ("retry", "INTEGER"), ("dataType", "INTEGER"),
                     ("count", "INTEGER"), ("rankSize", "INTEGER"), ("groupIndex", "INTEGER"), ("cppOrder", "INTEGER")],
+    # operator memory (ingest/memory_ops.py): every GE task memory record, early ones included
+    # (memory_record.csv; NPU_OP_MEM leaves out those before the collection start, as the reference's C++)
+    "KIT_MEMORY_RECORD": [("timestampNs", "INTEGER"), ("totalAllocate", "INTEGER"), ("totalReserve", "INTEGER"),
+                          ("deviceId", "INTEGER")],
+    # each allocation with the release that frees it (operator_memory.csv); name '' when hash_dic lacks
+    # the op; an allocation never released has 0 in releaseNs, durationNs and the release totals
+    "KIT_OPERATOR_MEMORY": [("name", "TEXT"), ("size", "INTEGER"), ("allocationNs", "INTEGER"),
+                            ("releaseNs", "INTEGER"), ("durationNs", "INTEGER"),
+                            ("allocationTotalAllocate", "INTEGER"), ("allocationTotalReserve", "INTEGER"),
+                            ("releaseTotalAllocate", "INTEGER"), ("releaseTotalReserve", "INTEGER"),
+                            ("deviceId", "INTEGER")],
+    # static graphs' memory plans (static_op_mem.csv): op name ('TOTAL' for the graph), model name
+    # ('0' for none), node indexes (4294967295: to the end), size in bytes
+    "KIT_STATIC_OP_MEM": [("opName", "TEXT"), ("modelName", "TEXT"), ("graphId", "INTEGER"),
+                          ("nodeIndexStart", "INTEGER"), ("nodeIndexEnd", "INTEGER"), ("size", "INTEGER")],
 }
 
 # Per-task extension tables kept column-wise in KIT_COLUMNS (docs/store.md): millions of rows that

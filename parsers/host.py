@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import records
+from . import memory_ops, records
 from .stream import Columns, Issue, Piece, TextLines, Validity, cap_names, decode_stream, locate, split_lines
 
 
@@ -29,6 +29,8 @@ ADDITIONAL_KINDS: Dict[str, records.Record] = {
     "graph_id_map": records.GRAPH_ID_MAP,
     "fusion_op_info": records.FUSION_OP_INFO,
     "hccl_info": records.HCCL_INFO,
+    "task_memory_info": memory_ops.TASK_MEMORY_INFO,
+    "static_op_mem": memory_ops.STATIC_OP_MEM,
 }
 
 

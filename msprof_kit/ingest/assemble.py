@@ -34,6 +34,7 @@ from .hccl_ops import write_hccl
 from .host import HostData, load_host
 from .info import SAMPLE_KEYS, device_info_rows, rank_of
 from .matching import Match, match_keys, write_compute_info
+from .memory_ops import write_op_memory
 from .names import where_text
 from .overlap import Overlap
 from .pmu import HwtsPmu, StarsPmu, metric_group, pmu_columns
@@ -307,6 +308,9 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                                    "streamId": st["stream_id"], "taskId": st["task_id"], "tagId": st["tag_id"]}))
     if steps:
         put("KIT_STEP_TRACE", pd.concat(steps, ignore_index=True))
+    if host is not None:
+        with diag.progress.phase(f"{who}: operator memory"):
+            write_op_memory(coll, host.hashes, pid, session_ns(coll)[0], strings, put, diag)
     put("STRING_IDS", strings.frame())
 
 

@@ -1,5 +1,5 @@
-"""`export summary`'s entry point: op_summary, op_statistic, task_time, communication_statistic and
-api_statistic, each built (one module per report) and written where the store has its data."""
+"""`export summary`'s entry point: op_summary, op_statistic, task_time, communication_statistic,
+api_statistic and the operator memory reports (memory_ops.py), each built (one module per report) and written where the store has its data."""
 from __future__ import annotations
 
 import functools
@@ -18,6 +18,7 @@ from .columns import AnyTable
 from .communication import CommOps, load_comm_ops
 from .communication_statistic import communication_statistic_table
 from .files import json_table, write_csv, write_json
+from .memory_ops import MEMORY_TABLES
 from .op_statistic import op_statistic_table
 from .op_summary import op_summary_table
 from .task_time import task_time_table
@@ -101,6 +102,11 @@ def write_summary(ctx: ExportContext, fmt: str = "csv", diag: Optional[Diagnosti
             if helper is not None:  # op_summary's files first, as one process lists them
                 ctx.written[before:before] = helper.result()
                 phase.advance()
+            for kind, build in MEMORY_TABLES:  # the Python exporter's in both paths: JSON with --format json
+                memory = build(ctx, json=fmt == "json")
+                if memory is not None and memory.n_rows:
+                    write_json(ctx, kind, memory) if fmt == "json" else write_csv(ctx, kind, memory, flavour)
+                    phase.advance()
     except BaseException:
         if helper is not None:  # stopped, failed or interrupted: the files it began go too
             helper.cancel()
