@@ -87,7 +87,7 @@ def _from_csv(path: str) -> Optional[pd.DataFrame]:
     released = ~((held == 0) & (number("Release Total Allocated(KB)") == 0)
                  & (number("Release Total Reserved(KB)") == 0))
     start = number(ALLOCATED)
-    device = pd.to_numeric(f["Device"].str.rpartition(":")[2], errors="coerce")
-    return pd.DataFrame({DEVICE: device.to_numpy(), NAME: f["Name"].to_numpy(), SIZE: number(SIZE),
+    device = np.asarray(pd.to_numeric(f["Device"].str.rpartition(":")[2], errors="coerce"), dtype=np.float64)
+    return pd.DataFrame({DEVICE: device, NAME: f["Name"].to_numpy(), SIZE: number(SIZE),
                          ALLOCATED: start, RELEASED: np.where(released, start + held, np.nan),
                          HELD: np.where(released, held, np.nan)})
