@@ -82,7 +82,7 @@ def _from_csv(path: str) -> Optional[pd.DataFrame]:
         f = f[f["Device_id"] == f["Device_id"].iloc[0]]
 
     def number(name: str) -> np.ndarray:
-        return pd.to_numeric(f[name].str.strip(), errors="coerce").to_numpy()
+        return np.asarray(pd.to_numeric(f[name].str.strip(), errors="coerce"), dtype=np.float64)
     held = number(HELD)
     released = ~((held == 0) & (number("Release Total Allocated(KB)") == 0)
                  & (number("Release Total Reserved(KB)") == 0))
