@@ -151,3 +151,39 @@ def test_top_operators_from_store_and_csv(tmp_path, capsys):
     assert everything is not None and len(everything) == 59
     assert int(everything[TOP_COLUMNS[4]].isna().sum()) == 1
     assert top_operators(str(tmp_path / "nothing")) is None
+
+
+def _calculator(node, addr, dev, size):
+    """The reference Python calculator's pairing, record by record (mscalculate/npu_mem/
+    npu_op_mem_calculator.py:93-128): (allocation index, release index or None) rows, in its order."""
+    pending, rows = {}, []
+    for i, (key, s) in enumerate(zip(zip(node, addr, dev), size)):
+        if s > 0:
+            pending[key] = i
+        elif s < 0 and key in pending:
+            rows.append((pending.pop(key), i))
+    return rows + [(i, None) for i in pending.values()]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_pairing_follows_the_reference_calculator(seed):
+    from msprof_kit.errors import Diagnostics
+    from msprof_kit.ingest.memory_ops import _write_pairs
+    from msprof_kit.timebase import Clock
+    rng = np.random.default_rng(seed)
+    n = 3000
+    mem = {"node_id": rng.integers(1, 4, n).astype(np.uint64), "addr": rng.integers(0, 5, n).astype(np.uint64),
+           "device_id": rng.integers(0, 2, n).astype(np.uint32), "total_allocate": np.arange(n, dtype=np.uint64),
+           "total_reserve": np.arange(n, dtype=np.uint64) * 2}
+    size = rng.choice([-512, 0, 1024, 2048], n).astype(np.int64)
+    ticks = np.arange(n, dtype=np.int64) * 7
+    got = {}
+    _write_pairs(mem, ticks, ticks * 10, size, np.full(n, "op", dtype=object), Clock(0, 0, None),
+                 lambda table, frame, last=True: got.setdefault(table, frame), "where", Diagnostics())
+    frame = got["KIT_OPERATOR_MEMORY"]
+    expected = _calculator(mem["node_id"].tolist(), mem["addr"].tolist(), mem["device_id"].tolist(), size.tolist())
+    assert len(frame) == len(expected)
+    assert frame["allocationNs"].tolist() == [a * 70 for a, _ in expected]
+    assert frame["releaseNs"].tolist() == [0 if r is None else r * 70 for _, r in expected]
+    assert frame["durationNs"].tolist() == [0 if r is None else (r - a) * 7 for a, r in expected]
+    assert frame["releaseTotalReserve"].tolist() == [0 if r is None else 2 * r for _, r in expected]

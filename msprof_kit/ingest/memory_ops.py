@@ -137,6 +137,17 @@ def _write_records(mem: Columns, clock: Clock, hashes: Dict[str, str], pid: int,
     _write_pairs(mem, ticks, ns, size, np.where(known, names, ""), clock, put, where, diag)
 
 
+def _key_codes(*columns: np.ndarray) -> np.ndarray:
+    """One code per distinct tuple of the columns' values (a column's codes combined with the next's
+    and renumbered at each step, so the products stay below the number of rows squared)."""
+    code, _ = pd.factorize(columns[0])
+    for column in columns[1:]:
+        values, distinct_values = pd.factorize(column)
+        if len(distinct_values) > 1:
+            code, _ = pd.factorize(code.astype(np.int64) * len(distinct_values) + values)
+    return np.asarray(code, dtype=np.int64)
+
+
 def _write_pairs(mem: Columns, ticks: np.ndarray, ns: np.ndarray, size: np.ndarray, names: np.ndarray, clock: Clock,
                  put: TableSink, where: str, diag: Diagnostics) -> None:
     """KIT_OPERATOR_MEMORY by the Python calculator's rule, without a loop: records are grouped by
@@ -147,8 +158,7 @@ def _write_pairs(mem: Columns, ticks: np.ndarray, ns: np.ndarray, size: np.ndarr
     released in the order the calculator's dict keeps them (where their group's last run of
     allocations began)."""
     live = np.flatnonzero(size != 0)  # size 0: neither
-    keys = pd.DataFrame({"op": mem["node_id"][live], "addr": mem["addr"][live], "dev": mem["device_id"][live]})
-    group = keys.groupby(["op", "addr", "dev"], sort=False).ngroup().to_numpy()
+    group = _key_codes(mem["node_id"][live], mem["addr"][live], mem["device_id"][live])
     order = np.lexsort((live, group))  # by group, then time (positions are in time order)
     rec, grp = live[order], group[order]
     alloc = size[rec] > 0
