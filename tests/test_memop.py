@@ -123,6 +123,8 @@ def test_record_of_unknown_op(tmp_path, capsys):
     code, _, err = run(["export", "summary", "-dir", prof], capsys)
     assert code == 0, err
     assert "1 operator memory record(s) name an op that hash_dic lacks (e.g. hash id 123456789)" in err
+    assert "1 operator memory record(s) belong to an op that no node_basic_info record launches " \
+        "(e.g. hash id 123456789)" in err
     code, _, err = run(["export", "db", "-dir", prof], capsys)
     assert code == 0, err
     names = [r[0] for r in sqlite3.connect(glob.glob(os.path.join(prof, "msprof_*.db"))[0]).execute(RESOLVED)]

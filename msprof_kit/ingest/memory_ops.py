@@ -56,6 +56,16 @@ def _read(files: DataFiles, kind: str, fields: Tuple[str, ...], diag: Diagnostic
     return {k: np.concatenate([p[k] for p in parts]) for k in fields}
 
 
+def _launched_ops(files: DataFiles) -> Optional[np.ndarray]:
+    """The distinct op name hashes of the host's node_basic_info records (the ops it launched),
+    a chunk at a time; None without any. (Their bad records were told when the host was read.)"""
+    seen: List[np.ndarray] = []
+    for _, paths in group_paths(files, "node_basic_info"):
+        for arr, _ in compact_stream("node_basic_info", paths).chunks():
+            seen.append(np.unique(arr["op_name"]))
+    return np.unique(np.concatenate(seen)) if seen else None
+
+
 def _names(hashes: Dict[str, str], ids: np.ndarray) -> np.ndarray:
     """hash_dic texts of hash ids, None where the dictionary lacks one."""
     return per_distinct(ids, lambda u: dict.get(hashes, str(int(u))), object)
@@ -66,7 +76,8 @@ def write_op_memory(coll: Collection, hashes: Dict[str, str], pid: int, start_ns
     """Read the host's task_memory_info and static_op_mem records and put NPU_OP_MEM,
     KIT_MEMORY_RECORD, KIT_OPERATOR_MEMORY and KIT_STATIC_OP_MEM (nothing without records).
     `start_ns`: the collection start in local ns (0: unknown, nothing dropped from NPU_OP_MEM).
-    Warns of releases that free no allocation and of records whose op hash_dic does not name."""
+    Warns of releases that free no allocation, of records whose op hash_dic does not name, and of
+    records whose op no node_basic_info record launches (an op the host does not know)."""
     rd = coll.host
     if rd is None:
         return
@@ -88,6 +99,13 @@ def write_op_memory(coll: Collection, hashes: Dict[str, str], pid: int, start_ns
         diag.warn(f"{where}: the host clock cannot be read ({exc}); operator memory records are not kept")
         return
     _write_records(mem, clock, hashes, pid, start_ns, strings, put, where, diag)
+    launched = _launched_ops(files)
+    if launched is not None:  # (without node_basic_info there is nothing to check the ops against)
+        stray = ~np.isin(mem["node_id"], launched)
+        if stray.any():
+            diag.warn(f"{where}: {int(stray.sum())} operator memory record(s) belong to an op that no "
+                      f"node_basic_info record launches (e.g. hash id {int(mem['node_id'][stray][0])}); kept, "
+                      f"as the reference keeps them")
 
 
 def _write_static(static: Columns, hashes: Dict[str, str], put: TableSink) -> None:
