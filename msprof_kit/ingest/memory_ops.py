@@ -124,6 +124,8 @@ def _write_static(static: Columns, hashes: Dict[str, str], put: TableSink) -> No
 
 def _write_records(mem: Columns, clock: Clock, hashes: Dict[str, str], pid: int, start_ns: int,
                    strings: StringPool, put: TableSink, where: str, diag: Diagnostics) -> None:
+    """KIT_MEMORY_RECORD, NPU_OP_MEM and (through _write_pairs) KIT_OPERATOR_MEMORY of the task
+    memory records `mem` (MEMORY_FIELDS, host ticks), ordered by time first."""
     order = np.argsort(mem["timestamp"], kind="stable")  # the stream's order, by time across its files
     mem = {k: v[order] for k, v in mem.items()}
     ticks: np.ndarray = mem["timestamp"].astype(np.int64)
