@@ -113,18 +113,18 @@ def read_freq(rd: ResultDir, diag: Diagnostics) -> Optional[FreqChanges]:
 def freq_rows(device_id: int, nominal: int, changes: Optional[FreqChanges], clock: Optional[Clock],
               session: Tuple[int, int], has_end: bool) -> pd.DataFrame:
     """AICORE_FREQ rows (deviceId, timestampNs, freq MHz, dieId -1) of one device, by time: the
-    collection start with the frequency then in force, the change points after it, and the
-    collection end (`has_end`: end_info gives it) with the last point's frequency."""
+    collection start with the frequency in force then (the last point at or before it, else the nominal
+    `nominal` MHz), the change points after it, and the collection end (`has_end`: end_info gives
+    it) with the last point's frequency."""
     start, end = session
     ts: np.ndarray = np.zeros(0, np.int64)
     mhz: np.ndarray = np.zeros(0, np.int64)
     if changes is not None and clock is not None:
         ts = clock.to_ns(np.concatenate([[changes.start_syscnt], changes.syscnt]))
         mhz = np.concatenate([[changes.initial_mhz], changes.mhz]).astype(np.int64)
-    at_start = nominal
     early = ts < start
-    if early.any():
-        at_start = int(mhz[np.flatnonzero(early)[-1]])
+    upto = np.flatnonzero(ts <= start)  # (the C++ path takes only those before the start: a point at the
+    at_start = int(mhz[upto[-1]]) if len(upto) else nominal  # start then follows a nominal one at that time)
     last = int(mhz[-1]) if len(mhz) else nominal
     times = [np.array([start], np.int64), ts[~early]] + ([np.array([end], np.int64)] if has_end else [])
     values = [np.array([at_start], np.int64), mhz[~early]] + ([np.array([last], np.int64)] if has_end else [])
