@@ -136,3 +136,22 @@ def test_zero_frequency(tmp_path, capsys):
     assert "1 AI Core frequency change points give 0 MHz; the PMU times of device 0 use the nominal 1800 MHz" in err
     assert (1700902984101934000, 0) in db_points(prof)
     assert aicore_time(prof, MATMUL_START) == "53.403"  # the nominal frequency, as the reference does
+
+
+def test_pmu_hz_rule():
+    """FreqChanges.pmu_hz against the reference's loop (ffts_pmu_calculator.py `_get_current_freq`), by hand."""
+    from msprof_kit.ingest.freq import FreqChanges
+    changes = FreqChanges(0, 1800, 1000, 1650, np.array([1500, 1500, 2000]), np.array([1400, 1550, 1800]))
+    ends = np.array([999, 1000, 1499, 1500, 1999, 2000, 10 ** 12])
+
+    def reference(t: int) -> float:
+        current = 1800e6
+        for syscnt, mhz in [(1000, 1650), (1500, 1400), (1500, 1550), (2000, 1800)]:
+            if t < syscnt:
+                break
+            current = mhz * 1e6
+        return current
+    assert changes.pmu_hz(ends).tolist() == [reference(int(t)) for t in ends] \
+        == [1800e6, 1650e6, 1650e6, 1550e6, 1550e6, 1800e6, 1800e6]
+    zero = FreqChanges(0, 1800, 1000, 1650, np.array([1500]), np.array([0]))
+    assert zero.pmu_hz(ends).tolist() == [1800e6] * len(ends)  # any 0 MHz point: nominal throughout

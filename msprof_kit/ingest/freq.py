@@ -25,7 +25,7 @@ from typing import Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from ..errors import Diagnostics
+from ..errors import Diagnostics, UnreadableFile
 from ..layout import ResultDir, data_files
 from ..parsers import device as device_parsers
 from ..timebase import Clock
@@ -77,7 +77,10 @@ def read_freq(rd: ResultDir, diag: Diagnostics) -> Optional[FreqChanges]:
     short (dropped), points out of time order (sorted), points before the device start beyond the
     last one (which sets the starting frequency; the others are dropped) and points of 0 MHz (the PMU times then use the nominal
     frequency)."""
-    paths = data_files(rd, Diagnostics()).get((LPM_STEM, ""))  # (the listing's own warnings are load_device's)
+    try:
+        paths = data_files(rd, Diagnostics()).get((LPM_STEM, ""))  # (the listing's own warnings are load_device's)
+    except UnreadableFile:  # (load_device has said so)
+        return None
     if not paths:
         return None
     buf, pieces = read_stream(paths)
