@@ -19,7 +19,7 @@ The reference's rules (msparser/freq/freq_parser.py, csrc/domain/services/parser
 Points out of time order are sorted first (both paths sort them for the PMU times)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 import numpy as np
@@ -46,6 +46,8 @@ class FreqChanges:
     syscnt: np.ndarray    # int64, the points at or after start_syscnt, by time
     mhz: np.ndarray       # int64
     before: int = 0       # points before start_syscnt (only the last one counts)
+    _ticks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    _hz: Optional[np.ndarray] = field(default=None, repr=False)
 
     def has_zero(self) -> bool:
         """Whether some point (the starting one included) is 0 MHz."""
@@ -56,12 +58,14 @@ class FreqChanges:
         ticks): the last point at or before it, the nominal frequency before the first point, and
         the nominal one everywhere when some point is 0 MHz."""
         nominal = float(self.nominal_mhz) * 1e6
-        if self.has_zero():
+        if self._hz is None:  # (once: the starting point, then the points, in Hz; None for nominal throughout)
+            self._ticks = np.concatenate([[self.start_syscnt], self.syscnt]).astype(np.int64)
+            self._hz = np.full(0, nominal) if self.has_zero() else \
+                np.concatenate([[self.initial_mhz], self.mhz]).astype(np.float64) * 1e6
+        if not len(self._hz):
             return np.full(len(end_syscnt), nominal)
-        ticks = np.concatenate([[self.start_syscnt], self.syscnt])
-        values = np.concatenate([[self.initial_mhz], self.mhz]).astype(np.float64) * 1e6
-        at = np.searchsorted(ticks, np.asarray(end_syscnt, dtype=np.int64), side="right") - 1
-        out: np.ndarray = np.where(at >= 0, values[np.maximum(at, 0)], nominal)
+        at = np.searchsorted(self._ticks, np.asarray(end_syscnt, dtype=np.int64), side="right") - 1
+        out: np.ndarray = np.where(at >= 0, self._hz[np.maximum(at, 0)], nominal)
         return out
 
 
