@@ -34,6 +34,7 @@ from .hccl_ops import write_hccl
 from .host import HostData, load_host
 from .info import SAMPLE_KEYS, device_info_rows, rank_of
 from .matching import Match, match_keys, write_compute_info
+from .msproftx import write_msproftx
 from .names import where_text
 from .overlap import Overlap
 from .pmu import HwtsPmu, StarsPmu, metric_group, pmu_columns
@@ -307,6 +308,8 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                                    "streamId": st["stream_id"], "taskId": st["task_id"], "tagId": st["tag_id"]}))
     if steps:
         put("KIT_STEP_TRACE", pd.concat(steps, ignore_index=True))
+    if coll.host is not None:
+        info += write_msproftx(coll.host, coll, host.hashes if host is not None else {}, strings, put, diag)
     put("STRING_IDS", strings.frame())
 
 
