@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Dict
 
 import numpy as np
+import pandas as pd
 
 from .records import Record, checked
 from .stream import Columns
@@ -43,22 +44,26 @@ EVENT_TYPES: Dict[int, str] = {0: "marker", 1: "push/pop", 2: "start/end", 3: "m
 RANGE_TYPES = (1, 2)
 
 
-def messages(raw: np.ndarray) -> np.ndarray:
-    """The message bytes of each record up to its first NUL, decoded as UTF-8 (bad bytes
-    replaced): an object array of str."""
+def messages(arr: np.ndarray) -> np.ndarray:
+    """The `message` of each msproftx record up to its first NUL, decoded as UTF-8 (bad bytes
+    replaced; each distinct message once): an object array of str."""
     width = MSPROFTX.dtype["message"].itemsize
-    grid = np.ascontiguousarray(raw, dtype=f"S{width}").view(np.uint8).reshape(-1, width)
-    nul = grid == 0
+    at = MSPROFTX.offset_of("message")
+    whole = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), MSPROFTX.size)
+    cut = whole[:, at:at + width].copy()
+    nul = cut == 0
     first = np.where(nul.any(axis=1), nul.argmax(axis=1), width)
-    cut = np.where(np.arange(width) >= first[:, None], 0, grid).astype(np.uint8)
-    text = cut.view(f"S{width}").ravel()  # (an S array drops the trailing NULs)
-    return np.char.decode(text, "utf-8", errors="replace").astype(object)
+    cut[np.arange(width, dtype=np.int16) >= first[:, None]] = 0
+    text = np.ascontiguousarray(cut).view(f"S{width}").ravel()  # (an S array drops the trailing NULs)
+    codes, uniq = pd.factorize(text)
+    decoded = np.char.decode(np.asarray(uniq, dtype=f"S{width}"), "utf-8", errors="replace").astype(object)
+    return decoded[codes] if len(decoded) else np.zeros(0, dtype=object)
 
 
 def tx_columns(arr: np.ndarray, offsets: np.ndarray) -> Columns:
     """The columns of a chunk of msproftx records (fields as declared, `message` decoded) and
     their byte offsets in the stream."""
     cols: Columns = {name: np.ascontiguousarray(arr[name]) for name in (arr.dtype.names or ()) if name != "message"}
-    cols["message"] = messages(arr["message"])
+    cols["message"] = messages(arr)
     cols["offset"] = offsets
     return cols

@@ -25,6 +25,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 import pandas as pd
+from numpy.dtypes import StringDType
 
 from ..errors import Diagnostics, MsprofKitError
 from ..layout import Collection, ResultDir, data_files
@@ -78,21 +79,30 @@ def _events(c: Columns, hashes: Dict[str, str], where: str, diag: Diagnostics) -
     legacy = frame[info == INFO_LEGACY]
     mstx = frame[info == INFO_MSTX]
     if len(mstx):
-        mstx = mstx.assign(order=np.arange(len(mstx)))
-        first_row = mstx.groupby("mark_id", sort=False)["order"].transform("min")
-        mstx = mstx.assign(first=first_row.to_numpy()).sort_values(["first", "seg_idx", "order"], kind="stable")
-        grouped = mstx.groupby("first", sort=True)
-        joined = grouped["message"].agg("".join)
-        pieces = grouped["seg_idx"].agg(["min", "max", "count", "nunique"])
-        lost = (pieces["min"] != 0) | (pieces["max"] + 1 != pieces["nunique"])
+        # pieces by mark id (in first-seen order), then seg_idx, then stream order
+        mark_code = pd.factorize(mstx["mark_id"].to_numpy(np.uint64))[0]
+        seg = mstx["seg_idx"].to_numpy(np.int64)
+        ordered = np.lexsort((np.arange(len(mstx)), seg, mark_code))
+        mstx, mark_code, seg = mstx.iloc[ordered], mark_code[ordered], seg[ordered]
+        new_mark = np.r_[True, mark_code[1:] != mark_code[:-1]]
+        starts = np.flatnonzero(new_mark)
+        counts = np.diff(np.r_[starts, len(seg)])
+        distinct = np.add.reduceat((new_mark | np.r_[True, seg[1:] != seg[:-1]]).astype(np.int64), starts)
+        no_first = seg[starts] != 0
+        lost = no_first | (seg[starts + counts - 1] + 1 != distinct)
         if lost.any():
-            no_first = int((pieces["min"] != 0).sum())
-            diag.warn(f"{where}: {int(lost.sum())} mstx messages lack pieces ({no_first} of them their first "
-                      f"piece, seg_idx 0); they are kept with the pieces there are, and the other fields of "
+            diag.warn(f"{where}: {int(lost.sum())} mstx messages lack pieces ({int(no_first.sum())} of them their "
+                      f"first piece, seg_idx 0); they are kept with the pieces there are, and the other fields of "
                       f"their lowest piece")
-        mstx = grouped.head(1).drop(columns=["order", "first"]).assign(message=joined.to_numpy())
-        texts = {int(k): hashes.get(str(int(k)), "invalid") for k in np.unique(mstx["domain"].to_numpy()).tolist()}
-        mstx["domain_text"] = [texts[int(k)] for k in mstx["domain"].to_numpy().tolist()]
+        pieces = mstx["message"].to_numpy(object).astype(StringDType())
+        joined = pieces[starts]
+        for j in range(1, int(counts.max())):  # (a loop over the pieces of the longest message)
+            more = counts > j
+            joined[more] = np.strings.add(joined[more], pieces[starts[more] + j])
+        mstx = mstx.iloc[starts].assign(message=joined.astype(object))
+        codes, uniq = pd.factorize(mstx["domain"].to_numpy(np.uint64))
+        texts = np.array([hashes.get(str(int(k)), "invalid") for k in uniq.tolist()], dtype=object)
+        mstx["domain_text"] = texts[codes]
     legacy = legacy.assign(domain_text="")
     events = pd.concat([legacy, mstx], ignore_index=True)
     is_range = np.isin(events["event_type"].to_numpy(), RANGE_TYPES)
