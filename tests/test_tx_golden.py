@@ -171,3 +171,25 @@ def test_bad_tx_input(change: str, warning: str, rows: int, tmp_path, capsys: py
         assert any(line.split(",")[10] == "ion 2 checkpoint; iteration 2 checkpoint; " for line in lines[1:])
     if change == "never_closed":
         assert not any(",push_pop_all," in line or ",step_0," in line for line in lines)
+
+
+def test_python_flavour_events(exported: str) -> None:
+    """The layer by the Python path's rules (non-910B chips): every event kept, flows named by mark id
+    with "bp": "e"; equal to the Python path's msprof_tx.json (durations to the ns)."""
+    from msprof_kit.exporters.context import open_context
+    from msprof_kit.exporters.timeline.facts import load_facts
+    from msprof_kit.exporters.timeline.msproftx import tx_events
+
+    ctx = open_context(exported)
+    try:
+        facts = load_facts(ctx)
+        facts.python_rules = True
+        ours = json.loads("[" + ",".join(tx_events(ctx, facts)) + "]")
+    finally:
+        ctx.conn.close()
+
+    def rounded(events: List[dict]) -> List[str]:
+        return sorted(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in e.items()},
+                                 sort_keys=True) for e in events)
+
+    assert rounded(ours) == rounded(trace(os.path.join(CASE, "python", "msprof_tx.json")))
