@@ -41,6 +41,9 @@ UNIFIED: Dict[str, Sequence[Column]] = {
                                 ("linkType", "INTEGER"), ("opId", "INTEGER"), ("isMaster", "INTEGER"),
                                 ("bandwidth", "NUMERIC")],
     "AICORE_FREQ": [("deviceId", "INTEGER"), ("timestampNs", "NUMERIC"), ("freq", "INTEGER"), ("dieId", "NUMERIC")],
+    "MSTX_EVENTS": [("startNs", "INTEGER"), ("endNs", "INTEGER"), ("eventType", "INTEGER"), ("rangeId", "INTEGER"),
+                    ("category", "INTEGER"), ("message", "INTEGER"), ("globalTid", "INTEGER"),
+                    ("endGlobalTid", "INTEGER"), ("domainId", "INTEGER"), ("connectionId", "INTEGER")],
     "OVERLAP_ANALYSIS": [("id", "INTEGER PRIMARY KEY"), ("deviceId", "INTEGER"), ("startNs", "NUMERIC"),
                          ("endNs", "NUMERIC"), ("type", "INTEGER")],
     "NPU_OP_MEM": [("operatorName", "INTEGER"), ("addr", "INTEGER"), ("type", "INTEGER"), ("size", "INTEGER"),
@@ -67,6 +70,7 @@ STRING_ID_COLUMNS: Dict[str, Sequence[str]] = {
     "COMMUNICATION_OP": ("opName", "groupName", "algType", "opType"),
     "COMMUNICATION_TASK_INFO": ("name", "taskType", "groupName"),
     "NPU_OP_MEM": ("operatorName", "type", "component"),
+    "MSTX_EVENTS": ("message", "domainId"),
 }
 
 # msprof-kit extensions (docs/store.md).
@@ -82,6 +86,14 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
     "KIT_MODEL": [("modelId", "INTEGER"), ("name", "TEXT")],
     # facts about the collection: chip, metric groups, clock parameters, source path ...
     "KIT_INFO": [("deviceId", "INTEGER"), ("name", "TEXT"), ("value", "TEXT")],
+    # msproftx / mstx events (ingest/msproftx.py): one row per event, those before the collection
+    # start included (MSTX_EVENTS keeps the C++ path's subset); the MSTX_EVENTS columns, then the
+    # reporting processId, isMstx (1: an mstx event), markId (-1: legacy msproftx), and the legacy
+    # payloadType, payloadValue (u64 bits as INTEGER) and messageType
+    "KIT_MSTX": [("startNs", "INTEGER"), ("endNs", "INTEGER"), ("eventType", "INTEGER"), ("category", "INTEGER"),
+                 ("message", "INTEGER"), ("globalTid", "INTEGER"), ("domainId", "INTEGER"),
+                 ("connectionId", "INTEGER"), ("processId", "INTEGER"), ("isMstx", "INTEGER"), ("markId", "INTEGER"),
+                 ("payloadType", "INTEGER"), ("payloadValue", "INTEGER"), ("messageType", "INTEGER")],
     # the tables of a store, written last: a store that lacks one of them is damaged (docs/store.md)
     "KIT_TABLES": [("name", "TEXT")],
     # what was dropped or guessed during import

@@ -36,6 +36,7 @@ from .host import HostData, load_host
 from .info import SAMPLE_KEYS, device_info_rows, rank_of
 from .matching import Match, match_keys, write_compute_info
 from .memory_ops import write_op_memory
+from .msproftx import write_msproftx
 from .names import where_text
 from .overlap import Overlap
 from .pmu import HwtsPmu, StarsPmu, metric_group, pmu_columns
@@ -314,6 +315,8 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
     if host is not None:
         with diag.progress.phase(f"{who}: operator memory"):
             write_op_memory(coll, host.hashes, pid, session_ns(coll)[0], strings, put, diag)
+    if coll.host is not None:
+        info += write_msproftx(coll.host, coll, host.hashes if host is not None else {}, strings, put, diag)
     put("STRING_IDS", strings.frame())
 
 

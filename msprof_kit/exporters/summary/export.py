@@ -19,6 +19,7 @@ from .communication import CommOps, load_comm_ops
 from .communication_statistic import communication_statistic_table
 from .files import json_table, write_csv, write_json
 from .memory_ops import MEMORY_TABLES
+from .msprof_tx import msprof_tx_table
 from .op_statistic import op_statistic_table
 from .op_summary import op_summary_table
 from .task_time import task_time_table
@@ -54,6 +55,10 @@ def summary_tables(ctx: ExportContext, flavour: str, skip: Sequence[str] = (),
         table = api_statistic_table(ctx, strings, flavour)
         if table is not None and table.n_rows:
             yield "api_statistic", table
+    if "msprof_tx" not in skip:
+        tx = msprof_tx_table(ctx)
+        if tx is not None and tx.n_rows:
+            yield "msprof_tx", tx
 
 
 def _write_one(ctx: ExportContext, kind: str, table: AnyTable, flavour: str, fmt: str) -> None:
