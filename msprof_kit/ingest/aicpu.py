@@ -82,8 +82,9 @@ def walk_match(run_key: np.ndarray, run_end: np.ndarray, task_key: np.ndarray, t
     at = next_task[queries]
     found = at < n + m
     run = pos[order[queries]]
-    task = pos[order[np.where(found, at, 0)]]
-    found &= key[order[np.where(found, at, 0)]] == run_key[run]
+    cand = order[np.where(found, at, 0)]
+    task = np.where(found, pos[cand], 0)  # (a task's position where found)
+    found &= key[cand] == run_key[run]
     found &= task_start[task] <= run_end[run]
     out[run[found]] = task[found]
     return out
