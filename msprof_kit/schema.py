@@ -29,7 +29,7 @@ UNIFIED: Dict[str, Sequence[Column]] = {
     "CANN_API": [("startNs", "INTEGER"), ("endNs", "INTEGER"), ("type", "INTEGER"), ("globalTid", "INTEGER"),
                  ("connectionId", "INTEGER PRIMARY KEY"), ("name", "INTEGER")],
     "TASK_PMU_INFO": [("globalTaskId", "INTEGER"), ("name", "INTEGER"), ("value", "NUMERIC")],
-    "MEMCPY_INFO": [("globalTaskId", "INTEGER"), ("size", "NUMERIC"), ("memcpyOperation", "NUMERIC")],
+    "MEMCPY_INFO": [("globalTaskId", "NUMERIC"), ("size", "NUMERIC"), ("memcpyOperation", "NUMERIC")],
     "COMMUNICATION_OP": [("opName", "INTEGER"), ("startNs", "INTEGER"), ("endNs", "INTEGER"),
                          ("connectionId", "INTEGER"), ("groupName", "INTEGER"), ("opId", "INTEGER PRIMARY KEY"),
                          ("relay", "INTEGER"), ("retry", "INTEGER"), ("dataType", "INTEGER"), ("algType", "INTEGER"),
@@ -151,6 +151,14 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
     # ('0' for none), node indexes (4294967295: to the end), size in bytes
     "KIT_STATIC_OP_MEM": [("opName", "TEXT"), ("modelName", "TEXT"), ("graphId", "INTEGER"),
                           ("nodeIndexStart", "INTEGER"), ("nodeIndexEnd", "INTEGER"), ("size", "INTEGER")],
+    # PROF collections: one row per AI CPU kernel run (aicpu.data AICPU_NODE records with both run
+    # ticks), by start: its (stream, task id), run start/end in local ns, the compute, memcpy and
+    # dispatch times in µs as recorded, the total (submit to after-run ticks) in ns, and the batch
+    # and globalTaskId of the KERNEL_AICPU task it was matched with (-1: none)
+    "KIT_AICPU_NODE": [("deviceId", "INTEGER"), ("streamId", "INTEGER"), ("taskId", "INTEGER"),
+                       ("startNs", "INTEGER"), ("endNs", "INTEGER"), ("computeUs", "INTEGER"),
+                       ("memcpyUs", "INTEGER"), ("dispatchUs", "INTEGER"), ("totalNs", "INTEGER"),
+                       ("batchId", "INTEGER"), ("globalTaskId", "INTEGER")],
 }
 
 # Per-task extension tables kept column-wise in KIT_COLUMNS (docs/store.md): millions of rows that

@@ -28,6 +28,7 @@ from ..timebase import Clock
 from . import limits
 from .clocks import end_info_problem, host_clock_of, session_ns
 from .columns import COMPUTE_HOST_TYPES, MIX_TYPES, NO_MODEL, frame_of, text_array
+from .aicpu import AicpuTasks, write_aicpu
 from .device import DeviceData, dev_type_names, device_tasks, has_pmu, load_device
 from .freq import FreqChanges, freq_rows, nominal_mhz, read_freq
 from .hccl import HcclDevice
@@ -37,6 +38,7 @@ from .info import SAMPLE_KEYS, device_info_rows, rank_of
 from .matching import Match, match_keys, write_compute_info
 from .memory_ops import write_op_memory
 from .msproftx import write_msproftx
+from .memcpy import MemcpyTasks, write_memcpy
 from .names import where_text
 from .overlap import Overlap
 from .pmu import HwtsPmu, StarsPmu, metric_group, pmu_columns
@@ -199,6 +201,7 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
     overlaps: List[Overlap] = []
     row = 0
     hccl = HcclDevice(host.hccl) if host is not None and host.hccl is not None else None
+    aicpu, memcpy = AicpuTasks(type_texts), MemcpyTasks(type_texts)
     matching = diag.progress.phase(f"{who}: matching device tasks", total=sum(int(dev.tasks.rows) for _, dev in devices),
                                    unit="tasks")
     try:
@@ -232,6 +235,11 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                 gid = gids.ids(np.full(n, dev.device_id), t["stream_id"].to_numpy(), t["task_id"].to_numpy(),
                                t["ctx"].to_numpy(), hbatch)
                 rows = np.arange(row, row + n, dtype=np.int64)
+                aicpu.take(dev.device_id, host_type, {
+                    "stream_id": t["stream_id"].to_numpy(), "task_id": t["task_id"].to_numpy(),
+                    "start_ns": t["start_ns"].to_numpy(), "end_ns": t["end_ns"].to_numpy(), "batch": hbatch, "gid": gid})
+                memcpy.take(matched, host_type, {"thread_id": e["thread_id"], "ts_ns": e["ts_ns"], "batch": hbatch,
+                                                 "task_id": t["task_id"].to_numpy(), "gid": gid})
                 row += n
                 conn = np.where(matched, e["conn"].astype(np.int64), -1) if hccl is None else hccl.take(
                     dev.device_id, matched, e["conn"], {"gid": gid, "start_ns": t["start_ns"].to_numpy(),
@@ -300,6 +308,9 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
         matching.close()
         for overlap in overlaps:
             overlap.close()
+    with diag.progress.phase(f"{who}: AI CPU and memcpy"):
+        write_aicpu([(rd, dev.clock) for rd, dev in devices], aicpu, put, diag)
+        write_memcpy(coll, memcpy, put, diag)
     _small_tables(coll, chip, devices, put, info, diag, freqs)
     if host is not None and not host.models.empty:
         put("KIT_MODEL", host.models.rename(columns={"model_id": "modelId"}))

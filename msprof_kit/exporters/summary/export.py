@@ -13,6 +13,7 @@ from ...errors import Diagnostics
 from ...forked import Forked, can_fork
 from ...progress import label
 from ..context import ExportContext
+from .aicpu import aicpu_table
 from .api_statistic import api_statistic_table
 from .columns import AnyTable
 from .communication import CommOps, load_comm_ops
@@ -59,9 +60,19 @@ def summary_tables(ctx: ExportContext, flavour: str, skip: Sequence[str] = (),
         tx = msprof_tx_table(ctx)
         if tx is not None and tx.n_rows:
             yield "msprof_tx", tx
+    if "aicpu" not in skip:
+        table = aicpu_table(ctx, strings)
+        if table is not None and table.n_rows:
+            yield "aicpu", table
+
+
+# reports the reference's Python exporter writes in both paths (CSV or JSON as it does)
+PYTHON_WRITTEN = ("aicpu",)
 
 
 def _write_one(ctx: ExportContext, kind: str, table: AnyTable, flavour: str, fmt: str) -> None:
+    if kind in PYTHON_WRITTEN:
+        flavour = "python"
     if fmt == "json" and flavour == "python":
         write_json(ctx, kind, json_table(table))
     else:

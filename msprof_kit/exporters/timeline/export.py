@@ -20,6 +20,7 @@ from .facts import Facts, load_facts
 from .freq import write_freq
 from .hardware import write_hardware
 from .msproftx import tx_events, write_msprof_tx_file, write_msproftx
+from .memcpy import MemcpyArgs
 from .overlap import graph_overlap, write_overlap
 from .steps import Iteration, graph_step_texts, timeline_steps
 from .tasks import Tasks
@@ -135,7 +136,8 @@ def _write_device_layers(ctx: ExportContext, path: str, facts: Facts, tasks: Tas
             if ascend or ctx.layer_on("step_trace"):
                 step_texts = write_hardware(out, facts, tasks, started,
                                             steps if ctx.layer_on("step_trace") else {},
-                                            show_tasks=ascend, arrows=arrows and ascend)
+                                            show_tasks=ascend, arrows=arrows and ascend,
+                                            memcpy=MemcpyArgs.load(ctx, facts))
             if ctx.layer_on("communication"):
                 write_communication(out, facts, comm, arrows=arrows)
             if ctx.layer_on("freq"):
