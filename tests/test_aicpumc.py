@@ -86,13 +86,13 @@ def test_golden_aicpu_and_memcpy(tmp_path, capsys):
     # 50 MHz = 130.06 µs
     first = ours.splitlines()[1].split(",")
     assert first[3] == "96.0" and first[7] == "130.06"
-    assert memcpy_events(our_file(prof, "msprof_*.json")) == \
+    assert memcpy_events(our_file(prof, "msprof_[0-9]*.json")) == \
         memcpy_events(os.path.join(GOLDEN, CASE, "cpp", "msprof.json"))
     db = our_file(prof, "msprof_*.db")
     golden_db = os.path.join(GOLDEN, CASE, "cpp", "msprof.db")
     assert memcpy_rows(db) == memcpy_rows(golden_db)
     # hand-checked: the first copy moves 126976 bytes host to device in 7.38 µs: 17.2 GB/s
-    first_event = memcpy_events(our_file(prof, "msprof_*.json"))[0][1]
+    first_event = memcpy_events(our_file(prof, "msprof_[0-9]*.json"))[0][1]
     assert first_event["size(B)"] == 126976 and first_event["operation"] == "host to device"
     assert abs(float(str(first_event["bandwidth(GB/s)"])) - 126976 / 7380) < 1e-12
     for table in ("ENUM_MEMCPY_OPERATION",):
@@ -195,7 +195,7 @@ def test_memcpy_info_without_its_task(tmp_path, capsys):
     assert "1 of 7 MEMCPY_ASYNC tasks have no memcpy_info record" in err, err
     rows = memcpy_rows(our_file(prof, "msprof_*.db"))
     assert len(rows) == 7 and (2, 17, 0, 65535) in rows
-    events = dict(memcpy_events(our_file(prof, "msprof_*.json")))
+    events = dict(memcpy_events(our_file(prof, "msprof_[0-9]*.json")))
     assert events["1700902984101064.600"]["operation"] == "other"
     assert events["1700902984101064.600"]["size(B)"] == 0
     assert events["1700902984100552.760"]["size(B)"] == 126976
