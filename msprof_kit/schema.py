@@ -43,6 +43,10 @@ UNIFIED: Dict[str, Sequence[Column]] = {
     "AICORE_FREQ": [("deviceId", "INTEGER"), ("timestampNs", "NUMERIC"), ("freq", "INTEGER"), ("dieId", "NUMERIC")],
     "OVERLAP_ANALYSIS": [("id", "INTEGER PRIMARY KEY"), ("deviceId", "INTEGER"), ("startNs", "NUMERIC"),
                          ("endNs", "NUMERIC"), ("type", "INTEGER")],
+    "NPU_MEM": [("type", "INTEGER"), ("ddr", "NUMERIC"), ("hbm", "NUMERIC"), ("timestampNs", "INTEGER"),
+                ("deviceId", "INTEGER")],
+    "NPU_MODULE_MEM": [("moduleId", "INTEGER"), ("timestampNs", "INTEGER"), ("totalReserved", "NUMERIC"),
+                       ("deviceId", "INTEGER")],
     "ENUM_API_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
     "ENUM_HCCL_DATA_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
     "ENUM_HCCL_LINK_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
@@ -63,6 +67,7 @@ STRING_ID_COLUMNS: Dict[str, Sequence[str]] = {
     "TASK_PMU_INFO": ("name",),
     "COMMUNICATION_OP": ("opName", "groupName", "algType", "opType"),
     "COMMUNICATION_TASK_INFO": ("name", "taskType", "groupName"),
+    "NPU_MEM": ("type",),
 }
 
 # msprof-kit extensions (docs/store.md).

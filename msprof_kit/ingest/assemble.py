@@ -33,6 +33,7 @@ from .hccl import HcclDevice
 from .hccl_ops import write_hccl
 from .host import HostData, load_host
 from .info import SAMPLE_KEYS, device_info_rows, rank_of
+from .memory import write_memory
 from .matching import Match, match_keys, write_compute_info
 from .names import where_text
 from .overlap import Overlap
@@ -307,6 +308,8 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                                    "streamId": st["stream_id"], "taskId": st["task_id"], "tagId": st["tag_id"]}))
     if steps:
         put("KIT_STEP_TRACE", pd.concat(steps, ignore_index=True))
+    with diag.progress.phase(f"{who}: device memory"):
+        write_memory(coll, coll.devices, strings, put, diag)
     put("STRING_IDS", strings.frame())
 
 
