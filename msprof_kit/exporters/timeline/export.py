@@ -19,6 +19,7 @@ from .communication import Communication, write_communication
 from .facts import Facts, load_facts
 from .freq import write_freq
 from .hardware import write_hardware
+from .memory import write_npu_mem
 from .overlap import graph_overlap, write_overlap
 from .steps import Iteration, graph_step_texts, timeline_steps
 from .tasks import Tasks
@@ -39,7 +40,7 @@ def write_timeline(ctx: ExportContext) -> None:
     steps = timeline_steps(ctx)
     comm = Communication(ctx, facts)
     if not len(tasks) and not steps and not len(comm) and \
-            not any(ctx.has(t) for t in ("CANN_API", "OVERLAP_ANALYSIS", "AICORE_FREQ")):
+            not any(ctx.has(t) for t in ("CANN_API", "OVERLAP_ANALYSIS", "AICORE_FREQ", "NPU_MEM")):
         return
     if ctx.ts_origin == "start":
         facts.origin = ts_origin_ns(ctx, steps)
@@ -138,6 +139,8 @@ def _write_device_layers(ctx: ExportContext, path: str, facts: Facts, tasks: Tas
                 write_freq(ctx, out, facts)
             if ctx.layer_on("overlap_analyse"):
                 write_overlap(ctx, out, facts, overlap_rows)
+            if ctx.layer_on("npu_mem"):
+                write_npu_mem(ctx, out, facts)
     finally:
         ctx.conn.close()
     return step_texts
