@@ -45,7 +45,7 @@ class _Counts:
     def step(self, ns: np.ndarray, start: int) -> np.ndarray:
         """Count a chunk's samples (ns, in file order); the mask of those kept."""
         if len(ns):
-            prev = np.empty(len(ns), dtype=np.int64)
+            prev: np.ndarray = np.empty(len(ns), dtype=np.int64)
             prev[0] = ns[0] if self.last is None else self.last
             prev[1:] = ns[:-1]
             self.backwards += int(np.count_nonzero(ns < prev))
@@ -74,7 +74,7 @@ def npu_mem_ns(timestamp_us: np.ndarray, rd: ResultDir, coll: Collection) -> np.
     info = rd.start_info if rd.start_info.get("collectionTimeBegin") not in (None, "") else next(
         (o.start_info for o in coll.result_dirs() if o.start_info.get("collectionTimeBegin") not in (None, "")), {})
     offset_us = float(str(info.get("collectionTimeBegin", 0))) - float(str(info.get("clockMonotonicRaw", 0))) / 1000
-    whole = timestamp_us.astype(np.int64) * 1000 + start_log
+    whole: np.ndarray = timestamp_us.astype(np.int64) * 1000 + start_log
     total = whole.astype(np.float64) + delta_s * 1e9
     total += offset_us * 1000
     return np.trunc(total).astype(np.int64)
