@@ -29,6 +29,7 @@ from .sink import TableSink
 from .streams import RecordStream
 from .tasks import StringPool
 
+SAMPLE_CHUNK_BYTES = 8 << 20   # a chunk of 256k npu_mem samples: decoded, timed and handed to the writer
 NPU_MEM_KINDS = ("npu_mem.data", "npu_mem.app")   # the order the reference's tables hold them in
 NPU_MODULE_MEM_KIND = "npu_module_mem.data"
 
@@ -99,7 +100,9 @@ def write_memory(coll: Collection, devices: Sequence[ResultDir], strings: String
                  diag: Diagnostics, chunk_bytes: Optional[int] = None) -> None:
     """NPU_MEM (all devices, then closed), then NPU_MODULE_MEM, a chunk of records at a time. The
     strings 'app' and 'device' (NPU_MEM.type) enter STRING_IDS with the first sample, as the
-    reference's C++ writer adds both."""
+    reference's C++ writer adds both. `chunk_bytes`: bytes of records read at a time
+    (SAMPLE_CHUNK_BYTES by default)."""
+    chunk_bytes = SAMPLE_CHUNK_BYTES if chunk_bytes is None else chunk_bytes
     start = control_times(coll.result_dirs())[0]
     found = [(rd, _streams(rd)) for rd in sorted(devices, key=lambda r: r.device_id)]
     mem_rows = 0

@@ -8,11 +8,12 @@ import numpy as np
 
 from ...native_impl import float_slot, int_slot, text_slot, text_table
 from ..context import ExportContext
-from ..summary.memory import BLOCK_ROWS, KB, event_codes, event_ids, row_blocks
+from ..summary.memory import KB, event_codes, event_ids, row_blocks
 from .facts import Facts
 from .writer import Template, TraceWriter, process_meta
 
 SORT_NPU_MEM = {"cpp": 17, "python": 20}
+SAMPLE_ROWS = 50_000   # samples (3 events each) rendered at a time: about writer.CHUNK events
 COUNTERS = text_table(f"{who}/{what}" for who in ("APP", "Device") for what in ("DDR", "HBM", "Memory"))
 COUNTER = Template('{"name":"', "name", '","pid":', "pid", ',"tid":0,"ts":"', "ts", '","ph":"C","args":{"KB":',
                    "kb", "}}")
@@ -28,7 +29,7 @@ def write_npu_mem(ctx: ExportContext, out: TraceWriter, facts: Facts) -> None:
         out.add(process_meta(facts.pid(sort, dev), "NPU MEM", f"NPU {dev}", sort))
     ids = event_ids(ctx.conn)
     sql = "SELECT deviceId, type, ddr, hbm, timestampNs FROM NPU_MEM ORDER BY rowid"
-    for rows in row_blocks(ctx.conn, sql, 5, BLOCK_ROWS):
+    for rows in row_blocks(ctx.conn, sql, 5, SAMPLE_ROWS):
         event = event_codes(rows[:, 1], ids)
         rows, event = rows[event < 2], event[event < 2]
         n = len(rows)
