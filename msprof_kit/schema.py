@@ -49,6 +49,10 @@ UNIFIED: Dict[str, Sequence[Column]] = {
     "NPU_OP_MEM": [("operatorName", "INTEGER"), ("addr", "INTEGER"), ("type", "INTEGER"), ("size", "INTEGER"),
                    ("timestampNs", "INTEGER"), ("globalTid", "INTEGER"), ("totalAllocate", "NUMERIC"),
                    ("totalReserve", "NUMERIC"), ("component", "INTEGER"), ("deviceId", "INTEGER")],
+    "NPU_MEM": [("type", "INTEGER"), ("ddr", "NUMERIC"), ("hbm", "NUMERIC"), ("timestampNs", "INTEGER"),
+                ("deviceId", "INTEGER")],
+    "NPU_MODULE_MEM": [("moduleId", "INTEGER"), ("timestampNs", "INTEGER"), ("totalReserved", "NUMERIC"),
+                       ("deviceId", "INTEGER")],
     "ENUM_API_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
     "ENUM_HCCL_DATA_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
     "ENUM_HCCL_LINK_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
@@ -71,6 +75,7 @@ STRING_ID_COLUMNS: Dict[str, Sequence[str]] = {
     "COMMUNICATION_TASK_INFO": ("name", "taskType", "groupName"),
     "NPU_OP_MEM": ("operatorName", "type", "component"),
     "MSTX_EVENTS": ("message", "domainId"),
+    "NPU_MEM": ("type",),
 }
 
 # msprof-kit extensions (docs/store.md).

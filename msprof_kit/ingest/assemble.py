@@ -35,6 +35,7 @@ from .hccl import HcclDevice
 from .hccl_ops import write_hccl
 from .host import HostData, load_host
 from .info import SAMPLE_KEYS, device_info_rows, rank_of
+from .memory import write_memory
 from .matching import Match, match_keys, write_compute_info
 from .memory_ops import write_op_memory
 from .msproftx import write_msproftx
@@ -328,6 +329,8 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
             write_op_memory(coll, host.hashes, pid, session_ns(coll)[0], strings, put, diag)
     if coll.host is not None:
         info += write_msproftx(coll.host, coll, host.hashes if host is not None else {}, strings, put, diag)
+    with diag.progress.phase(f"{who}: device memory"):
+        write_memory(coll, coll.devices, strings, put, diag)
     put("STRING_IDS", strings.frame())
 
 

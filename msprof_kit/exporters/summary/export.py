@@ -21,6 +21,7 @@ from .communication_statistic import communication_statistic_table
 from .files import json_table, write_csv, write_json
 from .memory_ops import MEMORY_TABLES
 from .msprof_tx import msprof_tx_table
+from .memory import write_memory_summaries
 from .op_statistic import op_statistic_table
 from .op_summary import op_summary_table
 from .task_time import task_time_table
@@ -114,6 +115,8 @@ def write_summary(ctx: ExportContext, fmt: str = "csv", diag: Optional[Diagnosti
             for kind, table in summary_tables(ctx, flavour, skip=("op_summary",) if helper else (),
                                               loaded=(strings, tasks, ops)):
                 _write_one(ctx, kind, table, flavour, fmt)
+                phase.advance()
+            for _ in write_memory_summaries(ctx, flavour):  # npu_mem, npu_module_mem (streamed)
                 phase.advance()
             if helper is not None:  # op_summary's files first, as one process lists them
                 ctx.written[before:before] = helper.result()

@@ -21,6 +21,7 @@ from .freq import write_freq
 from .hardware import write_hardware
 from .msproftx import tx_events, write_msprof_tx_file, write_msproftx
 from .memcpy import MemcpyArgs
+from .memory import write_npu_mem
 from .overlap import graph_overlap, write_overlap
 from .steps import Iteration, graph_step_texts, timeline_steps
 from .tasks import Tasks
@@ -41,7 +42,7 @@ def write_timeline(ctx: ExportContext) -> None:
     steps = timeline_steps(ctx)
     comm = Communication(ctx, facts)
     if not len(tasks) and not steps and not len(comm) and \
-            not any(ctx.has(t) for t in ("CANN_API", "OVERLAP_ANALYSIS", "AICORE_FREQ", "KIT_MSTX")):
+            not any(ctx.has(t) for t in ("CANN_API", "OVERLAP_ANALYSIS", "AICORE_FREQ", "KIT_MSTX", "NPU_MEM")):
         return
     if ctx.ts_origin == "start":
         facts.origin = ts_origin_ns(ctx, steps)
@@ -144,6 +145,8 @@ def _write_device_layers(ctx: ExportContext, path: str, facts: Facts, tasks: Tas
                 write_freq(ctx, out, facts)
             if ctx.layer_on("overlap_analyse"):
                 write_overlap(ctx, out, facts, overlap_rows)
+            if ctx.layer_on("npu_mem"):
+                write_npu_mem(ctx, out, facts)
     finally:
         ctx.conn.close()
     return step_texts
