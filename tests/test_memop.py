@@ -155,6 +155,21 @@ def test_top_operators_from_store_and_csv(tmp_path, capsys):
     assert top_operators(str(tmp_path / "nothing")) is None
 
 
+def test_show_memory_lists_the_largest_allocations(tmp_path, capsys):
+    prof = copy_input("910b_memory", str(tmp_path / "raw"))
+    code, out, err = run(["show", "-r", "memory", "--format", "csv", "-dir", prof], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    header = lines[0].split(",")
+    rows = [dict(zip(header, r.split(","))) for r in lines[1:]]
+    ops = [r for r in rows if r["Kind"] == "operator"]
+    top = top_operators(prof, limit=10)
+    assert top is not None and len(ops) == 10
+    assert [r["Component"] for r in ops] == top[TOP_COLUMNS[1]].tolist()
+    assert [float(r["Peak Memory(KB)"]) for r in ops] == top[TOP_COLUMNS[2]].tolist()  # KB, largest first
+    assert float(ops[0]["Peak Memory(KB)"]) == 8192.0
+
+
 def _calculator(node, addr, dev, size):
     """The reference Python calculator's pairing, record by record (mscalculate/npu_mem/
     npu_op_mem_calculator.py:93-128): (allocation index, release index or None) rows, in its order."""

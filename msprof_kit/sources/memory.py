@@ -6,7 +6,8 @@ per line (each bucket's largest value, so peaks survive the thinning).
 Report rows (MEMORY_COLUMNS), in this order per device: `Device` and `APP` (npu_mem: peak total
 memory and when, its average, peak DDR and peak HBM, in KB), then each module of npu_module_mem
 (its peak reserved memory and when, and its average; DDR/HBM N/A), by peak. The operators holding
-the most memory join as rows of Kind `operator` through `operator_memory_rows` (see there)."""
+the most memory follow as rows of Kind `operator` (`operator_memory_rows`: the largest allocations
+of KIT_OPERATOR_MEMORY, from sources/memory_ops.py)."""
 from __future__ import annotations
 
 import sqlite3
@@ -17,6 +18,9 @@ import pandas as pd
 
 from .. import schema
 from .frames import DEVICE
+from .memory_ops import ALLOCATED, SIZE, largest, stored_allocations
+from .memory_ops import DEVICE as TOP_DEVICE
+from .memory_ops import NAME as OP_NAME
 
 COMPONENT = "Component"
 KIND = "Kind"
@@ -29,6 +33,7 @@ MEMORY_COLUMNS = (DEVICE, COMPONENT, KIND, PEAK, PEAK_TIME, AVERAGE, PEAK_DDR, P
 SERIES_COLUMNS = (DEVICE, COMPONENT, KIND, "Timestamp(us)", "Memory(KB)")
 SERIES_POINTS = 2000   # buckets per line of the memory-over-time series
 KB = 1024.0
+TOP_OPERATORS = 10   # operator rows of the report: the largest allocations
 
 
 def _has(conn: sqlite3.Connection, table: str) -> bool:
@@ -78,12 +83,18 @@ def module_rows(conn: sqlite3.Connection) -> List[Dict[str, Any]]:
     return sorted(rows, key=lambda r: (int(r[DEVICE]), -r[PEAK]))
 
 
-def operator_memory_rows(conn: sqlite3.Connection) -> Optional[pd.DataFrame]:
-    """PLACE FOR THE TOP OPERATORS BY MEMORY (issue 26): the coordinator joins here the source
-    function of the operator memory (NPU_OP_MEM / operator_memory, written by another worker), as
-    rows of MEMORY_COLUMNS with Kind `operator` (Component: the op name, Peak Memory: the op's
-    allocation, Peak Time: when it was made). None until then."""
-    return None
+def operator_memory_rows(conn: sqlite3.Connection, limit: int = TOP_OPERATORS) -> Optional[pd.DataFrame]:
+    """The `limit` largest operator allocations (memory_ops.stored_allocations) as rows of
+    MEMORY_COLUMNS with Kind `operator`: Component the op name, Peak Memory the allocation, Peak
+    Time when it was made (the other columns N/A); None when the store has no operator memory."""
+    found = stored_allocations(conn)
+    if found is None or found.empty:
+        return None
+    top = largest(found, limit)
+    nothing = np.full(len(top), np.nan)
+    return pd.DataFrame({DEVICE: top[TOP_DEVICE].astype(str).to_numpy(), COMPONENT: top[OP_NAME].to_numpy(),
+                         KIND: "operator", PEAK: top[SIZE].to_numpy(), PEAK_TIME: top[ALLOCATED].to_numpy(),
+                         AVERAGE: nothing, PEAK_DDR: nothing, PEAK_HBM: nothing})
 
 
 def memory_table(conn: sqlite3.Connection) -> Optional[pd.DataFrame]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import sqlite3
 from typing import List, Optional
 
 import numpy as np
@@ -35,8 +36,7 @@ def top_operators(path: str, limit: int = 10) -> Optional[pd.DataFrame]:
         frame = _from_csv(path)
     if frame is None or frame.empty:
         return None
-    frame = frame.sort_values([SIZE, ALLOCATED], ascending=[False, True], kind="stable")
-    return frame.head(limit).reset_index(drop=True)[list(TOP_COLUMNS)]
+    return largest(frame, limit)
 
 
 def _from_store(path: str) -> Optional[pd.DataFrame]:
@@ -47,16 +47,29 @@ def _from_store(path: str) -> Optional[pd.DataFrame]:
     except MsprofKitError:
         return None  # a store that cannot be read: the exported files may still tell
     try:
-        if not ctx.has("KIT_OPERATOR_MEMORY"):
-            return None
-        f = ctx.frame("SELECT deviceId, name, size, allocationNs, releaseNs, durationNs FROM KIT_OPERATOR_MEMORY")
+        return stored_allocations(ctx.conn)
     finally:
         ctx.conn.close()
+
+
+def stored_allocations(conn: sqlite3.Connection) -> Optional[pd.DataFrame]:
+    """Every allocation of a store's KIT_OPERATOR_MEMORY as TOP_COLUMNS (unsorted; None when the
+    store has no such table)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='KIT_OPERATOR_MEMORY'").fetchone() is None:
+        return None
+    f = pd.read_sql_query("SELECT deviceId, name, size, allocationNs, releaseNs, durationNs FROM KIT_OPERATOR_MEMORY",
+                          conn)
     released = f["releaseNs"].to_numpy() > 0
     return pd.DataFrame({
         DEVICE: f["deviceId"].astype(np.int64), NAME: f["name"].astype(str), SIZE: f["size"] / 1024,
         ALLOCATED: f["allocationNs"] / 1000, RELEASED: np.where(released, f["releaseNs"] / 1000, np.nan),
         HELD: np.where(released, f["durationNs"] / 1000, np.nan)})
+
+
+def largest(frame: pd.DataFrame, limit: int) -> pd.DataFrame:
+    """The `limit` largest allocations of a TOP_COLUMNS frame, ties by allocation time."""
+    frame = frame.sort_values([SIZE, ALLOCATED], ascending=[False, True], kind="stable")
+    return frame.head(limit).reset_index(drop=True)[list(TOP_COLUMNS)]
 
 
 def _newest_csv(path: str) -> Optional[str]:
