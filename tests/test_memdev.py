@@ -53,6 +53,32 @@ def test_910b_memory_equal(tmp_path, capsys):
     assert "equal   timeline" in out, out   # NPU MEM was the timeline's only missing part
 
 
+def test_json_format_of_the_python_path(tmp_path, capsys):
+    """--format json, where the Python path writes JSON (a chip whose analysis has no C++
+    exporters): one object per row without Device_id (one device), cells as the Python golden CSV."""
+    import csv
+    import json
+    import re
+    prof = copy_input("910b_memory", str(tmp_path))
+    for info in glob.glob(os.path.join(prof, "**", "info.json*"), recursive=True):
+        with open(info, encoding="utf-8") as f:
+            text = f.read()
+        with open(info, "w", encoding="utf-8") as f:
+            f.write(re.sub(r'"platform_version":\s*"\d+"', '"platform_version": "2"', text))
+    assert cli.main(["export", "summary", "--format", "json", "-dir", prof]) == 0
+    capsys.readouterr()
+    for kind in ("npu_mem", "npu_module_mem"):
+        (path,) = glob.glob(os.path.join(prof, "mindstudio_profiler_output", f"{kind}_[0-9]*.json"))
+        with open(path, encoding="utf-8") as f:
+            ours = json.load(f)
+        with open(os.path.join(CASE, "python", f"{kind}.csv"), encoding="utf-8", newline="") as f:
+            golden = list(csv.DictReader(f))
+        assert len(ours) == len(golden) and list(ours[0]) == [k for k in golden[0] if k != "Device_id"]
+        for mine, theirs in zip(ours, golden):
+            assert {k: str(v) for k, v in mine.items()} == {k: v for k, v in theirs.items() if k != "Device_id"}
+    assert not glob.glob(os.path.join(prof, "mindstudio_profiler_output", "npu_mem_*.csv"))
+
+
 def test_910b_memory_hand_checked(tmp_path, capsys):
     """The Device sample at 1 ms lands at ...000999.936 µs: the Python parser's float arithmetic
     (1700901984000000.0 µs of local offset x 1000 in a float64 has 256-ns steps), which the C++

@@ -116,7 +116,7 @@ def write_summary(ctx: ExportContext, fmt: str = "csv", diag: Optional[Diagnosti
                                               loaded=(strings, tasks, ops)):
                 _write_one(ctx, kind, table, flavour, fmt)
                 phase.advance()
-            for _ in write_memory_summaries(ctx, flavour):  # npu_mem, npu_module_mem (streamed)
+            for _ in write_memory_summaries(ctx, flavour, fmt):  # npu_mem, npu_module_mem (streamed)
                 phase.advance()
             if helper is not None:  # op_summary's files first, as one process lists them
                 ctx.written[before:before] = helper.result()

@@ -10,19 +10,21 @@ id the enum does not name is `Unknown` (the Python path: `other`); a total size 
 negative size written unsigned) prints -1, as the Python path prints it."""
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Iterator, List, Optional, Tuple
 
 import numpy as np
 
 from ... import schema
-from ...native_impl import Slot, TextTable, fixed_slot, format_rows, int_slot, text_slot, text_table
+from ...native_impl import Slot, TextTable, fixed_slot, float_slot, format_rows, int_slot, text_slot, text_table
 from ..context import ExportContext
 from .files import csv_parts
 
 BLOCK_ROWS = 200_000   # rows read from the store and rendered at a time
 KB = 1024
 UNKNOWN = "Unknown"
+PYTHON_UNKNOWN = "other"   # the Python path's name of a module id its enum lacks
 
 NPU_MEM_HEADER = ["Device_id", "event", "ddr(KB)", "hbm(KB)", "memory(KB)", "timestamp(us)"]
 NPU_MODULE_MEM_HEADER = ["Device_id", "Component", "Timestamp(us)", "Total Reserved(KB)", "Device"]
@@ -82,7 +84,35 @@ def _write_parts(ctx: ExportContext, kind: str, header: List[str], n: int, flavo
             out.close()
 
 
-def write_npu_mem(ctx: ExportContext, flavour: str) -> bool:
+def _write_json(ctx: ExportContext, kind: str, keys: List[str], blocks: Iterator[Tuple[List[Slot], int]]) -> None:
+    """`<kind>_<stamp>.json` as the Python path's JSON summaries (a list of one object per row, in
+    `json.dump`'s separators), rendered a block at a time. Each slot renders one value: numbers
+    bare, texts as JSON strings (the slot's texts are JSON-quoted already)."""
+    pieces = [("{" if i == 0 else ", ").encode() + json.dumps(k).encode() + b": " for i, k in enumerate(keys)] + [b"}"]
+    with open(ctx.path_for(kind, "json"), "wb") as out:
+        out.write(b"[")
+        sep = b""
+        for slots, m in blocks:
+            if m:
+                out.write(sep + format_rows(pieces, slots, m, b", "))
+                sep = b", "
+        out.write(b"]")
+
+
+def _python_kb(values: np.ndarray) -> Slot:
+    """Sizes in bytes as the Python path prints KB: round(bytes / 1024, 3), a float."""
+    return float_slot(np.round(values / KB, 3))
+
+
+def _quoted(texts: List[str]) -> TextTable:
+    return text_table(json.dumps(t) for t in texts)
+
+
+def _several_devices(conn: sqlite3.Connection, table: str) -> bool:
+    return conn.execute(f"SELECT COUNT(DISTINCT deviceId) FROM {table}").fetchone()[0] > 1
+
+
+def write_npu_mem(ctx: ExportContext, flavour: str, fmt: str = "csv") -> bool:
     """npu_mem_{stamp}.csv from NPU_MEM; False when the store has no samples."""
     if not ctx.has("NPU_MEM"):
         return False
@@ -99,19 +129,43 @@ def write_npu_mem(ctx: ExportContext, flavour: str) -> bool:
             yield [int_slot(rows[:, 0]), text_slot(event_codes(rows[:, 1], ids), EVENT_TEXTS), int_slot(ddr // KB),
                    int_slot(hbm // KB), int_slot((ddr + hbm) // KB), fixed_slot(rows[:, 4], 3)], len(rows)
 
+    if fmt == "json" and flavour == "python":
+        several = _several_devices(conn, "NPU_MEM")
+        quoted = _quoted(["APP", "Device", UNKNOWN])
+
+        def json_blocks() -> Iterator[Tuple[List[Slot], int]]:
+            for rows in row_blocks(conn, "SELECT deviceId, type, ddr, hbm, timestampNs FROM NPU_MEM ORDER BY rowid", 5):
+                ddr, hbm = rows[:, 2], rows[:, 3]
+                stamps = _quoted_stamps(rows[:, 4])
+                slots = [text_slot(event_codes(rows[:, 1], ids), quoted), _python_kb(ddr), _python_kb(hbm),
+                         _python_kb(ddr + hbm), stamps]
+                yield ([int_slot(rows[:, 0])] if several else []) + slots, len(rows)
+
+        keys = NPU_MEM_HEADER if several else NPU_MEM_HEADER[1:]
+        _write_json(ctx, "npu_mem", keys, json_blocks())
+        return True
     pieces = [b"", b",", b",", b",", b",", b",", b"\t\n"]
     _write_parts(ctx, "npu_mem", NPU_MEM_HEADER, n, flavour, blocks(), pieces)
     return True
 
 
-def module_names(ids: np.ndarray) -> Tuple[np.ndarray, TextTable]:
-    """(codes, text table) of module ids: ENUM_MODULE's names, `Unknown` for the others."""
+def module_names(ids: np.ndarray, unknown: str = UNKNOWN) -> Tuple[np.ndarray, List[str]]:
+    """(codes, names) of module ids: ENUM_MODULE's names, `unknown` for the others."""
     enum = dict(schema.ENUM_ROWS["ENUM_MODULE"])
     uniq, codes = np.unique(ids, return_inverse=True)
-    return codes, text_table(enum.get(int(u), UNKNOWN) for u in uniq.tolist())
+    return codes, [enum.get(int(u), unknown) for u in uniq.tolist()]
 
 
-def write_npu_module_mem(ctx: ExportContext, flavour: str) -> bool:
+def _quoted_stamps(ns: np.ndarray) -> Slot:
+    """Times in ns as the JSON string of their µs with 3 decimals and the trailing TAB."""
+    us: np.ndarray = ns.astype(np.int64)
+    whole, frac = np.divmod(us, 1000)
+    texts = np.char.add(np.char.add(whole.astype(str), "."), np.char.zfill(frac.astype(str), 3))
+    uniq, codes = np.unique(texts, return_inverse=True)
+    return text_slot(codes, text_table(json.dumps(t + "\t") for t in uniq.tolist()))
+
+
+def write_npu_module_mem(ctx: ExportContext, flavour: str, fmt: str = "csv") -> bool:
     """npu_module_mem_{stamp}.csv from NPU_MODULE_MEM, by module id, then time; False when empty."""
     if not ctx.has("NPU_MODULE_MEM"):
         return False
@@ -128,16 +182,36 @@ def write_npu_module_mem(ctx: ExportContext, flavour: str) -> bool:
             size = rows[:, 3]
             kb = np.where(size < 0, size, size // KB)
             devices, device_texts = np.unique(rows[:, 0], return_inverse=True)
-            yield [int_slot(rows[:, 0]), text_slot(codes, names), fixed_slot(rows[:, 2], 3),
+            yield [int_slot(rows[:, 0]), text_slot(codes, text_table(names)), fixed_slot(rows[:, 2], 3),
                    int_slot(kb), text_slot(device_texts, text_table(f"NPU:{d}" for d in devices.tolist()))], len(rows)
 
+    if fmt == "json" and flavour == "python":
+        several = _several_devices(conn, "NPU_MODULE_MEM")
+
+        def json_blocks() -> Iterator[Tuple[List[Slot], int]]:
+            sql = ("SELECT deviceId, moduleId, timestampNs, totalReserved FROM NPU_MODULE_MEM "
+                   "ORDER BY moduleId, timestampNs, rowid")
+            for rows in row_blocks(conn, sql, 4):
+                codes, names = module_names(rows[:, 1], PYTHON_UNKNOWN)
+                quoted = _quoted(names)
+                size = rows[:, 3]
+                kb = np.where(size < 0, size.astype(np.float64), np.round(size / KB, 3))
+                devices, device_codes = np.unique(rows[:, 0], return_inverse=True)
+                slots = [text_slot(codes, quoted), _quoted_stamps(rows[:, 2]), float_slot(kb),
+                         text_slot(device_codes, _quoted([f"NPU:{d}" for d in devices.tolist()]))]
+                yield ([int_slot(rows[:, 0])] if several else []) + slots, len(rows)
+
+        keys = NPU_MODULE_MEM_HEADER if several else NPU_MODULE_MEM_HEADER[1:]
+        _write_json(ctx, "npu_module_mem", keys, json_blocks())
+        return True
     pieces = [b"", b",", b",", b"\t,", b",", b"\n"]
     _write_parts(ctx, "npu_module_mem", NPU_MODULE_MEM_HEADER, n, flavour, blocks(), pieces)
     return True
 
 
-def write_memory_summaries(ctx: ExportContext, flavour: str) -> List[str]:
-    """npu_mem and npu_module_mem where the store has their samples; the kinds written."""
-    done: List[Optional[str]] = ["npu_mem" if write_npu_mem(ctx, flavour) else None,
-                                 "npu_module_mem" if write_npu_module_mem(ctx, flavour) else None]
+def write_memory_summaries(ctx: ExportContext, flavour: str, fmt: str = "csv") -> List[str]:
+    """npu_mem and npu_module_mem where the store has their samples (JSON where `fmt` asks for it
+    and the Python path would write it); the kinds written."""
+    done: List[Optional[str]] = ["npu_mem" if write_npu_mem(ctx, flavour, fmt) else None,
+                                 "npu_module_mem" if write_npu_module_mem(ctx, flavour, fmt) else None]
     return [k for k in done if k]
