@@ -46,8 +46,9 @@ class InternedTexts:
         """The codes of texts blob[start[i]:end[i]] (with their hashes), new texts added."""
         if self.exact is None:
             state = (self.known, self.code_of, len(self.blob), len(self.ends))
-            codes = self._by_hash(blob, start, end, hashes)
-            if self._same(blob, start, end, codes):
+            codes, copied = self._by_hash(blob, start, end, hashes)
+            check = np.flatnonzero(~copied)  # the texts just copied are their codes' texts
+            if self._same(blob, start[check], end[check], codes[check]):
                 return codes
             self.known, self.code_of, size, count = state  # a collision: undo, and go by the texts
             del self.blob[size:], self.ends[count:]
@@ -56,7 +57,9 @@ class InternedTexts:
                                                                                    offsets[1:].tolist()))}
         return self._by_text(blob, start, end)
 
-    def _by_hash(self, blob: bytes, start: np.ndarray, end: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    def _by_hash(self, blob: bytes, start: np.ndarray, end: np.ndarray, hashes: np.ndarray
+                 ) -> Tuple[np.ndarray, np.ndarray]:
+        """(the code of each text by its hash, new hashes' texts added; which texts were copied)."""
         uniq, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
         pos = cast(np.ndarray, np.searchsorted(self.known, uniq))  # (numpy's stubs read it as a scalar)
         found: np.ndarray = pos < len(self.known)
@@ -72,7 +75,9 @@ class InternedTexts:
             known = np.concatenate([self.known, uniq[new]])
             order = np.argsort(known, kind="stable")
             self.known, self.code_of = known[order], np.concatenate([self.code_of, codes[new]])[order]
-        return codes[inverse.ravel()]
+        copied: np.ndarray = np.zeros(len(hashes), dtype=bool)
+        copied[first[new]] = True
+        return codes[inverse.ravel()], copied
 
     def _append(self, blob: bytes, start: np.ndarray, end: np.ndarray) -> None:
         data = np.frombuffer(blob, dtype=np.uint8)
