@@ -13,4 +13,5 @@ for name, folder in MAPPED.items():
     packages += [name] + [f"{name}.{sub}" for sub in find_packages(folder)]
 
 setup(packages=packages, package_dir={"msprof_kit": "msprof_kit", **MAPPED},
-      ext_modules=[Extension("msprof_kit._native", ["native/_native.c", "native/tensor_texts.c"], optional=True)])
+      ext_modules=[Extension("msprof_kit._native", ["native/_native.c", "native/tensor_texts.c"],
+                             depends=["native/tensor_texts.h"], optional=True)])
