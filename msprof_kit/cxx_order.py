@@ -130,7 +130,7 @@ def _relinked(arrived: np.ndarray, bucket: np.ndarray) -> np.ndarray:
     """The list after nodes arrive in `arrived` order into buckets `bucket` (each linked at the front
     of its bucket's run, a new run at the front of the list)."""
     at = np.arange(len(arrived), dtype=np.int64)
-    first = np.full(int(bucket.max()) + 1 if len(bucket) else 0, len(arrived), dtype=np.int64)
+    first: np.ndarray = np.full(int(bucket.max()) + 1 if len(bucket) else 0, len(arrived), dtype=np.int64)
     np.minimum.at(first, bucket, at)
     order = np.lexsort((-at, -first[bucket]))
     return arrived[order]
