@@ -45,6 +45,7 @@ from .tasks import StringPool
 NA = "N/A"
 RDMA_SEND_PAYLOAD = 1
 NA_ENUM, INVALID_ENUM = 65534, 65535
+TASK_BLOCK = 1 << 18  # COMMUNICATION_TASK_INFO and KIT_HCCL_TASK rows made at a time
 Intervals = Dict[int, Tuple[np.ndarray, np.ndarray]]  # device id -> (starts, ends) of its ops
 
 
@@ -123,7 +124,7 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: Dict[str, str],
     if no_info:
         diag.warn(f"{no_info} communication tasks have no hccl_info record; they are kept with N/A names and "
                   f"the group of their op")
-    joined = tasks.merge(device, on="api", how="inner")
+    joined = Joined.of(tasks, device)
     lost = len(tasks) - int(tasks["api"].isin(device["api"]).sum())
     if lost:
         diag.warn(f"{lost} communication tasks (task tracks under a level-5500 API) have no device task; "
@@ -131,8 +132,8 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: Dict[str, str],
     no_op = int((joined["node"] < 0).sum())
     if no_op:
         diag.warn(f"{no_op} communication tasks lie under no node launch; they are left out of the ops")
-        joined = joined[joined["node"] >= 0]
-    if joined.empty:
+        joined = joined.where(joined["node"].to_numpy() >= 0)
+    if not len(joined):
         return {}
     op_at = _rows_of(host.ops["node"].to_numpy().astype(np.int64), joined["node"].to_numpy().astype(np.int64))
 
@@ -198,37 +199,51 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: Dict[str, str],
     order = order[np.argsort(gid[order], kind="stable")]
     hccl_name = np.where(has_info, hash_names(joined["item_id"].fillna(0).to_numpy().astype(np.uint64), hashes), NA)
 
-    def col(key: str, default: int = -1) -> np.ndarray:
-        return np.where(has_info, joined[key].fillna(default).to_numpy().astype(np.int64), default)[order]
-    notify = np.where(has_info, joined["notify_id"].fillna(0).to_numpy().astype(np.uint64).view(np.int64), -1)
-    put("COMMUNICATION_TASK_INFO", frame_of({
-        "name": strings.ids_of(CodedTexts(name_code[order], name_text)), "globalTaskId": gid[order],
-        "taskType": strings.ids_of(hccl_name[order].astype(object)), "planeId": plane[order],
-        "groupName": strings.ids_of(CodedTexts(codes.group[order], codes.group_name)), "notifyId": notify[order],
-        "rdmaType": _enum(rdma, "ENUM_HCCL_RDMA_TYPE", has_info)[order], "srcRank": col("local_rank", 0),
-        "dstRank": col("remote_rank", 0),
-        "transportType": _enum(joined["transport_type"].fillna(0).to_numpy(), "ENUM_HCCL_TRANSPORT_TYPE", has_info)[order],
-        "size": size[order], "dataType": _enum(joined["data_type"].fillna(0).to_numpy(), "ENUM_HCCL_DATA_TYPE", has_info)[order],
-        "linkType": _enum(joined["link_type"].fillna(0).to_numpy(), "ENUM_HCCL_LINK_TYPE", has_info)[order],
-        "opId": task_op[order], "isMaster": is_master[order], "bandwidth": bandwidth[order] * 1000 * 1000 * 1000}))
-    put("KIT_HCCL_TASK", frame_of({
-        "globalTaskId": gid[order], "opId": task_op[order], "deviceId": device_id[order],
-        "streamId": joined["stream_id"].to_numpy().astype(np.int64)[order],
-        "taskId": joined["task_id"].to_numpy().astype(np.int64)[order],
-        "contextId": joined["ctx"].to_numpy().astype(np.int64)[order],
-        "batchId": joined["batch"].to_numpy().astype(np.int64)[order],
-        "startNs": start_arr[order], "endNs": end_arr[order], "hostNs": host_ns[order],
-        "threadId": joined["thread"].to_numpy().astype(np.int64)[order],
-        "modelId": joined["model_id"].to_numpy().astype(np.int64)[order],
-        "connectionId": joined["node"].to_numpy().astype(np.int64)[order],
-        "hcclName": hccl_name[order].astype(object), "groupHash": codes.group_text[codes.group[order]],
-        "planeId": plane[order], "isMaster": is_master[order],
-        "durationEstimated": np.where(has_info, joined["duration_estimated"].fillna(0).to_numpy(), 0.0)[order],
-        "localRank": col("local_rank"), "remoteRank": col("remote_rank"), "rankSize": col("rank_size"),
-        "notifyId": notify[order], "stage": col("stage"), "role": col("role"), "workFlowMode": col("work_flow_mode"),
-        "size": size[order], "reduceOp": col("op_type"), "dataType": col("data_type"), "linkType": col("link_type"),
-        "transportType": col("transport_type"), "rdmaType": col("rdma_type"), "bandwidth": bandwidth[order],
-        "iteration": iteration[order]}))
+    # the texts' ids first, column by column over all rows (STRING_IDS numbers them in this order)
+    ids = {"name": strings.ids_of(CodedTexts(name_code[order], name_text)),
+           "taskType": strings.ids_of(hccl_name[order].astype(object)),
+           "groupName": strings.ids_of(CodedTexts(codes.group[order], codes.group_name))}
+    # a block of rows at a time, one table after the other (the store writes a table's pages in one go)
+    for table in ("COMMUNICATION_TASK_INFO", "KIT_HCCL_TASK"):
+        for lo in range(0, len(order), TASK_BLOCK):
+            rows = order[lo:lo + TASK_BLOCK]
+            info = has_info[rows]
+
+            def col(key: str, default: int = -1) -> np.ndarray:
+                return np.where(info, _filled(joined.at(key, rows), default).astype(np.int64), default)
+
+            def raw(key: str) -> np.ndarray:
+                return joined.at(key, rows).astype(np.int64)
+            notify = np.where(info, _filled(joined.at("notify_id", rows), 0).astype(np.uint64).view(np.int64), -1)
+            if table == "COMMUNICATION_TASK_INFO":
+                put(table, frame_of({
+                    "name": ids["name"][lo:lo + len(rows)], "globalTaskId": gid[rows],
+                    "taskType": ids["taskType"][lo:lo + len(rows)], "planeId": plane[rows],
+                    "groupName": ids["groupName"][lo:lo + len(rows)], "notifyId": notify,
+                    "rdmaType": _enum(rdma[rows], "ENUM_HCCL_RDMA_TYPE", info), "srcRank": col("local_rank", 0),
+                    "dstRank": col("remote_rank", 0),
+                    "transportType": _enum(_filled(joined.at("transport_type", rows), 0), "ENUM_HCCL_TRANSPORT_TYPE",
+                                           info),
+                    "size": size[rows], "dataType": _enum(_filled(joined.at("data_type", rows), 0),
+                                                          "ENUM_HCCL_DATA_TYPE", info),
+                    "linkType": _enum(_filled(joined.at("link_type", rows), 0), "ENUM_HCCL_LINK_TYPE", info),
+                    "opId": task_op[rows], "isMaster": is_master[rows],
+                    "bandwidth": bandwidth[rows] * 1000 * 1000 * 1000}), last=False)
+                continue
+            put(table, frame_of({
+                "globalTaskId": gid[rows], "opId": task_op[rows], "deviceId": device_id[rows],
+                "streamId": raw("stream_id"), "taskId": raw("task_id"), "contextId": raw("ctx"),
+                "batchId": raw("batch"), "startNs": start_arr[rows], "endNs": end_arr[rows], "hostNs": host_ns[rows],
+                "threadId": raw("thread"), "modelId": raw("model_id"), "connectionId": raw("node"),
+                "hcclName": hccl_name[rows].astype(object), "groupHash": codes.group_text[codes.group[rows]],
+                "planeId": plane[rows], "isMaster": is_master[rows],
+                "durationEstimated": np.where(info, _filled(joined.at("duration_estimated", rows), 0), 0.0),
+                "localRank": col("local_rank"), "remoteRank": col("remote_rank"), "rankSize": col("rank_size"),
+                "notifyId": notify, "stage": col("stage"), "role": col("role"), "workFlowMode": col("work_flow_mode"),
+                "size": size[rows], "reduceOp": col("op_type"), "dataType": col("data_type"),
+                "linkType": col("link_type"), "transportType": col("transport_type"), "rdmaType": col("rdma_type"),
+                "bandwidth": bandwidth[rows], "iteration": iteration[rows]}), last=False)
+        put(table, None, last=True)
     spans_out: Intervals = {}
     op_device = device_id[op_rows["row"].to_numpy()]
     for dev in np.unique(op_device):
@@ -238,7 +253,7 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: Dict[str, str],
     return spans_out
 
 
-def _write_ops(op_rows: pd.DataFrame, info: pd.DataFrame, joined: pd.DataFrame, codes: "NameCodes",
+def _write_ops(op_rows: pd.DataFrame, info: pd.DataFrame, joined: "Joined", codes: "NameCodes",
                name_code: np.ndarray, name_text: np.ndarray, k: np.ndarray, host_ns: np.ndarray, start: np.ndarray,
                hashes: Dict[str, str], strings: StringPool, put: TableSink) -> None:
     """COMMUNICATION_OP and KIT_HCCL_OP: one row per op (opId order), its fields from its launch
@@ -285,6 +300,49 @@ def _write_ops(op_rows: pd.DataFrame, info: pd.DataFrame, joined: pd.DataFrame, 
         "relay": relay, "retry": retry, "dataType": np.where(has, info["data_type"].fillna(0).to_numpy(), -1)
         .astype(np.int64), "count": np.where(has, info["count"].fillna(0).to_numpy().astype(np.uint64).view(np.int64), -1),
         "rankSize": rank, "groupIndex": k[row], "cppOrder": op_rows["cppOrder"].to_numpy()}))
+
+
+@dataclass
+class Joined:
+    """The host tasks joined with their device tasks on `api` (inner, in the order pandas' merge
+    gives), a column gathered only when asked for: never the whole joined frame at once."""
+    tasks: pd.DataFrame
+    device: pd.DataFrame
+    left: np.ndarray   # the tasks' row of each joined row
+    right: np.ndarray  # the device tasks' row
+
+    @classmethod
+    def of(cls, tasks: pd.DataFrame, device: pd.DataFrame) -> "Joined":
+        """The join, its order that of `tasks.merge(device, on="api", how="inner")`."""
+        rows = frame_of({"api": tasks["api"].to_numpy(), "left": np.arange(len(tasks), dtype=np.int64)}).merge(
+            frame_of({"api": device["api"].to_numpy(), "right": np.arange(len(device), dtype=np.int64)}),
+            on="api", how="inner")
+        return cls(tasks, device, rows["left"].to_numpy(), rows["right"].to_numpy())
+
+    def __len__(self) -> int:
+        return len(self.left)
+
+    def __getitem__(self, name: str) -> pd.Series:
+        if name in self.tasks.columns:
+            return pd.Series(self.tasks[name].to_numpy()[self.left], copy=False)
+        return pd.Series(self.device[name].to_numpy()[self.right], copy=False)
+
+    def at(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """A column at joined rows `rows`."""
+        if name in self.tasks.columns:
+            return self.tasks[name].to_numpy()[self.left[rows]]
+        return self.device[name].to_numpy()[self.right[rows]]
+
+    def where(self, keep: np.ndarray) -> "Joined":
+        """The joined rows where `keep`."""
+        return Joined(self.tasks, self.device, self.left[keep], self.right[keep])
+
+
+def _filled(values: np.ndarray, default: int) -> np.ndarray:
+    """`values` with NaN as `default` (pandas' fillna; integer columns as they are)."""
+    if values.dtype.kind != "f":
+        return values
+    return np.where(np.isnan(values), default, values)
 
 
 def _rows_of(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:

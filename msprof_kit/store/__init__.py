@@ -8,7 +8,7 @@ Its public face, the names the other rooms use (`from . import store; store.open
   (`StoredColumns`, `read_columns`, `iter_columns`);
 * `writer`: `TableWriter`, which writes a database table by table and puts it in place atomically;
 * `read`: opening a store, the warnings its import reported, its identity, its iterations, integer
-  columns a block of rows at a time (`int_blocks`) and texts of string ids (`texts_of`);
+  columns a block of rows at a time (`int_blocks`, `real_values`) and texts of string ids (`texts_of`);
 * `unified`: the unified DB `msprof_{ts}.db` (`export_db`, `current_db`);
 * `pages` (tables written as sqlite b-tree pages) and `before_start` (the host APIs before the
   collection start that the reference's exports drop) serve the writer and the exporters.
@@ -21,7 +21,7 @@ from .paths import (APPLICATION_ID, NO_STORE, STORE_DIR, STORE_ENV, STORE_NAME, 
                     db_path, elsewhere_note, output_root, own_store_path, partial_path, remove_leftovers,
                     stand_in, store_path, store_problem)
 from .read import (IterationSpans, import_warnings, int_blocks, int_columns, iteration_spans, iterations, open_store,
-                   repeat_warnings, store_identity, texts_of)
+                   real_values, repeat_warnings, store_identity, texts_of)
 from .unified import DB_APPLICATION_ID, current_db, export_db
 from .writer import TableWriter, put_info, write_failure
 
@@ -32,6 +32,6 @@ __all__ = [
     "CodedTexts", "StoredColumns", "Table", "iter_columns", "read_columns", "text_codes",
     "TableWriter", "put_info", "write_failure",
     "IterationSpans", "import_warnings", "int_blocks", "int_columns", "iteration_spans", "iterations", "open_store",
-    "repeat_warnings", "store_identity", "texts_of",
+    "real_values", "repeat_warnings", "store_identity", "texts_of",
     "DB_APPLICATION_ID", "current_db", "export_db",
 ]

@@ -145,3 +145,17 @@ def texts_of(conn: sqlite3.Connection, ids: np.ndarray) -> np.ndarray:
                                   chunk).fetchall())
     texts = np.array([found.get(i, np.nan) for i in listed], dtype=object)
     return texts[inverse.reshape(-1)] if len(listed) else np.zeros(0, dtype=object)
+
+
+def real_values(conn: sqlite3.Connection, table: str, expr: str, where: str = "",
+                size: int = 262144) -> np.ndarray:
+    """A numeric expression of a table's rows (`where`: an SQL condition, or all rows) in rowid
+    order, as float64 (NULL as NaN), fetched `size` rows at a time."""
+    cursor = conn.execute(f"SELECT {expr} FROM {table}{f' WHERE {where}' if where else ''} ORDER BY rowid")
+    parts: List[np.ndarray] = []
+    while True:
+        rows = cursor.fetchmany(size)
+        if not rows:
+            break
+        parts.append(np.array([r[0] for r in rows], dtype=np.float64))
+    return np.concatenate(parts) if parts else np.zeros(0, np.float64)
