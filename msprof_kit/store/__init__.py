@@ -20,8 +20,8 @@ from .columns import CodedTexts, StoredColumns, Table, iter_columns, read_column
 from .paths import (APPLICATION_ID, NO_STORE, STORE_DIR, STORE_ENV, STORE_NAME, STORE_VERSION, cache_root,
                     db_path, elsewhere_note, output_root, own_store_path, partial_path, remove_leftovers,
                     stand_in, store_path, store_problem)
-from .read import (IterationSpans, import_warnings, int_blocks, int_columns, iteration_spans, iterations, open_store,
-                   real_values, repeat_warnings, store_identity, texts_of)
+from .read import (IterationSpans, fetch_ints, import_warnings, int_blocks, int_columns, iteration_spans, iterations,
+                   open_store, real_values, repeat_warnings, store_identity, texts_of)
 from .unified import DB_APPLICATION_ID, current_db, export_db
 from .writer import TableWriter, put_info, write_failure
 
@@ -31,7 +31,8 @@ __all__ = [
     "stand_in", "store_path", "store_problem",
     "CodedTexts", "StoredColumns", "Table", "iter_columns", "read_columns", "text_codes",
     "TableWriter", "put_info", "write_failure",
-    "IterationSpans", "import_warnings", "int_blocks", "int_columns", "iteration_spans", "iterations", "open_store",
+    "IterationSpans", "fetch_ints", "import_warnings", "int_blocks", "int_columns", "iteration_spans", "iterations",
+    "open_store",
     "real_values", "repeat_warnings", "store_identity", "texts_of",
     "DB_APPLICATION_ID", "current_db", "export_db",
 ]

@@ -114,16 +114,30 @@ def int_blocks(conn: sqlite3.Connection, table: str, exprs: Sequence[str],
     sql = f"SELECT rowid, {', '.join(exprs)} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?"
     last = -(1 << 62)
     while True:
-        rows = conn.execute(sql, (last, size)).fetchall()
-        if not rows:
+        values = fetch_ints(conn.execute(sql, (last, size)), len(exprs) + 1)
+        if not len(values):
             return
-        values = np.array(rows, dtype=np.int64).reshape(len(rows), len(exprs) + 1)
         last = int(values[-1, 0])
         block = {e: values[:, j + 1] for j, e in enumerate(exprs)}
         block["rowid"] = values[:, 0]
         yield block
-        if len(rows) < size:
+        if len(values) < size:
             return
+
+
+FETCH_ROWS = 32768  # rows turned from sqlite's Python tuples into arrays at a time
+
+
+def fetch_ints(cursor: sqlite3.Cursor, width: int) -> np.ndarray:
+    """The rows of a cursor of `width` integer columns as an int64 array (rows x width), taken
+    FETCH_ROWS at a time: never a Python tuple per row for all of them at once."""
+    parts: List[np.ndarray] = []
+    while True:
+        rows = cursor.fetchmany(FETCH_ROWS)
+        if not rows:
+            break
+        parts.append(np.array(rows, dtype=np.int64).reshape(len(rows), width))
+    return np.concatenate(parts) if parts else np.zeros((0, width), np.int64)
 
 
 def int_columns(conn: sqlite3.Connection, table: str, exprs: Sequence[str]) -> Dict[str, np.ndarray]:

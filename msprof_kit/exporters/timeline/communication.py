@@ -119,15 +119,14 @@ class InfoColumns:
         last, lo = -1 << 62, 0
         sql = f"SELECT rowid, {', '.join(names)} FROM COMMUNICATION_TASK_INFO WHERE rowid > ? ORDER BY rowid LIMIT ?"
         while lo < self.n:
-            rows = self.ctx.conn.execute(sql, (last, COMM_BLOCK)).fetchall()
-            if not rows:
+            table = store.fetch_ints(self.ctx.conn.execute(sql, (last, COMM_BLOCK)), len(names) + 1)
+            if not len(table):
                 return
-            table = np.array(rows, dtype=np.int64).reshape(len(rows), len(names) + 1)
             last = int(table[-1, 0])
             block = {c: table[:, j + 1] for j, c in enumerate(names)}
             block["rowid"] = table[:, 0]
-            yield lo, lo + len(rows), block
-            lo += len(rows)
+            yield lo, lo + len(table), block
+            lo += len(table)
 
     def whole(self, names: Sequence[str]) -> Dict[str, np.ndarray]:
         """These columns of every row, as int64."""
