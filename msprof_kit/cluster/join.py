@@ -99,8 +99,12 @@ def _group_sets(tables: List[RankTables]) -> Dict[str, Dict[str, Set[int]]]:
 def _by_rank_set(ops: Iterable[_Op], sets: Dict[str, Dict[str, Set[int]]]) -> Dict[Tuple[int, ...], JsonDict]:
     """split_op_by_group: {rank tuple: {"step": {op: {rank (text): info}}}}, first one kept."""
     out: Dict[Tuple[int, ...], JsonDict] = {}
+    keys: Dict[Tuple[str, str], Tuple[int, ...]] = {}  # (kind, group) -> its rank tuple, made once
     for op in ops:
-        key = tuple(sets[P2P if op.kind == P2P else COLLECTIVE].get(op.group, set()))
+        kind = P2P if op.kind == P2P else COLLECTIVE
+        key = keys.get((kind, op.group))
+        if key is None:
+            key = keys[(kind, op.group)] = tuple(sets[kind].get(op.group, set()))
         out.setdefault(key, {}).setdefault(STEP, {}).setdefault(op.name, {}).setdefault(str(op.rank), op.info)
     return out
 
