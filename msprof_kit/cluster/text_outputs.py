@@ -1,0 +1,104 @@
+"""Phase 3, text: the four files msprof-analyze's text mode writes into cluster_analysis_output/,
+in its formats (prof_common/file_manager.py): each JSON as json.dumps with its defaults on one line
+(no indentation, no trailing newline, keys in insertion order); the CSV through csv.writer
+(',' separated, '\\r\\n' line ends, floats as repr, an empty Step). Like msprof-analyze, a file with
+no content (no communication at all) is not written. And the reader back (read_text_outputs)."""
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import secrets
+from typing import Any, Callable, Dict, List, Tuple
+
+import pandas as pd
+
+from ..errors import BadControlFile, NoData, OutputError
+from .join import HOST_COLUMNS, STEP_TRACE_COLUMNS, ClusterResult
+
+STEP_TRACE_CSV = "cluster_step_trace_time.csv"
+COMMUNICATION_JSON = "cluster_communication.json"
+MATRIX_JSON = "cluster_communication_matrix.json"
+GROUP_JSON = "communication_group.json"
+TEXT_FILES = (STEP_TRACE_CSV, COMMUNICATION_JSON, MATRIX_JSON, GROUP_JSON)
+
+
+def _write_csv(path: str, frame: pd.DataFrame) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(list(frame.columns))
+        writer.writerows(frame.itertuples(index=False, name=None))
+
+
+def _json_writer(data: Any) -> Callable[[str], None]:
+    def write(path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(json.dumps(data))
+    return write
+
+
+def write_text_outputs(result: ClusterResult, out_dir: str) -> List[str]:
+    """Write the text outputs of `result` into `out_dir` (created if missing): temporary names
+    first, renamed at the end; on failure none is left (OutputError). Returns the written paths."""
+    jobs: List[Tuple[str, Callable[[str], None]]] = []
+    if len(result.step_trace):
+        frame = result.step_trace.reindex(columns=STEP_TRACE_COLUMNS)
+        jobs.append((STEP_TRACE_CSV, lambda p: _write_csv(p, frame)))
+    for name, data in ((COMMUNICATION_JSON, result.communication), (MATRIX_JSON, result.matrix),
+                       (GROUP_JSON, result.groups)):
+        if data:
+            jobs.append((name, _json_writer(data)))
+    temps: List[Tuple[str, str]] = []
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        for name, write in jobs:
+            final = os.path.join(out_dir, name)
+            tmp = os.path.join(out_dir, f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+            temps.append((tmp, final))
+            write(tmp)
+        for tmp, final in temps:
+            os.replace(tmp, final)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            for tmp, _ in temps:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        raise OutputError(f"cannot write the cluster outputs ({exc.strerror or exc})", path=out_dir,
+                          cause=str(exc.strerror or exc)) from exc
+    return [final for _, final in temps]
+
+
+def _read_json(path: str) -> Dict[str, Any]:
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise BadControlFile(f"cannot read this cluster output ({exc})", path=path) from exc
+    if not isinstance(data, dict):
+        raise BadControlFile("expected a JSON object", path=path)
+    return data
+
+
+def read_text_outputs(folder: str) -> ClusterResult:
+    """A ClusterResult read back from a folder of the text outputs (ours or msprof-analyze's
+    cluster_analysis_output/). `hosts` is empty (the text files do not hold it), `failed` too.
+    NoData when the folder holds none of the four files."""
+    if not any(os.path.exists(os.path.join(folder, name)) for name in TEXT_FILES):
+        raise NoData(f"none of {', '.join(TEXT_FILES)} here", path=folder)
+    csv_path = os.path.join(folder, STEP_TRACE_CSV)
+    if os.path.exists(csv_path):
+        try:
+            step_trace = pd.read_csv(csv_path, dtype={"Step": str, "Type": str}, keep_default_na=False)
+        except (OSError, ValueError) as exc:
+            raise BadControlFile(f"cannot read this cluster output ({exc})", path=csv_path) from exc
+        numeric = [c for c in step_trace.columns if c not in ("Step", "Type", "Index")]
+        step_trace[numeric] = step_trace[numeric].apply(pd.to_numeric, errors="coerce")
+    else:
+        step_trace = pd.DataFrame(columns=STEP_TRACE_COLUMNS)
+    return ClusterResult(step_trace=step_trace, communication=_read_json(os.path.join(folder, COMMUNICATION_JSON)),
+                         matrix=_read_json(os.path.join(folder, MATRIX_JSON)),
+                         groups=_read_json(os.path.join(folder, GROUP_JSON)),
+                         hosts=pd.DataFrame(columns=HOST_COLUMNS), failed={})
