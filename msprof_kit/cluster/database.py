@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import pandas as pd
@@ -218,7 +218,8 @@ def _samples(links: pd.DataFrame) -> pd.DataFrame:
 
 def _global_ranks(links: pd.DataFrame) -> Dict[Tuple[str, str], int]:
     """(group, local rank) -> global rank: the rank whose own file has the local link src-src."""
-    local = links[links["src"] == links["dst"]].drop_duplicates(["group_name", "src"])
+    same = (links["src"] == links["dst"]).to_numpy(bool)
+    local = links.loc[same].drop_duplicates(["group_name", "src"])
     return {(g, s): int(r) for g, s, r in zip(local["group_name"], local["src"], local["rank"])}
 
 
@@ -288,7 +289,8 @@ def communication_matrix(result: ClusterResult) -> pd.DataFrame:
     with np.errstate(divide="ignore", invalid="ignore"):  # as msprof-analyze: x / 0 is inf (NaN for 0 / 0)
         total["bandwidth"] = total["transit_size"].to_numpy(np.float64) / total["transit_time"].to_numpy(np.float64)
     columns = COLUMNS["ClusterCommunicationMatrix"]
-    return pd.concat([merged[columns], total[columns]], ignore_index=True)
+    # a list of labels selects a frame (pandas-stubs type the concatenation as a Series)
+    return cast(pd.DataFrame, pd.concat([merged.loc[:, columns], total.loc[:, columns]], ignore_index=True))
 
 
 def step_trace_time(result: ClusterResult) -> pd.DataFrame:
