@@ -13,8 +13,8 @@ import pytest
 from conftest import GOLDEN, needs_shared
 
 from msprof_kit.cluster.result import ClusterResult, load_text_outputs
-from msprof_kit.cluster.slow import (LINK_COLUMNS, RANK_COLUMNS, rank_votes, collective_waits, slow_links, slow_ranks,
-                                     write_slow_outputs)
+from msprof_kit.cluster.slow import (LINK_COLUMNS, RANK_COLUMNS, collective_waits, rank_votes, slow_links, slow_ranks,
+                                     summary, write_slow_outputs)
 
 CASE = os.path.join(GOLDEN, "910b_hccl_8ranks")
 TEXT = os.path.join(CASE, "msprof_analyze", "text_all")
@@ -47,6 +47,7 @@ def test_golden_slow_rank_and_link_come_first(golden, tmp_path):
     assert int(ranks["rank"].iloc[0]) == truth()["slow_rank"] == 2
     assert links["link"].iloc[0] == "-".join(str(r) for r in truth()["slow_link"]) == "6-7"
     assert sorted(ranks["rank"]) == list(range(8))
+    assert summary(golden) == {"slow_rank": 2, "slow_link": "6-7"}
 
 
 @needs_shared
