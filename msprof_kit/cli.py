@@ -126,7 +126,8 @@ def _parser() -> argparse.ArgumentParser:
                         "current directory)")
     p.add_argument("-r", "--report", action="append", metavar="REPORT",
                    help="op_summary, op_statistic, api_statistic, freq or communication; repeat or comma-separate "
-                        "(default: every one that has data)")
+                        "(default: every one that has data); on a cluster analysis output: slow_ranks, slow_links, "
+                        "cluster")
     p.add_argument("--top", type=int, default=show.DEFAULT_TOP, metavar="N",
                    help=f"rows per table (default {show.DEFAULT_TOP}; 0 for all)")
     p.add_argument("--sort", metavar="COLUMN", help="order by this column (any case, or the start of its name)")

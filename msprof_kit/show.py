@@ -15,6 +15,11 @@ directory holds). This module only chooses, orders, cuts and renders:
   with peak DDR and HBM) and of each module (npu_module_mem), in KB (sources/memory.py); in that
   order (modules by peak).
 
+On a cluster analysis output (`cluster_analysis_output/`, or a cluster folder holding one) three
+other reports (sources/cluster.py): slow_ranks and slow_links (slow_ranks.csv, slow_links.csv,
+slowest first), then cluster: per rank its computing, communication (not overlapped) and free time
+and its wait ratio, in the slow ranks' order.
+
 Numbers sort largest first and texts alphabetically. Nothing here prints; the CLI does.
 """
 from __future__ import annotations
@@ -31,20 +36,30 @@ import pandas as pd
 
 from . import sources
 from .errors import BadOption, Diagnostics, NoData
+from .sources import cluster as cluster_files
 
 DEFAULT_TOP = 20
 FORMATS = ("table", "csv", "json")
 TITLES = {"op_summary": "Op summary", "op_statistic": "Op statistic", "api_statistic": "API statistic",
-          "freq": "AI Core frequency", "communication": "Communication", "memory": "Device memory"}
+          "freq": "AI Core frequency", "communication": "Communication", "memory": "Device memory",
+          "slow_ranks": "Slow ranks", "slow_links": "Slow links", "cluster": "Cluster ranks"}
 UNITS = {"op_summary": "operators", "op_statistic": "op types", "api_statistic": "APIs", "freq": "records",
-         "communication": "op types", "memory": "components"}
+         "communication": "op types", "memory": "components", "slow_ranks": "ranks", "slow_links": "links",
+         "cluster": "ranks"}
+CLUSTER_REPORTS = ("slow_ranks", "slow_links", "cluster")
+CLUSTER_ALIASES = {"slow_rank": "slow_ranks", "slow_link": "slow_links", "ranks": "cluster", "step_trace": "cluster"}
+# the columns of slow_ranks.csv / slow_links.csv a table shows (all of them in csv and json)
+SLOW_RANK_SHOWN = ("rank", "wait_caused_ms", "votes", "collectives", "wait_ms", "wait_vs_median", "wait_ratio",
+                   "computing_vs_median")
+SLOW_LINK_SHOWN = ("link", "transport", "bandwidth_gbps", "transport_median_gbps", "ratio", "op_ratio", "slowest_op",
+                   "slowest_op_gbps")
 REPORT_ALIASES = {"frequency": "freq", "aicore_freq": "freq", "ai_core_freq": "freq", "op_summary": "op_summary",
                   "kernel_details": "op_summary", "acl_statistic": "api_statistic",
                   "communication_statistic": "communication", "hccl": "communication", "comm": "communication",
                   "mem": "memory", "npu_mem": "memory", "npu_module_mem": "memory"}
 DEFAULT_SORT = {"op_summary": ("Total Time(us)", False), "op_statistic": ("Total Time(us)", False),
                 "api_statistic": ("Time(us)", False), "freq": None, "communication": ("Total Time(us)", False), "memory": None}
-INTEGER_COLUMNS = ("Count", "Frequency(MHz)")
+INTEGER_COLUMNS = ("Count", "Frequency(MHz)", "Rank", "rank", "votes", "collectives", "op_samples")
 EXTRA_PMU = ("memory_bound", "cube_utilization(%)")
 
 
@@ -252,6 +267,83 @@ def _csv_text(shown: pd.DataFrame) -> str:
     return out.getvalue()
 
 
+def cluster_reports(values: Optional[Sequence[str]]) -> Tuple[List[str], bool]:
+    """The cluster reports named by -r (all three when none is), and whether -r named any."""
+    named = [REPORT_ALIASES.get(k, CLUSTER_ALIASES.get(k, k)) for v in values or [] for k in
+             (n.strip().lower() for n in v.split(",")) if k]
+    chosen = [r for r in CLUSTER_REPORTS if r in named]
+    return (chosen or list(CLUSTER_REPORTS)), bool(chosen)
+
+
+def build_cluster_views(files: cluster_files.ClusterFiles, reports: Sequence[str], fmt: str) -> List[View]:
+    """The views of a cluster output folder: slow ranks, slow links (slowest first), per-rank summary."""
+    views: List[View] = []
+    every = fmt != "table"
+    if "slow_ranks" in reports and files.slow_ranks is not None:
+        frame = files.slow_ranks if every else _with_device(files.slow_ranks, SLOW_RANK_SHOWN)
+        views.append(View("slow_ranks", frame.reset_index(drop=True), files.source(cluster_files.SLOW_RANKS_CSV),
+                          "slowest first (by how long the others waited on them)"))
+    if "slow_links" in reports and files.slow_links is not None:
+        frame = files.slow_links if every else _with_device(files.slow_links, SLOW_LINK_SHOWN)
+        views.append(View("slow_links", frame.reset_index(drop=True), files.source(cluster_files.SLOW_LINKS_CSV),
+                          "slowest first (bandwidth against its transport's median)"))
+    summary = cluster_files.rank_summary(files) if "cluster" in reports else None
+    if summary is not None:
+        source = files.source(cluster_files.STEP_TRACE_CSV if files.step_trace is not None
+                              else cluster_files.COMMUNICATION_JSON)
+        order = "in the slow ranks' order" if files.slow_ranks is not None else "by rank"
+        views.append(View("cluster", summary, source, order))
+    for view in views:  # counts and ranks as numbers (INTEGER_COLUMNS print them without decimals)
+        ints = [c for c in view.frame.columns if view.frame[c].dtype.kind in "iu"]
+        view.frame = view.frame.astype({c: "float64" for c in ints})
+    return views
+
+
+def _emit(shown: List[Tuple[str, List[View]]], fmt: str, top: int) -> str:
+    """The text of the views of each collection (its path, its views) in `fmt`."""
+    several = len(shown) > 1
+
+    def cut(view: View) -> pd.DataFrame:
+        return view.frame if top == 0 else view.frame.head(top)
+
+    if fmt == "json":
+        docs = []
+        for path, views in shown:
+            doc: Dict[str, object] = {"collection": path, "sources": {v.report: v.source for v in views}}
+            for v in views:
+                part = cut(v)
+                cols = list(part.columns)
+                doc[v.report] = [{c: _json_value(x, c) for c, x in zip(cols, row)}
+                                 for row in part.itertuples(index=False, name=None)]
+            docs.append(doc)
+        return json.dumps(docs if several else docs[0], indent=1, ensure_ascii=False) + "\n"
+    blocks: List[str] = []
+    for path, views in shown:
+        if fmt == "csv":
+            single = not several and len(views) == 1
+            head = "" if not several else f"# collection: {path}\n"
+            parts = [(_csv_text(cut(v)) if single else f"# {v.report}\n{_csv_text(cut(v))}") for v in views]
+            blocks.append(head + "\n".join(parts))
+        else:
+            parts = [_table_text(v, cut(v), path) for v in views]
+            blocks.append(f"Collection: {path}\n\n" + "\n".join(parts))
+    return "\n".join(blocks)
+
+
+def render_cluster(path: str, reports: Optional[Sequence[str]] = None, top: int = DEFAULT_TOP,
+                   sort: Optional[str] = None, fmt: str = "table") -> str:
+    """The text `msprof-kit show` prints for a cluster analysis output at `path` (the folder, or a
+    folder holding cluster_analysis_output/): slow ranks, slow links, then the per-rank summary."""
+    files = cluster_files.read_cluster(path)
+    chosen, named = cluster_reports(reports)
+    views = build_cluster_views(files, chosen, fmt)
+    if not views:
+        raise NoData(f"no {', '.join(chosen)} data in the cluster output; looked for "
+                     f"{cluster_files.LOOKED_FOR_CLUSTER}", path=files.folder)
+    apply_sort(views, sort)
+    return _emit([(files.folder, views)], fmt, top)
+
+
 def render(path: str, diag: Diagnostics, reports: Optional[Sequence[str]] = None, top: int = DEFAULT_TOP,
            sort: Optional[str] = None, fmt: str = "table", ensure: Optional[sources.EnsureStores] = None) -> str:
     """The text `msprof-kit show` prints for the collection(s) at `path` (`ensure` makes the stores
@@ -265,6 +357,9 @@ def render(path: str, diag: Diagnostics, reports: Optional[Sequence[str]] = None
         raise BadOption(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     if top < 0:
         raise BadOption(f"--top {top}: expected 0 (all rows) or a positive number of rows")
+    named_cluster = cluster_reports(reports)[1]
+    if named_cluster or (not reports and cluster_files.cluster_output_dir(path) is not None):
+        return render_cluster(path, reports, top, sort, fmt)
     wanted = parse_reports(reports)
     chosen = wanted or list(sources.REPORTS)
     loaded = sources.read_tables(path, diag, chosen, ensure)
@@ -282,30 +377,4 @@ def render(path: str, diag: Diagnostics, reports: Optional[Sequence[str]] = None
         if views:
             shown.append((t, views))
     apply_sort([v for _, views in shown for v in views], sort)
-    several = len(shown) > 1
-
-    def cut(view: View) -> pd.DataFrame:
-        return view.frame if top == 0 else view.frame.head(top)
-
-    if fmt == "json":
-        docs = []
-        for t, views in shown:
-            doc: Dict[str, object] = {"collection": t.path, "sources": {v.report: v.source for v in views}}
-            for v in views:
-                part = cut(v)
-                cols = list(part.columns)
-                doc[v.report] = [{c: _json_value(x, c) for c, x in zip(cols, row)}
-                                 for row in part.itertuples(index=False, name=None)]
-            docs.append(doc)
-        return json.dumps(docs if several else docs[0], indent=1, ensure_ascii=False) + "\n"
-    blocks: List[str] = []
-    for t, views in shown:
-        if fmt == "csv":
-            single = not several and len(views) == 1
-            head = "" if not several else f"# collection: {t.path}\n"
-            parts = [(_csv_text(cut(v)) if single else f"# {v.report}\n{_csv_text(cut(v))}") for v in views]
-            blocks.append(head + "\n".join(parts))
-        else:
-            parts = [_table_text(v, cut(v), t.path) for v in views]
-            blocks.append(f"Collection: {t.path}\n\n" + "\n".join(parts))
-    return "\n".join(blocks)
+    return _emit([(t.path, views) for t, views in shown], fmt, top)

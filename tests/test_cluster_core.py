@@ -21,7 +21,8 @@ from conftest import GOLDEN, needs_shared
 from msprof_kit.cluster.join import ClusterResult, join
 from msprof_kit.cluster.rank_tables import RankTables, rank_tables
 from msprof_kit.cluster.ranks import find_ranks, read_rank
-from msprof_kit.cluster.text_outputs import TEXT_FILES, read_text_outputs, write_text_outputs
+from msprof_kit.cluster.result import load_text_outputs
+from msprof_kit.cluster.text_outputs import TEXT_FILES, write_text_outputs
 from msprof_kit.errors import Diagnostics, MsprofKitError, NoCollection
 
 CASE = os.path.join(GOLDEN, "910b_hccl_8ranks")
@@ -185,21 +186,21 @@ def test_reused_store_same_tables(run):
 
 @needs_shared
 def test_read_back(run):
-    ours = read_text_outputs(run["out"])
-    theirs = read_text_outputs(TEXT_ALL)
+    ours = load_text_outputs(run["out"])
+    theirs = load_text_outputs(TEXT_ALL)
     assert isinstance(ours, ClusterResult)
     for part in ("communication", "matrix", "groups"):
         assert _same(getattr(ours, part), getattr(theirs, part)) == []
         assert getattr(ours, part) == json.loads(json.dumps(getattr(run["result"], part)))
     assert list(ours.step_trace.columns) == list(run["result"].step_trace.columns)
-    assert ours.step_trace["Index"].tolist() == run["result"].step_trace["Index"].tolist()
+    assert ours.step_trace["Index"].astype(int).tolist() == run["result"].step_trace["Index"].tolist()
     assert ours.step_trace["Computing"].tolist() == run["result"].step_trace["Computing"].tolist()
     assert (theirs.step_trace["Step"] == "").all()
 
 
 def test_read_back_nothing(tmp_path):
     with pytest.raises(MsprofKitError, match="none of cluster_step_trace_time.csv"):
-        read_text_outputs(str(tmp_path))
+        load_text_outputs(str(tmp_path))
 
 
 @needs_shared

@@ -43,6 +43,7 @@ ROOMS: Dict[str, Tuple[str, ...]] = {
     "ingest": ("ingest", "ingest.*", "importer"),
     "exporters": ("exporters", "exporters.*"),
     "sources": ("sources", "sources.*"),
+    "cluster": ("cluster", "cluster.*"),
     "views": ("show", "plot", "plot.*", "compare"),
     "cluster": ("cluster", "cluster.*"),
     "collectors": ("collectors", "collectors.*"),

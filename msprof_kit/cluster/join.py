@@ -34,13 +34,14 @@ Rules, each from msprof-analyze:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import pandas as pd
 
 from ..errors import Diagnostics
 from .rank_tables import COLLECTIVE, OVERLAP_NAMES, P2P, RankTables
+from .result import HOST_COLUMNS, ClusterResult
 
 JsonDict = Dict[str, Any]
 STEP = "step"
@@ -52,23 +53,7 @@ START = "Start Timestamp(us)"
 STEP_TRACE_COLUMNS = ["Step", "Type", "Index", "Computing", "Communication(Not Overlapped)", "Overlapped",
                       "Communication", "Free", "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)",
                       "Preparing"]
-HOST_COLUMNS = ["rankId", "deviceId", "hostUid", "hostName", "profilePath"]
 EPS = 1e-15
-
-
-@dataclass
-class ClusterResult:
-    """The joined cluster (the contract between phases 2 and 3): `step_trace` has the columns and
-    rows of cluster_step_trace_time.csv; `communication`, `matrix` and `groups` are shaped as
-    cluster_communication.json, cluster_communication_matrix.json and communication_group.json
-    (as json.load gives them: string keys); `hosts` has one row per rank (rankId, deviceId,
-    hostUid, hostName, profilePath); `failed` maps a PROF path to its one-line error."""
-    step_trace: pd.DataFrame
-    communication: JsonDict
-    matrix: JsonDict
-    groups: JsonDict
-    hosts: pd.DataFrame
-    failed: Dict[str, str] = field(default_factory=dict)
 
 
 def _ratio(dividend: float, divisor: float) -> float:
@@ -282,7 +267,7 @@ def group_json(sets: Dict[str, Dict[str, Set[int]]]) -> JsonDict:
 
 def hosts_frame(tables: List[RankTables]) -> pd.DataFrame:
     """rankId, deviceId, hostUid, hostName, profilePath of each rank."""
-    return pd.DataFrame([[t.rank, t.device, t.host_uid, t.host_name, t.path] for t in tables], columns=HOST_COLUMNS)
+    return pd.DataFrame([[t.rank, t.device, t.host_uid, t.host_name, t.path] for t in tables], columns=list(HOST_COLUMNS))
 
 
 def join(tables: List[RankTables], failed: Optional[Dict[str, str]] = None,
@@ -294,4 +279,4 @@ def join(tables: List[RankTables], failed: Optional[Dict[str, str]] = None,
     sets = _group_sets(tables)
     return ClusterResult(step_trace=step_trace_rows(tables), communication=join_communication(tables, sets),
                          matrix=join_matrix(tables, sets, diag), groups=group_json(sets), hosts=hosts_frame(tables),
-                         failed=dict(failed or {}))
+                         failed=dict(failed or {}), rank_matrix={t.rank: t.matrix for t in tables})

@@ -2,7 +2,7 @@
 in its formats (prof_common/file_manager.py): each JSON as json.dumps with its defaults on one line
 (no indentation, no trailing newline, keys in insertion order); the CSV through csv.writer
 (',' separated, '\\r\\n' line ends, floats as repr, an empty Step). Like msprof-analyze, a file with
-no content (no communication at all) is not written. And the reader back (read_text_outputs)."""
+no content (no communication at all) is not written. `result.load_text_outputs` reads them back."""
 from __future__ import annotations
 
 import contextlib
@@ -15,13 +15,9 @@ from typing import Any, Callable, Dict, List, Tuple
 import pandas as pd
 
 from ..errors import BadControlFile, NoData, OutputError
-from .join import HOST_COLUMNS, STEP_TRACE_COLUMNS, ClusterResult
+from .join import STEP_TRACE_COLUMNS
+from .result import COMMUNICATION_JSON, GROUP_JSON, MATRIX_JSON, STEP_TRACE_CSV, TEXT_FILES, ClusterResult
 
-STEP_TRACE_CSV = "cluster_step_trace_time.csv"
-COMMUNICATION_JSON = "cluster_communication.json"
-MATRIX_JSON = "cluster_communication_matrix.json"
-GROUP_JSON = "communication_group.json"
-TEXT_FILES = (STEP_TRACE_CSV, COMMUNICATION_JSON, MATRIX_JSON, GROUP_JSON)
 
 
 def _write_csv(path: str, frame: pd.DataFrame) -> None:
@@ -67,38 +63,3 @@ def write_text_outputs(result: ClusterResult, out_dir: str) -> List[str]:
         raise OutputError(f"cannot write the cluster outputs ({exc.strerror or exc})", path=out_dir,
                           cause=str(exc.strerror or exc)) from exc
     return [final for _, final in temps]
-
-
-def _read_json(path: str) -> Dict[str, Any]:
-    if not os.path.exists(path):
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise BadControlFile(f"cannot read this cluster output ({exc})", path=path) from exc
-    if not isinstance(data, dict):
-        raise BadControlFile("expected a JSON object", path=path)
-    return data
-
-
-def read_text_outputs(folder: str) -> ClusterResult:
-    """A ClusterResult read back from a folder of the text outputs (ours or msprof-analyze's
-    cluster_analysis_output/). `hosts` is empty (the text files do not hold it), `failed` too.
-    NoData when the folder holds none of the four files."""
-    if not any(os.path.exists(os.path.join(folder, name)) for name in TEXT_FILES):
-        raise NoData(f"none of {', '.join(TEXT_FILES)} here", path=folder)
-    csv_path = os.path.join(folder, STEP_TRACE_CSV)
-    if os.path.exists(csv_path):
-        try:
-            step_trace = pd.read_csv(csv_path, dtype={"Step": str, "Type": str}, keep_default_na=False)
-        except (OSError, ValueError) as exc:
-            raise BadControlFile(f"cannot read this cluster output ({exc})", path=csv_path) from exc
-        numeric = [c for c in step_trace.columns if c not in ("Step", "Type", "Index")]
-        step_trace[numeric] = step_trace[numeric].apply(pd.to_numeric, errors="coerce")
-    else:
-        step_trace = pd.DataFrame(columns=STEP_TRACE_COLUMNS)
-    return ClusterResult(step_trace=step_trace, communication=_read_json(os.path.join(folder, COMMUNICATION_JSON)),
-                         matrix=_read_json(os.path.join(folder, MATRIX_JSON)),
-                         groups=_read_json(os.path.join(folder, GROUP_JSON)),
-                         hosts=pd.DataFrame(columns=HOST_COLUMNS), failed={})

@@ -13,6 +13,10 @@ Six kinds, each one file (docs/plot_compare.md shows an example of each):
 * `communication`: the time per collective (communication OP) type, with the master planes'
   Notify_Wait time inside it, and the bandwidth per transport (RDMA, HCCS, PCIE, SDMA, SIO).
 
+On a cluster analysis output folder (cluster_analysis_output/) `plot` draws one chart instead,
+`cluster.png` (plot/cluster.py): each rank's step time as stacked bars and the links' bandwidth as
+a heatmap per transport.
+
 The data comes from `sources/` (store, exported CSVs, unified DBs or timelines, whatever the
 directory holds), so every kind works on raw, JOB and exported-only collections. A kind whose data
 is absent is skipped with one line saying why.

@@ -10,6 +10,8 @@ import numpy as np
 
 from .. import sources
 from ..errors import BadOption, Diagnostics, NoCollection, NoData
+from ..sources import cluster as cluster_files
+from .cluster import plot_cluster, why_not as cluster_why_not
 from .collection import Data, collection_data
 from .communication import plot_communication
 from .drawing import DEFAULT_OUT, MAX_BARS, require_matplotlib, save
@@ -24,6 +26,7 @@ FILE_NAMES = {"top_ops": "top_operators.png", "op_types": "time_by_type.png", "g
               "pmu": "pmu_ratios.png", "freq": "aicore_freq.png", "communication": "communication.png",
               "memory": "memory.png"}
 DEFAULT_TOP = 20
+CLUSTER_FILE = "cluster.png"   # the one chart of a cluster analysis output folder
 
 
 def _why_not(kind: str, data: Data) -> Optional[str]:
@@ -91,6 +94,8 @@ def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optio
             raise BadOption(f"{name} {value:g}: expected µs after the run's start, 0 or more")
     require_matplotlib()
     diag = diag if diag is not None else Diagnostics()
+    if cluster_files.cluster_output_dir(path) is not None:
+        return plot_cluster_output(path, out)
     found = sources.discover(path)
     if not found:
         raise NoCollection(f"no profiling data here or below; looked for {sources.LOOKED_FOR}", path=path)
@@ -132,3 +137,17 @@ def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optio
     if not any(line.startswith("Wrote ") for line in lines):
         raise NoData("nothing to plot: " + "; ".join(dict.fromkeys(reasons)) + sources.raw_reason(problems), path=path)
     return lines
+
+
+def plot_cluster_output(path: str, out: Optional[str]) -> List[str]:
+    """Draw the `cluster` chart of the cluster analysis output at `path` (the folder, or a folder
+    holding cluster_analysis_output/) into `out`/cluster.png."""
+    files = cluster_files.read_cluster(path)
+    missing = cluster_why_not(files)
+    if missing:
+        raise NoData("nothing to plot: " + "; ".join(missing), path=files.folder)
+    out = out if out is not None else os.path.join(os.getcwd(), DEFAULT_OUT)
+    fig, what = plot_cluster(files)
+    target = os.path.join(out, CLUSTER_FILE)
+    save(fig, target)
+    return [f"Wrote {target}: {what}"]

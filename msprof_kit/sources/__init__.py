@@ -20,7 +20,8 @@ Nothing here prints or renders: `show.py` does the terminal side, and plot/compa
 The modules: `frames` (column names, Tables, Trace, frame builders), `discovery` (what a directory
 holds), one per kind of source (`stored`, `csv_files`, `database`, `timelines`), `communication` (the communication report, from a
 store or exported files), `derived` (tables
-computed from others) and `loading` (the entry points). This file re-exports what the views use.
+computed from others), `loading` (the entry points) and `cluster` (a cluster analysis output
+folder's files, for show and plot). This file re-exports what the views use.
 """
 from __future__ import annotations
 
