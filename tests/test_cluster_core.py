@@ -277,3 +277,20 @@ def test_depth_limit_and_no_rank(tmp_path):
         find_ranks(str(tmp_path), Diagnostics(), failed)
     assert list(failed) == [str(tmp_path / "PROF_000001_20231125090304544_EMPTY")]
     assert "info.json" in failed[str(tmp_path / "PROF_000001_20231125090304544_EMPTY")]
+
+
+@needs_shared
+def test_database_from_raw_equals_msprof_analyze(run, tmp_path):
+    """The join's result (with each rank's own matrix, from our per-rank analyze) gives every table
+    of msprof-analyze's db mode, ClusterCommunicationMatrix's per-op samples included."""
+    from test_cluster_db import DB, TABLES, assert_rows_equal, read
+
+    from msprof_kit.cluster.database import write_cluster_db
+    assert sorted(run["result"].rank_matrix) == list(range(8))
+    written = write_cluster_db(run["result"], str(tmp_path))
+    for table, _, _ in TABLES:
+        got, ref = read(written, table), read(DB, table)
+        if table == "RankDeviceMap":  # absolute input paths: compare the PROF folder names
+            got["profilePath"] = got["profilePath"].map(os.path.basename)
+            ref["profilePath"] = ref["profilePath"].map(os.path.basename)
+        assert_rows_equal(got, ref, table)

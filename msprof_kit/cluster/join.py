@@ -279,4 +279,4 @@ def join(tables: List[RankTables], failed: Optional[Dict[str, str]] = None,
     sets = _group_sets(tables)
     return ClusterResult(step_trace=step_trace_rows(tables), communication=join_communication(tables, sets),
                          matrix=join_matrix(tables, sets, diag), groups=group_json(sets), hosts=hosts_frame(tables),
-                         failed=dict(failed or {}), rank_matrix={t.rank: t.matrix for t in tables})
+                         failed=dict(failed or {}), rank_matrix={t.rank: t.own_matrix for t in tables})

@@ -56,7 +56,9 @@ class RankTables:
     (OVERLAP_NAMES); `bubble`: µs of the hcom_receive ops; `communication`: {"p2p": {op key: its
     communication.json entry}, "collective": {...}}; `matrix`: {"p2p": {"<type>-<stat>@<group>":
     {"src-dst" (local ranks): link dict}}, "collective": {...}}; `groups`: {"p2p": [group hash],
-    "collective": [...]} in first-seen order; `warnings` of the import and the analysis."""
+    "collective": [...]} in first-seen order; `warnings` of the import and the analysis; `own_matrix`:
+    the rank's communication_matrix.json as the per-rank analyze writes it (every op, local ranks),
+    from which cluster_analysis.db picks its own per-op samples (cluster/database.py)."""
     path: str
     rank: int
     device: int
@@ -68,6 +70,7 @@ class RankTables:
     matrix: JsonDict = field(default_factory=dict)
     groups: Dict[str, List[str]] = field(default_factory=dict)
     warnings: List[str] = field(default_factory=list)
+    own_matrix: JsonDict = field(default_factory=dict)
 
 
 def _sequential_sum(values: np.ndarray) -> float:
@@ -219,4 +222,4 @@ def rank_tables(prof_path: str) -> RankTables:
         raise UnreadableFile(f"cannot analyse this rank ({type(exc).__name__}: {_one_line(exc)})",
                              path=prof_path) from exc
     return RankTables(info.path, info.rank, info.device, info.host_uid, info.host_name, overlap, bubble,
-                      communication, folded, rank_groups(communication, folded), list(diag.warnings))
+                      communication, folded, rank_groups(communication, folded), list(diag.warnings), matrix)
