@@ -36,7 +36,7 @@ from ..errors import Diagnostics
 from ..schema import ENUM_ROWS
 from .columns import frame_of
 from .hccl import HcclHostData
-from .names import hash_names, per_distinct
+from .names import HashTable, hash_names, per_distinct
 from .sink import TableSink
 from .tasks import StringPool
 
@@ -107,7 +107,7 @@ def _bandwidth(frame: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: Dict[str, str], start_ns: int,
+def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, start_ns: int,
                strings: StringPool, put: TableSink, diag: Diagnostics) -> Intervals:
     """The four tables of the collection's communication; returns each device's op spans (for
     OVERLAP_ANALYSIS)."""
@@ -238,7 +238,7 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: Dict[str, str],
 
 
 def _write_ops(op_rows: pd.DataFrame, frame: pd.DataFrame, op_of: pd.DataFrame, joined: pd.DataFrame,
-               hashes: Dict[str, str], strings: StringPool, put: TableSink) -> None:
+               hashes: HashTable, strings: StringPool, put: TableSink) -> None:
     """COMMUNICATION_OP and KIT_HCCL_OP: one row per op (opId order), its fields from its launch
     (hccl_op_info, node_basic_info) and its first task by device start."""
     row = op_rows["row"].to_numpy()

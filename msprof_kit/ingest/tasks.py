@@ -27,10 +27,19 @@ class StringPool:
         return got
 
     def ids_of(self, values: Union[np.ndarray, CodedTexts]) -> np.ndarray:
-        """Ids of an array of strings, or of coded texts (vectorized over distinct values); new
-        strings are numbered in the order of their first row."""
+        """Ids of an array of strings, or of coded texts (the distinct texts looked up at once);
+        new strings are numbered in the order of their first row."""
         codes, uniq = text_codes(values)
-        return np.array([self.id(str(u)) for u in uniq], dtype=np.int64)[codes]
+        if pd.api.types.infer_dtype(uniq, skipna=False) != "string":  # (values that may print alike)
+            return np.array([self.id(str(u)) for u in uniq], dtype=np.int64)[codes]
+        keys = uniq.tolist()
+        got = np.array(list(map(self.ids.get, keys)), dtype=object)
+        new = np.flatnonzero(pd.isna(got))
+        if len(new):
+            fresh = np.arange(len(self.ids), len(self.ids) + len(new))
+            self.ids.update(zip([keys[i] for i in new.tolist()], fresh.tolist()))
+            got[new] = fresh
+        return got.astype(np.int64)[codes]
 
     def frame(self) -> pd.DataFrame:
         """STRING_IDS: (id, value), in id order."""
