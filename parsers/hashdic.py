@@ -77,11 +77,13 @@ class HashDictionary:
 
 def _last_of_each(keys: np.ndarray, *cols: np.ndarray) -> Tuple[np.ndarray, ...]:
     """keys ascending, each once, with the columns of its last row."""
-    order = np.argsort(keys, kind="stable")
+    order = np.argsort(keys)  # (not stable: each key's last row is found below)
     keys = keys[order]
-    last: np.ndarray = np.ones(len(keys), dtype=bool)
-    last[:-1] = keys[1:] != keys[:-1]
-    return (keys[last], *(c[order][last] for c in cols))
+    if not len(keys):
+        return (keys, *cols)
+    first = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    last_row = np.maximum.reduceat(order, first)
+    return (keys[first], *(c[last_row] for c in cols))
 
 
 def line_ranges(buf: np.ndarray, cap: int = LINE_CAP) -> Tuple[np.ndarray, np.ndarray, Dict[int, int]]:
@@ -154,7 +156,10 @@ def parse_hash_dictionary(buf: np.ndarray, pieces: Sequence[Piece], cap: int = L
     return HashDictionary(keys, s, e, data + b"".join(extra), int(len(valid) - reach.sum())), issues
 
 
-KEY_ROWS = 1 << 16  # lines whose keys are read at a time (a 20-byte row each, and its index grid)
+KEY_ROWS = 1 << 16  # lines whose keys are read at a time (KEY_DIGITS bytes each, and their weights)
+#: WEIGHTS[k, j]: what digit j of a key of k digits is worth, 10 ** (k - 1 - j), and 0 past the key
+WEIGHTS = np.array([[10 ** (k - 1 - j) if j < k else 0 for j in range(KEY_DIGITS)] for k in range(KEY_DIGITS + 1)],
+                   dtype=np.uint64)
 
 
 def _read_keys(buf: np.ndarray, starts: np.ndarray, klen: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -164,20 +169,27 @@ def _read_keys(buf: np.ndarray, starts: np.ndarray, klen: np.ndarray) -> Tuple[n
     n = len(starts)
     fast: np.ndarray = np.zeros(n, dtype=bool)
     reach: np.ndarray = np.zeros(n, dtype=bool)
-    value = np.zeros(n, dtype=np.uint64)
+    value: np.ndarray = np.zeros(n, dtype=np.uint64)
+    if not n:
+        return fast, value, reach
     col = np.arange(KEY_DIGITS)
-    last = max(len(buf) - 1, 0)
+    # each line's first KEY_DIGITS bytes: rows of a sliding window (the stream's end padded)
+    rows = np.lib.stride_tricks.sliding_window_view(buf if len(buf) >= KEY_DIGITS else np.zeros(KEY_DIGITS, np.uint8),
+                                                    KEY_DIGITS)
+    tail = np.concatenate([buf[max(0, len(buf) - KEY_DIGITS):], np.zeros(KEY_DIGITS, np.uint8)])
+    tail_at = max(0, len(buf) - KEY_DIGITS)
     for lo in range(0, n, KEY_ROWS):
         hi = min(n, lo + KEY_ROWS)
-        k = klen[lo:hi]
-        grid = buf[np.minimum(starts[lo:hi, None] + col, last)]  # (no line when buf is empty)
+        k = np.minimum(klen[lo:hi], KEY_DIGITS + 1)
+        at = starts[lo:hi]
+        near_end = at > len(buf) - KEY_DIGITS
+        grid = rows[np.where(near_end, 0, at)]
+        for i in np.flatnonzero(near_end).tolist():  # the few lines that start near the stream's end
+            grid[i] = tail[at[i] - tail_at:at[i] - tail_at + KEY_DIGITS]
         digit = grid - np.uint8(ord("0"))  # other bytes wrap past 9
-        inside = col < k[:, None]
-        ok = (k >= 1) & (k <= KEY_DIGITS) & np.all((digit <= 9) | ~inside, axis=1)
-        v = np.zeros(hi - lo, dtype=np.uint64)
-        for c in range(KEY_DIGITS):
-            step = inside[:, c] & ok
-            v[step] = v[step] * np.uint64(10) + digit[step, c].astype(np.uint64)
+        ok = (k >= 1) & (k <= KEY_DIGITS) & ((digit <= 9) | (col >= k[:, None])).all(axis=1)
+        # (keys of KEY_DIGITS digits past the largest uint64 wrap, and are found unreachable below)
+        v = (digit.astype(np.uint64) * WEIGHTS[np.where(ok, k, 0)]).sum(axis=1, dtype=np.uint64)
         r = ok & ((k == 1) | (grid[:, 0] != ord("0")))
         twenty = np.flatnonzero(r & (k == KEY_DIGITS))
         if len(twenty):
