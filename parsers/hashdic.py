@@ -52,11 +52,14 @@ class HashDictionary:
         ids = np.asarray(ids, dtype=np.uint64)
         if not len(self.keys):
             return np.full(len(ids), -1, dtype=np.int64)
-        at = np.minimum(np.searchsorted(self.keys, ids), len(self.keys) - 1)
+        order = np.argsort(ids)  # (searchsorted walks sorted queries faster)
+        at: np.ndarray = np.empty(len(ids), dtype=np.int64)
+        at[order] = np.minimum(np.searchsorted(self.keys, ids[order]), len(self.keys) - 1)
         return np.where(self.keys[at] == ids, at, -1).astype(np.int64)
 
     def texts(self, at: np.ndarray) -> List[str]:
-        """The texts of the entries at positions `at` (all found)."""
+        """The texts of the entries at positions `at` (all found). (Gathering their bytes with numpy
+        and decoding them at once is no faster: making the str objects is the cost.)"""
         data = self.data
         return [data[s:e].decode("utf-8", "replace") for s, e in zip(self.starts[at].tolist(), self.ends[at].tolist())]
 

@@ -1,5 +1,10 @@
 """Names from the host's dictionaries (hash_dic, type_info_dic, with the keys they lack noted for
-one warning each) and names of codes, each evaluated once per distinct value."""
+one warning each) and names of codes, each evaluated once per distinct value.
+
+hash_dic's ids are nearly all distinct on real collections (an op name each), so HashTable looks
+them up with numpy (searchsorted over its sorted ids) and decodes only the texts asked for; the
+per-distinct helpers below (`distinct`, `per_distinct`, `where_text`, ...) call Python once per
+distinct value, and are meant for columns of few distinct values (task types, API types, codes)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
