@@ -65,6 +65,8 @@ def test_later_files_win_and_lookups_decode_only_what_is_asked():
     assert empty.misses == {3}
     items = HashTable(first).texts_or_ids(np.array([0, 5, 8], dtype=np.uint64))
     assert items.tolist() == ["0", "five", "8"]
+    # dict.get over the decimal texts: None where there is no entry, id 0 looked up like the others
+    assert table.lookup(np.array([0, 5, 8], dtype=np.uint64)).tolist() == ["nil", "five", None]
     # negative ids (signed columns) are misses, never wrapped into uint64 ids
     assert HashTable(first).texts(np.array([-1, 5], dtype=np.int64)).tolist() == ["", "five"]
 

@@ -91,6 +91,16 @@ class HashTable:
         self.misses.update(uniq[lost & (uniq != 0)].tolist())
         return out[codes]
 
+    def lookup(self, values: np.ndarray) -> np.ndarray:
+        """Texts (object array) of hash ids, None where the dictionary lacks one (id 0 included;
+        not noted as misses): what dict.get gives over the ids' decimal texts."""
+        codes, uniq = _int_codes(values)
+        pos = self._find(uniq)
+        out: np.ndarray = np.full(len(uniq), None, dtype=object)
+        found = np.flatnonzero(pos >= 0)
+        out[found] = self.entries.texts(pos[found])
+        return out[codes]
+
     def texts_or_ids(self, values: np.ndarray) -> np.ndarray:
         """Texts of hash ids as KIT_API's item column shows them: the decimal id where the
         dictionary lacks it, "0" for id 0 (not noted as misses)."""
