@@ -94,17 +94,20 @@ class Measure:
     note: str = ""  # e.g. that analyze found no communication to analyze (its exit code 4)
 
 
-def collection(work: str, n: int, hccl_ops: int = 0) -> str:
-    """The synthetic collection of n compute tasks and hccl_ops collectives (built the first time)."""
-    folder = os.path.join(work, f"run_{n}" + (f"_hccl{hccl_ops}d0" if hccl_ops else ""))
-    extra = f" + {hccl_ops:,} collectives" if hccl_ops else ""
+def collection(work: str, n: int, hccl_ops: int = 0, npu_mem: int = 0) -> str:
+    """The synthetic collection of n compute tasks, hccl_ops collectives and npu_mem memory samples
+    per device (built the first time)."""
+    folder = os.path.join(work, f"run_{n}" + (f"_hccl{hccl_ops}d0" if hccl_ops else "")
+                          + (f"_npumem{npu_mem}" if npu_mem else ""))
+    extra = (f" + {hccl_ops:,} collectives" if hccl_ops else "") + (f" + {npu_mem:,} npu_mem samples" if npu_mem else "")
 
     def build(tmp: str) -> None:
         # in a process of its own, so that this one stays small (its children start as copies of it)
         code = (f"import sys; sys.path.insert(0, {TESTS!r}); import synth; "
                 f"synth.write_collection({tmp!r}, chip='910B', n_tasks={max(1, n // DEVICES)}, devices={DEVICES}, "
                 "pmu=True, tensors=True, model_fraction=0.1"
-                + (f", hccl_ops={hccl_ops}, hccl_devices=1)" if hccl_ops else ")"))
+                + (f", hccl_ops={hccl_ops}, hccl_devices=1" if hccl_ops else "")
+                + (f", npu_mem_samples={npu_mem})" if npu_mem else ")"))
         subprocess.run([sys.executable, "-c", code], check=True)
     return _built_once(folder, build, f"{n:,} tasks{extra}")
 
@@ -301,6 +304,8 @@ def main() -> None:
     ap.add_argument("--iters", type=int, help="with --mkprof: its --iters (910b_hccl: graph iterations)")
     ap.add_argument("--hccl-ops", type=int, default=0, help="tests/synth: also this many all-reduce "
                     "collectives of 11 HCCL tasks each")
+    ap.add_argument("--npu-mem-samples", type=int, default=0, help="tests/synth: also this many npu_mem "
+                    "samples per device (half Device, half APP)")
     ap.add_argument("--mkprof-script", default=MKPROF, help=f"the generator (default {MKPROF})")
     args = ap.parse_args()
     steps = list(ALL_STEPS) if args.steps == "all" else [s.strip() for s in args.steps.split(",") if s.strip()]
@@ -326,8 +331,9 @@ def main() -> None:
             prof = mkprof_collection(args.work, args.mkprof_script, args.mkprof, n, args.iters)
             what = f"mkprof {args.mkprof} --n-ops {n:,}" + (f" --iters {args.iters:,}" if args.iters is not None else "")
         else:
-            prof = collection(args.work, n, args.hccl_ops)
+            prof = collection(args.work, n, args.hccl_ops, args.npu_mem_samples)
             what = f"{n:,} tasks" + (f" + {args.hccl_ops:,} collectives x 11 HCCL tasks" if args.hccl_ops else "")
+            what += f" + {args.npu_mem_samples:,} npu_mem samples per device" if args.npu_mem_samples else ""
             what += f" ({DEVICES} devices"
         mine = ours(prof, args.impl, log, args.sample, steps)  # (the raw size below: with the outputs cleared)
         what += f"{', ' if not args.mkprof else ' ('}{_size(prof) / 2 ** 20:,.0f} MiB raw)"

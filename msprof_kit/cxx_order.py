@@ -50,7 +50,8 @@ def _shift_mix(value: int) -> int:
 
 
 def cxx_string_hash(text: str) -> int:
-    """std::hash<std::string> of libstdc++ on a 64-bit target (the UTF-8 bytes of `text`)."""
+    """std::hash<std::string> of libstdc++ on a 64-bit target (the UTF-8 bytes of `text`); one key
+    at a time, the definition `cxx_string_hashes` vectorises."""
     data = text.encode("utf-8")
     size = len(data)
     aligned = size & ~7
@@ -64,6 +65,75 @@ def cxx_string_hash(text: str) -> int:
         value = (value * _MUL) & _MASK
     value = (_shift_mix(value) * _MUL) & _MASK
     return _shift_mix(value)
+
+
+def cxx_string_hashes(texts: Sequence[str]) -> np.ndarray:
+    """`cxx_string_hash` of each text (uint64), the keys of one byte length at a time with numpy
+    (uint64 arithmetic wraps modulo 2**64, as the C++ does)."""
+    data = [t.encode("utf-8") for t in texts]
+    sizes = np.fromiter((len(d) for d in data), dtype=np.int64, count=len(data))
+    out: np.ndarray = np.zeros(len(data), dtype=np.uint64)
+    mul, shift = np.uint64(_MUL), np.uint64(47)
+    with np.errstate(over="ignore"):
+        for size in np.unique(sizes).tolist():
+            rows = np.flatnonzero(sizes == size)
+            raw = np.frombuffer(b"".join(data[i] for i in rows.tolist()), dtype=np.uint8)
+            raw = raw.reshape(len(rows), size)
+            aligned = size & ~7
+            value: np.ndarray = np.full(len(rows), (_SEED ^ (size * _MUL)) & _MASK, dtype=np.uint64)
+            if aligned:
+                words = np.ascontiguousarray(raw[:, :aligned]).view("<u8").reshape(len(rows), aligned // 8)
+                for col in range(aligned // 8):
+                    word = words[:, col].astype(np.uint64) * mul
+                    value ^= (word ^ (word >> shift)) * mul
+                    value *= mul
+            if size & 7:
+                tail = np.zeros((len(rows), 8), dtype=np.uint8)
+                tail[:, :size - aligned] = raw[:, aligned:]
+                value ^= tail.view("<u8").reshape(len(rows)).astype(np.uint64)
+                value *= mul
+            value = (value ^ (value >> shift)) * mul
+            out[rows] = value ^ (value >> shift)
+    return out
+
+
+def unordered_map_order(keys: Sequence[str]) -> List[int]:
+    """The positions of `keys` (distinct, in insertion order) in the iteration order of a
+    libstdc++ std::unordered_map<std::string, T> they were inserted into one by one.
+
+    Computed per rehash rather than per insertion: a node goes to the front of its bucket's run
+    of nodes, a node of an empty bucket (a new run) to the front of the list, and a rehash walks
+    the list, linking each node the same way. So after the nodes arrive in some order (the list
+    the rehash walks, then the insertions up to the next rehash) the list holds the buckets' runs
+    latest-opened first, each run's nodes latest first: one sort per rehash."""
+    n = len(keys)
+    if not n:
+        return []
+    hashes = cxx_string_hashes(keys)
+    arrived: np.ndarray = np.zeros(0, dtype=np.int64)  # the list, as the last rehash left it and insertions since
+    grown = 0
+    limit = 0
+    while grown < len(BUCKET_COUNTS):
+        count = BUCKET_COUNTS[grown]
+        upto = min(n, count)  # the insertions before the next rehash
+        # the rehash into `count` buckets walks the current list, then the nodes up to `upto` arrive
+        arrived = np.concatenate([arrived, np.arange(limit, upto, dtype=np.int64)])
+        limit = upto
+        arrived = _relinked(arrived, (hashes[arrived] % np.uint64(count)).astype(np.int64))
+        grown += 1
+        if limit >= n:
+            return arrived.tolist()
+    return _unordered_map_order_loop(keys)
+
+
+def _relinked(arrived: np.ndarray, bucket: np.ndarray) -> np.ndarray:
+    """The list after nodes arrive in `arrived` order into buckets `bucket` (each linked at the front
+    of its bucket's run, a new run at the front of the list)."""
+    at = np.arange(len(arrived), dtype=np.int64)
+    first: np.ndarray = np.full(int(bucket.max()) + 1 if len(bucket) else 0, len(arrived), dtype=np.int64)
+    np.minimum.at(first, bucket, at)
+    order = np.lexsort((-at, -first[bucket]))
+    return arrived[order]
 
 
 class _Table:
@@ -130,9 +200,9 @@ class _Table:
         return out
 
 
-def unordered_map_order(keys: Sequence[str]) -> List[int]:
-    """The positions of `keys` (distinct, in insertion order) in the iteration order of a
-    libstdc++ std::unordered_map<std::string, T> they were inserted into one by one."""
+def _unordered_map_order_loop(keys: Sequence[str]) -> List[int]:
+    """`unordered_map_order` one insertion at a time, as libstdc++ does it (the definition; used
+    past the last bucket count and by the tests)."""
     table = _Table([cxx_string_hash(k) for k in keys])
     grown = 0
     for node in range(len(keys)):

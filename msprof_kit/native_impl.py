@@ -492,3 +492,95 @@ def table_leaves(kinds: bytes, columns: Sequence[Optional[np.ndarray]], n: int, 
         pages, keys = _native.table_leaves(kinds, columns, n, page_size, rowids)
         return pages, keys
     return py_table_leaves(kinds, columns, n, page_size, rowids)
+
+
+# ------------------------------------------------------------------------------------------------
+# tensor_info texts (native/tensor_texts.c; parsers/host.py renders the ops with them)
+
+TENSOR_WIDTH = 224  # bytes of a tensor_info record from tensor_num on: tensor_num, 5 x (type, format, dtype, 8 dims)
+TENSOR_SLOTS = 5
+SLOT_WORDS = 11  # uint32 words of a slot
+UNDEFINED = 0xFFFFFFFF  # a ge::Format or ge::DataType code that reads UNDEFINED
+FNV_OFFSET, FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
+NameTable = Tuple[bytes, np.ndarray]  # (blob, int64 offsets): a TextTable as the C function takes it
+
+
+def fnv_hashes(blob: bytes, offsets: np.ndarray) -> np.ndarray:
+    """The 64-bit FNV-1a hash of each text blob[offsets[i]:offsets[i + 1]] (uint64; one numpy pass
+    per byte position over the texts that long)."""
+    off = np.asarray(offsets, dtype=np.int64)
+    start, length = off[:-1], np.diff(off)
+    data = np.frombuffer(blob, dtype=np.uint8)
+    h = np.full(len(start), FNV_OFFSET, dtype=np.uint64)
+    live = np.flatnonzero(length > 0)
+    j = 0
+    with np.errstate(over="ignore"):
+        while len(live):
+            h[live] = (h[live] ^ data[start[live] + j]) * np.uint64(FNV_PRIME)
+            j += 1
+            live = live[length[live] > j]
+    return h
+
+
+def _name(names: List[str], v: int) -> str:
+    if v == UNDEFINED:
+        return "UNDEFINED"
+    return names[v] if v < len(names) and names[v] else str(v)
+
+
+def _format_name(names: List[str], v: int) -> str:
+    if v == UNDEFINED:
+        return "UNDEFINED"
+    sub = (v >> 8) & 0xFFFF
+    return _name(names, v & 0xFF) + (f":{sub}" if sub else "")
+
+
+def py_tensor_texts(payload: np.ndarray, order: np.ndarray, starts: np.ndarray, dtypes: NameTable,
+                    formats: NameTable) -> Tuple[bytes, bytes, bytes]:
+    """The pure-Python twin of `_native.tensor_texts` (native/tensor_texts.c says what it renders):
+    (blob, int64 offsets bytes, uint64 FNV-1a hash bytes) of the six texts of each op."""
+    raw = np.ascontiguousarray(payload).reshape(-1).view(np.uint8)
+    ord_ = np.asarray(order, dtype=np.int64)
+    st = np.asarray(starts, dtype=np.int64)
+    n = len(raw) // TENSOR_WIDTH
+    if len(raw) % TENSOR_WIDTH or len(st) < 1:
+        raise ValueError("tensor_texts: payload must hold 224-byte records, order and starts int64 items, "
+                         "starts at least one")
+    if len(ord_) and (int(ord_.min()) < 0 or int(ord_.max()) >= n):
+        raise ValueError("tensor_texts: order holds a number that is not a record")
+    if int(st.min()) < 0 or int(st.max()) > len(ord_) or (np.diff(st) < 0).any():
+        raise ValueError("tensor_texts: starts must ascend within order")
+    words = raw.view("<u4").reshape(n, TENSOR_WIDTH // 4).tolist()
+    dt, fm = TextTable(*dtypes).texts(), TextTable(*formats).texts()
+    texts: List[str] = []
+    bounds = st.tolist()
+    members = ord_.tolist()
+    for lo, hi in zip(bounds, bounds[1:]):
+        tensors = [rec[1 + SLOT_WORDS * s: 1 + SLOT_WORDS * (s + 1)]
+                   for rec in (words[r] for r in members[lo:hi]) for s in range(min(rec[0], TENSOR_SLOTS))]
+        for output in (False, True):
+            mine = [t for t in tensors if (t[0] != 0) == output]
+            shapes = ";".join(",".join(map(str, itertools.takewhile(bool, t[3:]))) for t in mine)
+            texts += [f'"{shapes}"' if shapes else "N/A",
+                      ";".join(_name(dt, t[2]) for t in mine) or "N/A",
+                      ";".join(_format_name(fm, t[1]) for t in mine) or "N/A"]
+    table = text_table(texts)
+    return table.blob, table.offsets.tobytes(), fnv_hashes(table.blob, table.offsets).tobytes()
+
+
+def tensor_texts(payload: np.ndarray, order: ArrayLike, starts: ArrayLike, dtypes: TextTable,
+                 formats: TextTable) -> Tuple[TextTable, np.ndarray]:
+    """The six texts of each op of tensor_info records (`payload`: their bytes from tensor_num on,
+    TENSOR_WIDTH a record; op g is records order[starts[g]:starts[g + 1]]; `dtypes`, `formats`: the
+    names of the codes, empty for a code printed in decimal), by the implementation in use: (the
+    texts, text 6g + c being op g's column c; their uint64 FNV-1a hashes)."""
+    args = (np.ascontiguousarray(payload, dtype=np.uint8), np.ascontiguousarray(order, dtype=np.int64),
+            np.ascontiguousarray(starts, dtype=np.int64), (dtypes.blob, dtypes.offsets),
+            (formats.blob, formats.offsets))
+    if _current == "c":
+        _implementation("c")
+        assert _native is not None
+        blob, offsets, hashes = _native.tensor_texts(*args)
+    else:
+        blob, offsets, hashes = py_tensor_texts(*args)
+    return TextTable(blob, np.frombuffer(offsets, dtype=np.int64)), np.frombuffer(hashes, dtype=np.uint64)

@@ -29,7 +29,7 @@ UNIFIED: Dict[str, Sequence[Column]] = {
     "CANN_API": [("startNs", "INTEGER"), ("endNs", "INTEGER"), ("type", "INTEGER"), ("globalTid", "INTEGER"),
                  ("connectionId", "INTEGER PRIMARY KEY"), ("name", "INTEGER")],
     "TASK_PMU_INFO": [("globalTaskId", "INTEGER"), ("name", "INTEGER"), ("value", "NUMERIC")],
-    "MEMCPY_INFO": [("globalTaskId", "INTEGER"), ("size", "NUMERIC"), ("memcpyOperation", "NUMERIC")],
+    "MEMCPY_INFO": [("globalTaskId", "NUMERIC"), ("size", "NUMERIC"), ("memcpyOperation", "NUMERIC")],
     "COMMUNICATION_OP": [("opName", "INTEGER"), ("startNs", "INTEGER"), ("endNs", "INTEGER"),
                          ("connectionId", "INTEGER"), ("groupName", "INTEGER"), ("opId", "INTEGER PRIMARY KEY"),
                          ("relay", "INTEGER"), ("retry", "INTEGER"), ("dataType", "INTEGER"), ("algType", "INTEGER"),
@@ -41,8 +41,18 @@ UNIFIED: Dict[str, Sequence[Column]] = {
                                 ("linkType", "INTEGER"), ("opId", "INTEGER"), ("isMaster", "INTEGER"),
                                 ("bandwidth", "NUMERIC")],
     "AICORE_FREQ": [("deviceId", "INTEGER"), ("timestampNs", "NUMERIC"), ("freq", "INTEGER"), ("dieId", "NUMERIC")],
+    "MSTX_EVENTS": [("startNs", "INTEGER"), ("endNs", "INTEGER"), ("eventType", "INTEGER"), ("rangeId", "INTEGER"),
+                    ("category", "INTEGER"), ("message", "INTEGER"), ("globalTid", "INTEGER"),
+                    ("endGlobalTid", "INTEGER"), ("domainId", "INTEGER"), ("connectionId", "INTEGER")],
     "OVERLAP_ANALYSIS": [("id", "INTEGER PRIMARY KEY"), ("deviceId", "INTEGER"), ("startNs", "NUMERIC"),
                          ("endNs", "NUMERIC"), ("type", "INTEGER")],
+    "NPU_OP_MEM": [("operatorName", "INTEGER"), ("addr", "INTEGER"), ("type", "INTEGER"), ("size", "INTEGER"),
+                   ("timestampNs", "INTEGER"), ("globalTid", "INTEGER"), ("totalAllocate", "NUMERIC"),
+                   ("totalReserve", "NUMERIC"), ("component", "INTEGER"), ("deviceId", "INTEGER")],
+    "NPU_MEM": [("type", "INTEGER"), ("ddr", "NUMERIC"), ("hbm", "NUMERIC"), ("timestampNs", "INTEGER"),
+                ("deviceId", "INTEGER")],
+    "NPU_MODULE_MEM": [("moduleId", "INTEGER"), ("timestampNs", "INTEGER"), ("totalReserved", "NUMERIC"),
+                       ("deviceId", "INTEGER")],
     "ENUM_API_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
     "ENUM_HCCL_DATA_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
     "ENUM_HCCL_LINK_TYPE": [("id", "INTEGER PRIMARY KEY"), ("name", "TEXT")],
@@ -63,6 +73,9 @@ STRING_ID_COLUMNS: Dict[str, Sequence[str]] = {
     "TASK_PMU_INFO": ("name",),
     "COMMUNICATION_OP": ("opName", "groupName", "algType", "opType"),
     "COMMUNICATION_TASK_INFO": ("name", "taskType", "groupName"),
+    "NPU_OP_MEM": ("operatorName", "type", "component"),
+    "MSTX_EVENTS": ("message", "domainId"),
+    "NPU_MEM": ("type",),
 }
 
 # msprof-kit extensions (docs/store.md).
@@ -78,6 +91,14 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
     "KIT_MODEL": [("modelId", "INTEGER"), ("name", "TEXT")],
     # facts about the collection: chip, metric groups, clock parameters, source path ...
     "KIT_INFO": [("deviceId", "INTEGER"), ("name", "TEXT"), ("value", "TEXT")],
+    # msproftx / mstx events (ingest/msproftx.py): one row per event, those before the collection
+    # start included (MSTX_EVENTS keeps the C++ path's subset); the MSTX_EVENTS columns, then the
+    # reporting processId, isMstx (1: an mstx event), markId (-1: legacy msproftx), and the legacy
+    # payloadType, payloadValue (u64 bits as INTEGER) and messageType
+    "KIT_MSTX": [("startNs", "INTEGER"), ("endNs", "INTEGER"), ("eventType", "INTEGER"), ("category", "INTEGER"),
+                 ("message", "INTEGER"), ("globalTid", "INTEGER"), ("domainId", "INTEGER"),
+                 ("connectionId", "INTEGER"), ("processId", "INTEGER"), ("isMstx", "INTEGER"), ("markId", "INTEGER"),
+                 ("payloadType", "INTEGER"), ("payloadValue", "INTEGER"), ("messageType", "INTEGER")],
     # the tables of a store, written last: a store that lacks one of them is damaged (docs/store.md)
     "KIT_TABLES": [("name", "TEXT")],
     # what was dropped or guessed during import
@@ -120,6 +141,29 @@ EXTENSIONS: Dict[str, Sequence[Column]] = {
                     ("launchBeginNs", "INTEGER"), ("launchEndNs", "INTEGER"), ("startNs", "INTEGER"),
                     ("endNs", "INTEGER"), ("relay", "INTEGER"), ("retry", "INTEGER"), ("dataType", "INTEGER"),
                     ("count", "INTEGER"), ("rankSize", "INTEGER"), ("groupIndex", "INTEGER"), ("cppOrder", "INTEGER")],
+    # operator memory (ingest/memory_ops.py): every GE task memory record, early ones included
+    # (memory_record.csv; NPU_OP_MEM leaves out those before the collection start, as the reference's C++)
+    "KIT_MEMORY_RECORD": [("timestampNs", "INTEGER"), ("totalAllocate", "INTEGER"), ("totalReserve", "INTEGER"),
+                          ("deviceId", "INTEGER")],
+    # each allocation with the release that frees it (operator_memory.csv); name '' when hash_dic lacks
+    # the op; an allocation never released has 0 in releaseNs, durationNs and the release totals
+    "KIT_OPERATOR_MEMORY": [("name", "TEXT"), ("size", "INTEGER"), ("allocationNs", "INTEGER"),
+                            ("releaseNs", "INTEGER"), ("durationNs", "INTEGER"),
+                            ("allocationTotalAllocate", "INTEGER"), ("allocationTotalReserve", "INTEGER"),
+                            ("releaseTotalAllocate", "INTEGER"), ("releaseTotalReserve", "INTEGER"),
+                            ("deviceId", "INTEGER")],
+    # static graphs' memory plans (static_op_mem.csv): op name ('TOTAL' for the graph), model name
+    # ('0' for none), node indexes (4294967295: to the end), size in bytes
+    "KIT_STATIC_OP_MEM": [("opName", "TEXT"), ("modelName", "TEXT"), ("graphId", "INTEGER"),
+                          ("nodeIndexStart", "INTEGER"), ("nodeIndexEnd", "INTEGER"), ("size", "INTEGER")],
+    # PROF collections: one row per AI CPU kernel run (aicpu.data AICPU_NODE records with both run
+    # ticks), by start: its (stream, task id), run start/end in local ns, the compute, memcpy and
+    # dispatch times in µs as recorded, the total (submit to after-run ticks) in ns, and the batch
+    # and globalTaskId of the KERNEL_AICPU task it was matched with (-1: none)
+    "KIT_AICPU_NODE": [("deviceId", "INTEGER"), ("streamId", "INTEGER"), ("taskId", "INTEGER"),
+                       ("startNs", "INTEGER"), ("endNs", "INTEGER"), ("computeUs", "INTEGER"),
+                       ("memcpyUs", "INTEGER"), ("dispatchUs", "INTEGER"), ("totalNs", "INTEGER"),
+                       ("batchId", "INTEGER"), ("globalTaskId", "INTEGER")],
 }
 
 # Per-task extension tables kept column-wise in KIT_COLUMNS (docs/store.md): millions of rows that

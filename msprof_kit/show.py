@@ -10,7 +10,10 @@ directory holds). This module only chooses, orders, cuts and renders:
 * freq: the AI Core frequency records (or the nominal frequency when none was recorded);
 * communication: per communication OP Type (HcomAllReduce, ...) the op count, total, average and
   max time, and the Notify_Wait time of the ops' master planes with its share of their elapse
-  (sources/communication.py); by total time.
+  (sources/communication.py); by total time;
+* memory: per device the peak (and when) and average memory of the Device and the APP (npu_mem,
+  with peak DDR and HBM) and of each module (npu_module_mem), in KB (sources/memory.py); in that
+  order (modules by peak).
 
 Numbers sort largest first and texts alphabetically. Nothing here prints; the CLI does.
 """
@@ -32,14 +35,15 @@ from .errors import BadOption, Diagnostics, NoData
 DEFAULT_TOP = 20
 FORMATS = ("table", "csv", "json")
 TITLES = {"op_summary": "Op summary", "op_statistic": "Op statistic", "api_statistic": "API statistic",
-          "freq": "AI Core frequency", "communication": "Communication"}
+          "freq": "AI Core frequency", "communication": "Communication", "memory": "Device memory"}
 UNITS = {"op_summary": "operators", "op_statistic": "op types", "api_statistic": "APIs", "freq": "records",
-         "communication": "op types"}
+         "communication": "op types", "memory": "components"}
 REPORT_ALIASES = {"frequency": "freq", "aicore_freq": "freq", "ai_core_freq": "freq", "op_summary": "op_summary",
                   "kernel_details": "op_summary", "acl_statistic": "api_statistic",
-                  "communication_statistic": "communication", "hccl": "communication", "comm": "communication"}
+                  "communication_statistic": "communication", "hccl": "communication", "comm": "communication",
+                  "mem": "memory", "npu_mem": "memory", "npu_module_mem": "memory"}
 DEFAULT_SORT = {"op_summary": ("Total Time(us)", False), "op_statistic": ("Total Time(us)", False),
-                "api_statistic": ("Time(us)", False), "freq": None, "communication": ("Total Time(us)", False)}
+                "api_statistic": ("Time(us)", False), "freq": None, "communication": ("Total Time(us)", False), "memory": None}
 INTEGER_COLUMNS = ("Count", "Frequency(MHz)")
 EXTRA_PMU = ("memory_bound", "cube_utilization(%)")
 
@@ -132,6 +136,8 @@ def build_views(tables: sources.Tables, reports: Sequence[str]) -> List[View]:
             shown = _with_device(frame, sources.API_STATISTIC_COLUMNS)
         elif report == "communication":
             shown = _with_device(frame, sources.COMMUNICATION_COLUMNS)
+        elif report == "memory":
+            shown = _with_device(frame, sources.MEMORY_COLUMNS)
         else:
             shown = _with_device(frame, sources.FREQ_COLUMNS)
             if (shown.get(sources.FREQ_SOURCE, pd.Series(dtype=str)) == "recorded").all():
@@ -141,7 +147,7 @@ def build_views(tables: sources.Tables, reports: Sequence[str]) -> List[View]:
         if default:
             sort_frame(view, default[0])
         else:
-            view.order = "in time order"
+            view.order = "Device, APP, then modules by peak" if report == "memory" else "in time order"
         views.append(view)
     return views
 

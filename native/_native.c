@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor_texts.h"
+
 enum { K_INT = 0, K_FIXED = 1, K_TRIM = 2, K_FLOAT = 3, K_TEXT = 4 };
 
 #define MAX_DECIMALS 18
@@ -967,6 +969,9 @@ static PyMethodDef METHODS[] = {
      "format_rows(pieces, slots, n, sep) -> bytes: n rows of literal pieces and typed slots, joined by sep."},
     {"table_leaves", table_leaves, METH_VARARGS,
      "table_leaves(kinds, columns, n, page_size, rowids) -> (pages, keys): sqlite table b-tree leaf pages."},
+    {"tensor_texts", tensor_texts, METH_VARARGS,
+     "tensor_texts(payload, order, starts, dtypes, formats) -> (blob, offsets, hashes): the six tensor texts "
+     "of each op of tensor_info records (native/tensor_texts.c)."},
     {"float_repr", float_repr, METH_O, "float_repr(x) -> str: repr(float(x)), as format_rows prints FLOAT slots."},
     {NULL, NULL, 0, NULL},
 };

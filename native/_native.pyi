@@ -20,3 +20,9 @@ def table_leaves(kinds: bytes, columns: Sequence[Optional[np.ndarray]], n: int, 
     """n rows as sqlite table b-tree leaf pages (kinds: b'i' int64, b'r' REAL, b'n' NUMERIC, b'k'
     the rowid alias); returns (pages, int64 bytes of each page's last rowid)."""
     ...
+
+def tensor_texts(payload: np.ndarray, order: np.ndarray, starts: np.ndarray, dtypes: Tuple[bytes, np.ndarray],
+                 formats: Tuple[bytes, np.ndarray], /) -> Tuple[bytes, bytes, bytes]:
+    """The six texts of each op of tensor_info records (native/tensor_texts.c): (blob, int64
+    offsets, uint64 FNV-1a hashes), the last two as bytes."""
+    ...

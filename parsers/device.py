@@ -179,10 +179,14 @@ def decode_ts_track(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Dict[str,
     return out, issues
 
 
-# not called yet: the memory / AI CPU / frequency issue wires it into the import
 def decode_lpm_freq(buf: np.ndarray, pieces: Sequence[Piece]) -> Tuple[Columns, List[Issue]]:
-    """AI Core frequency changes (888-byte records): (syscnt, MHz) in record order."""
-    arr, _, issues = decode_stream(records.LPM_FREQ, buf, pieces)
+    """AI Core frequency changes (888-byte records): (syscnt, MHz) in record order. A record must
+    count 1 to 55 points (its slots), the first at a counter above 0; others are dropped (the check
+    also finds the alignment of a stream cut short)."""
+    arr, _, issues = decode_stream(
+        records.LPM_FREQ, buf, pieces,
+        lambda a: (a["count"] >= 1) & (a["count"] <= records.FREQ_SLOTS) & (a["f0_syscnt"] > 0),
+        f"without 1 to {records.FREQ_SLOTS} change points (count) or with its first at counter 0")
     if len(arr) == 0:
         return {"syscnt": np.zeros(0, np.int64), "mhz": np.zeros(0, np.int64)}, issues
     sys_cols = np.stack([arr[f"f{i}_syscnt"] for i in range(records.FREQ_SLOTS)], axis=1).astype(np.int64)

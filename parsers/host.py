@@ -10,8 +10,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import records
+from . import memory_ops, records
 from .stream import Columns, Issue, Piece, TextLines, Validity, cap_names, decode_stream, locate, split_lines
+from ..native_impl import TENSOR_WIDTH, TextTable, tensor_texts, text_table
 
 
 KNOWN_LEVELS = np.array([30000, 25000, 20500, 20000, 15000, 10000, 6000, 5500, 5000, 4500, 4000, 3000])
@@ -29,6 +30,8 @@ ADDITIONAL_KINDS: Dict[str, records.Record] = {
     "graph_id_map": records.GRAPH_ID_MAP,
     "fusion_op_info": records.FUSION_OP_INFO,
     "hccl_info": records.HCCL_INFO,
+    "task_memory_info": memory_ops.TASK_MEMORY_INFO,
+    "static_op_mem": memory_ops.STATIC_OP_MEM,
 }
 
 
@@ -166,164 +169,55 @@ def dtype_name(value: int) -> str:
     return GE_DTYPES.get(value, str(value))
 
 
-HASH_BLOCK_BYTES = 4 << 20  # rows hashed together: a block that stays in the cache
+def _name_table(names: Dict[int, str]) -> TextTable:
+    """The names of codes 0 .. max as a TextTable, empty for a code without one (printed in decimal)."""
+    return text_table(names.get(code, "") for code in range(max(names) + 1))
 
 
-def _row_hash(rows: np.ndarray, start: int = 0) -> np.ndarray:
-    """A 64-bit hash of bytes `start:` of each row of a C-contiguous 2-D uint8 array whose width
-    and `start` are multiples of 8 (vectorized, one pass per 8-byte column, no copy of `rows`)."""
-    words = np.ascontiguousarray(rows).view("<u8")
-    out = np.empty(len(rows), dtype=np.uint64)
-    # a block of rows at a time, so that the passes over its columns read it from the cache (a pass
-    # over all rows would read every row's cache line once per column)
-    step = max(1, HASH_BLOCK_BYTES // max(1, rows.shape[1]))
-    with np.errstate(over="ignore"):
-        for lo in range(0, len(rows), step):
-            block = words[lo:lo + step]
-            h = np.full(len(block), 0xCBF29CE484222325, dtype=np.uint64)
-            for j in range(start // 8, words.shape[1]):
-                h ^= block[:, j]
-                h *= np.uint64(0x100000001B3)
-                h ^= h >> np.uint64(29)
-            out[lo:lo + step] = h
-    return out
+GE_DTYPE_TABLE = _name_table(GE_DTYPES)
+GE_FORMAT_TABLE = _name_table(GE_FORMATS)
+TENSOR_PAYLOAD = 32  # a tensor_info record's tensors (tensor_num on) follow its header and op name
+assert records.TENSOR_INFO.size - TENSOR_PAYLOAD == TENSOR_WIDTH
+TENSOR_COLUMNS = 6  # input shapes, dtypes, formats, output shapes, dtypes, formats
 
 
-def _distinct_rows(rows: np.ndarray, start: int = 0) -> Tuple[np.ndarray, np.ndarray]:
-    """(index of one representative per distinct row, representative number of each row), rows
-    compared on bytes `start:`."""
-    _, first, inverse = np.unique(_row_hash(rows, start), return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    rep = first[inverse]
-    step = 1 << 16
-    for lo in range(0, len(rows), step):  # a hash collision: fall back to exact comparison
-        if not np.array_equal(rows[lo:lo + step, start:], rows[rep[lo:lo + step], start:]):
-            void = np.ascontiguousarray(rows[:, start:]).view(np.dtype((np.void, rows.shape[1] - start))).ravel()
-            _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
-            return first, inverse.ravel()
-    return first, inverse
-
-
-def _group_keys(*cols: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """(group number of each row by equal key columns, group sizes); hash-based, numbered by first sight."""
-    import pandas as pd  # local: the decoders themselves need only numpy
-    group = pd.DataFrame({f"k{i}": c for i, c in enumerate(cols)}).groupby(
-        [f"k{i}" for i in range(len(cols))], sort=False).ngroup().to_numpy()
-    return group, np.bincount(group)
-
-
-#: one tensor's (shape, dtype, format) texts
-TensorDesc = Tuple[str, str, str]
-#: (inputs, outputs) of one tensor_info record's payload
-Payload = Tuple[List[TensorDesc], List[TensorDesc]]
-
-
-def _render_payload(row: np.ndarray) -> Payload:
-    """(inputs, outputs) of one tensor record: each a list of (shape, dtype, format) texts."""
-    ins: List[TensorDesc] = []
-    outs: List[TensorDesc] = []
-    for s in range(min(int(row["tensor_num"]), records.TENSOR_SLOT)):
-        dims = row[f"t{s}_shape"]
-        zero = np.flatnonzero(dims == 0)
-        used = dims[: zero[0]] if len(zero) else dims
-        part = (",".join(str(int(d)) for d in used), dtype_name(int(row[f"t{s}_dtype"])),
-                format_name(int(row[f"t{s}_format"])))
-        (ins if int(row[f"t{s}_type"]) == 0 else outs).append(part)
-    return ins, outs
-
-
-#: a row of the tensor text table: input shapes, dtypes, formats, output shapes, dtypes, formats
-TensorText = Tuple[str, str, str, str, str, str]
-
-
-def render_tensors(arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Tensor descriptions of tensor_info records `arr` (structured, TENSOR_INFO dtype).
-
-    Records with the same (op_name, timestamp, thread_id) are one op's tensors split across
-    records. Returns (group index per record, text row per group, text table) where each row of
-    the (m, 6) object table holds input shapes, dtypes, formats, output shapes, dtypes, formats;
-    shapes are `"d,d;d,d"` with the quotes, a zero dim ends a shape. Only distinct payloads are
-    rendered and stored, so the cost follows the number of distinct tensor descriptions, not of
-    records.
-    """
-    if len(arr) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.empty((0, 6), dtype=object)
+def tensor_payload(arr: np.ndarray) -> np.ndarray:
+    """The (n, TENSOR_WIDTH) uint8 bytes of tensor_info records `arr` from tensor_num on."""
     raw = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), records.TENSOR_INFO.size)
-    first, inverse = _distinct_rows(raw, start=32)  # the tensor payload follows a 32-byte header
-    rendered = [_render_payload(arr[i]) for i in first]
-    return _tensor_table(arr["op_name"], arr["timestamp"], arr["thread_id"], inverse, rendered)
+    return raw[:, TENSOR_PAYLOAD:]
 
 
-def group_ops(op_name: np.ndarray, timestamp: np.ndarray, thread_id: np.ndarray, inverse: np.ndarray,
-              rendered: List[Payload], rows: List[TensorText]) -> Tuple[np.ndarray, np.ndarray]:
-    """Records (in stream order) grouped into ops by key, and each op's row of the text table
-    `rows`: its payload's (`inverse`: each record's number in `rendered`, whose row it is) when
-    the op has one record, else a joined row appended to `rows`. Returns (group number of each
-    record, numbered by first sight; text row of each group)."""
-    group, counts = _group_keys(op_name, timestamp, thread_id)
-    single = counts[group] == 1
-    text_row: np.ndarray = np.zeros(len(counts), dtype=np.int64)
-    text_row[group[single]] = inverse[single]
-    by_group: Dict[int, List[int]] = {}
-    for i in np.flatnonzero(~single):  # only ops whose tensors span several records
-        by_group.setdefault(int(group[i]), []).append(int(inverse[i]))
-    for g, members in by_group.items():
-        text_row[g] = len(rows)
-        rows.append(_join([rendered[m] for m in members]))
-    return group, text_row
+def group_ops(op_name: np.ndarray, timestamp: np.ndarray, thread_id: np.ndarray
+              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Records (in stream order) grouped into ops by (op_name, timestamp, thread_id): (group number
+    of each record, numbered by first sight; the records op after op, each op's in stream order;
+    where each op starts among them, and the end)."""
+    if len(op_name) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    import pandas as pd  # local: the decoders themselves need only numpy
+    group = pd.DataFrame({"o": op_name, "t": timestamp, "h": thread_id}).groupby(
+        ["o", "t", "h"], sort=False).ngroup().to_numpy().astype(np.int64)
+    order = np.argsort(group, kind="stable")
+    starts: np.ndarray = np.zeros(int(group.max()) + 2, dtype=np.int64)
+    np.cumsum(np.bincount(group), out=starts[1:])
+    return group, order, starts
 
 
-def _tensor_table(op_name: np.ndarray, timestamp: np.ndarray, thread_id: np.ndarray, inverse: np.ndarray,
-                  rendered: List[Payload]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """render_tensors' result from each record's key and distinct-payload number (`inverse`, into
-    `rendered`)."""
-    rows = tensor_rows(rendered)
-    group, text_row = group_ops(op_name, timestamp, thread_id, inverse, rendered, rows)
-    table: np.ndarray = np.empty((len(rows), 6), dtype=object)
-    table[:] = rows
-    return group.astype(np.int64), text_row, table
+def render_ops(payload: np.ndarray, order: np.ndarray, starts: np.ndarray) -> Tuple[TextTable, np.ndarray]:
+    """The six texts of each op (records `order[starts[g]:starts[g + 1]]` of `payload`, as
+    tensor_payload gives them): input shapes, dtypes, formats, output shapes, dtypes, formats, as
+    the reference prints them (shapes `"d,d;d,d"` with the quotes, a zero dim ends a shape; an
+    empty text reads N/A). Text 6g + c is op g's column c; with their uint64 FNV-1a hashes."""
+    return tensor_texts(payload, order, starts, GE_DTYPE_TABLE, GE_FORMAT_TABLE)
 
 
-class TensorPayloads:
-    """The distinct payloads (bytes 32 on: the tensors) of tensor_info records seen so far, told
-    apart by a hash (`known`, sorted) with a record of each (`reps`)."""
-
-    def __init__(self) -> None:
-        self.known = np.zeros(0, dtype=np.uint64)
-        self.reps = np.zeros(0, dtype=records.TENSOR_INFO.dtype)
-
-    def hashes(self, arr: np.ndarray) -> Optional[np.ndarray]:
-        """The payload hash of each record of a chunk, its new payloads kept; None when two
-        different payloads share a hash (the caller then compares them exactly: render_tensors)."""
-        raw = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), records.TENSOR_INFO.size)
-        h = _row_hash(raw, start=32)
-        uniq, idx = np.unique(h, return_index=True)
-        known = self.known
-        pos = np.searchsorted(known, uniq)
-        new = (pos >= len(known)) | (known[np.clip(pos, 0, max(0, len(known) - 1))] != uniq) \
-            if len(known) else np.ones(len(uniq), dtype=bool)
-        if new.any():
-            known = np.concatenate([known, uniq[new]])
-            reps = np.concatenate([self.reps, arr[idx[new]]])
-            order = np.argsort(known, kind="stable")
-            self.known, self.reps = known[order], reps[order]
-        rep_bytes = self.reps.view(np.uint8).reshape(len(self.reps), records.TENSOR_INFO.size)
-        if not np.array_equal(raw[:, 32:], rep_bytes[np.searchsorted(self.known, h), 32:]):
-            return None
-        return h
-
-    def rendered(self) -> List[Payload]:
-        """(inputs, outputs) of each payload, in the order of `known`."""
-        return [_render_payload(r) for r in self.reps]
-
-
-def tensor_rows(rendered: List[Payload]) -> List[TensorText]:
-    """The text table's row of each payload alone."""
-    return [_join([r]) for r in rendered]
-
-
-def _join(parts: List[Payload]) -> TensorText:
-    ins = [t for p in parts for t in p[0]]
-    outs = [t for p in parts for t in p[1]]
-    return ('"' + ";".join(t[0] for t in ins) + '"', ";".join(t[1] for t in ins), ";".join(t[2] for t in ins),
-            '"' + ";".join(t[0] for t in outs) + '"', ";".join(t[1] for t in outs), ";".join(t[2] for t in outs))
+def render_tensors(arr: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(op number of each of tensor_info records `arr`, numbered by first sight; the (m, 6) object
+    array of the ops' texts, as render_ops gives them). Records with the same (op_name,
+    timestamp, thread_id) are one op's, its tensors split across records."""
+    group, order, starts = group_ops(arr["op_name"], arr["timestamp"], arr["thread_id"])
+    table, _ = render_ops(tensor_payload(arr), order, starts)
+    texts: np.ndarray = np.empty((len(starts) - 1, TENSOR_COLUMNS), dtype=object)
+    if len(texts):
+        texts.ravel()[:] = table.texts()
+    return group, texts

@@ -82,11 +82,10 @@ def test_tensor_texts_join_split_records():
     raw = rec(5, [(0, 2, 1, (8, 16)), (0, 29, 27, (4,))]) + rec(5, [(1, 2 | (16 << 8), 0, (8,))]) + \
         rec(6, [(0, 0xFFFFFFFF, 9, ())])
     arr = np.frombuffer(raw, dtype=records.TENSOR_INFO.dtype)
-    group, text_row, table = host.render_tensors(arr)
-    assert group[0] == group[1] != group[2]
-    assert list(table[text_row[group[0]]]) == ['"8,16;4"', "FLOAT16;DT_BF16", "ND;FRACTAL_NZ", '"8"', "FLOAT",
-                                               "ND:16"]
-    assert list(table[text_row[group[2]]][:3]) == ['""', "INT64", "UNDEFINED"]
+    group, table = host.render_tensors(arr)
+    assert group.tolist() == [0, 0, 1]
+    assert list(table[0]) == ['"8,16;4"', "FLOAT16;DT_BF16", "ND;FRACTAL_NZ", '"8"', "FLOAT", "ND:16"]
+    assert list(table[1]) == ["N/A", "INT64", "UNDEFINED", "N/A", "N/A", "N/A"]
 
 
 def test_clock_is_exact_integer_arithmetic():
@@ -113,28 +112,23 @@ def test_clock_matches_exact_rounding_with_and_without_a_whole_ns_per_tick():
         assert np.array_equal(arr, ticks.astype(np.uint64))  # the input is left as it was
 
 
-def test_distinct_rows_groups_equal_rows_only():
-    rng = np.random.default_rng(1)
-    base = rng.integers(0, 256, (5, 24), dtype=np.uint8)
-    pick = rng.integers(0, 5, 200)
-    rows = base[pick]
-    first, inverse = host._distinct_rows(rows)
-    assert len(first) == len(np.unique(pick))
-    assert np.array_equal(rows[first[inverse]], rows)
+def test_interned_texts_survive_hash_collisions():
+    """Texts told apart by their hash, checked byte by byte: when two texts share a hash the
+    interner undoes the chunk and goes by the texts themselves from then on."""
+    from msprof_kit.ingest.tensors import InternedTexts
+    from msprof_kit.native_impl import fnv_hashes, text_table
 
+    def add(interned, texts, hashes=None):
+        t = text_table(texts)
+        h = fnv_hashes(t.blob, t.offsets) if hashes is None else np.asarray(hashes, dtype=np.uint64)
+        return interned.add(t.blob, t.offsets[:-1], t.offsets[1:], h).tolist()
 
-def test_distinct_rows_survive_hash_collisions_and_skip_the_header(monkeypatch):
-    rng = np.random.default_rng(2)
-    base = rng.integers(0, 256, (4, 32), dtype=np.uint8)
-    rows = base[rng.integers(0, 4, 100)]
-    rows[:, :8] = rng.integers(0, 256, (100, 8), dtype=np.uint8)  # headers differ row to row
-    first, inverse = host._distinct_rows(rows, start=8)
-    assert len(first) == len(np.unique(rows[:, 8:], axis=0))
-    assert np.array_equal(rows[first[inverse], 8:], rows[:, 8:])
-    monkeypatch.setattr(host, "_row_hash", lambda r, start=0: np.zeros(len(r), dtype=np.uint64))
-    first, inverse = host._distinct_rows(rows, start=8)
-    assert np.array_equal(rows[first[inverse], 8:], rows[:, 8:])
-    assert len(first) == len(np.unique(rows[:, 8:], axis=0))
+    interned = InternedTexts()
+    assert add(interned, ["a", "bb", "a", ""]) == [0, 1, 0, 2] and interned.table().texts() == ["a", "bb", ""]
+    assert add(interned, ["bb", "ccc", "a"]) == [1, 3, 0] and interned.exact is None
+    assert add(interned, ["x", "bb", "y", "x"], [7, 7, 7, 7]) == [4, 1, 5, 4] and interned.exact is not None
+    assert interned.table().texts() == ["a", "bb", "", "ccc", "x", "y"]
+    assert add(interned, ["y", "z"]) == [5, 6]
 
 
 def _write_slices(tmp_path, raw: bytes, cuts) -> list:
@@ -199,7 +193,7 @@ def test_tensor_ops_by_windows_of_timestamps_match_the_whole_stream(window, tmp_
     """The import groups tensor_info records into ops a window of timestamps at a time: each op
     (one record or several, their payloads repeating) reads the texts render_tensors gives the
     whole stream, its position is its first record's, and the ops of the aging stream follow.
-    ("collision": two payloads share a hash, and the stream is decoded whole instead.)"""
+    ("collision": every text has the same hash, and the texts are told apart by themselves.)"""
     from msprof_kit.ingest import limits, tensors
     from msprof_kit.errors import Diagnostics
     from msprof_kit.ingest import streams
@@ -218,12 +212,13 @@ def test_tensor_ops_by_windows_of_timestamps_match_the_whole_stream(window, tmp_
         (tmp_path / group).mkdir()
         paths[("tensor_info", group)] = _write_slices(tmp_path / group, raw, [5 * records.TENSOR_INFO.size])
     arr = np.frombuffer(raw, dtype=records.TENSOR_INFO.dtype)
-    group, text_row, table = host.render_tensors(arr)
+    group, table = host.render_tensors(arr)
     first = np.unique(group, return_index=True)[1]
-    want = sorted((int(arr["timestamp"][i]), tuple(table[text_row[group[i]]])) for i in first)
+    want = sorted((int(arr["timestamp"][i]), tuple(table[group[i]])) for i in first)
     monkeypatch.setattr(streams, "CHUNK_BYTES", 2 * records.TENSOR_INFO.size)
     if window == "collision":
-        monkeypatch.setattr(host, "_row_hash", lambda r, start=0: np.zeros(len(r), dtype=np.uint64))
+        render = host.render_ops
+        monkeypatch.setattr(host, "render_ops", lambda *a: (render(*a)[0], np.zeros(6 * (len(a[2]) - 1), np.uint64)))
     else:
         monkeypatch.setattr(limits, "SPILL_ROWS", window)
         monkeypatch.setattr(limits, "SAMPLE_EVERY", 1)
@@ -234,8 +229,8 @@ def test_tensor_ops_by_windows_of_timestamps_match_the_whole_stream(window, tmp_
     n = len(first)
     assert len(ops["pos"]) == 2 * n
     for half in (by_pos[:n], by_pos[n:]):  # unaging's ops, then aging's
-        got = sorted((int(ops["timestamp"][i]), tuple(got_table[ops["text"][i]])) for i in half)
-        assert got == [(ts, tuple("N/A" if v in ('""', "") else v for v in row)) for ts, row in want]
+        got = sorted(zip(ops["timestamp"][half].tolist(), got_table.rows(ops["text"][half])))
+        assert got == want
         assert np.array_equal(np.sort(ops["pos"][half]) % len(order), np.sort(first))
     joined = dict(want)
     assert joined[9][3] == '"1,9;1,9;1,9"' and joined[3][3] == '"1,3;1,3"' and joined[2][0] == '"3,2"'

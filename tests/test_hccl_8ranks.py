@@ -149,3 +149,18 @@ def test_each_rank(rank, tmp_path, capsys):
         hits = [e["args"]["bandwidth(GB/s)"] for e in events
                 if e.get("ph") == "X" and e.get("name") == "RDMASend" and e.get("ts") == "1700902984104568.080"]
         assert hits == [262144 / 35900] == [7.302061281337047]
+
+
+def test_vectorised_map_order_matches_the_insertion_loop():
+    """cxx_string_hashes and unordered_map_order (one sort per rehash) against the one-key,
+    one-insertion definitions, across several rehashes and key lengths (UTF-8 included)."""
+    import random
+
+    from msprof_kit.cxx_order import _unordered_map_order_loop, cxx_string_hashes
+    rnd = random.Random(25)
+    texts = ["", "abc", "é中文", *("".join(rnd.choice("ab_09é") for _ in range(rnd.randint(0, 30)))
+                                  for _ in range(400))]
+    assert [int(h) for h in cxx_string_hashes(texts)] == [cxx_string_hash(t) for t in texts]
+    for n in (0, 1, 13, 14, 29, 30, 2358, 3000):
+        keys = list(dict.fromkeys(f"hcom_allReduce__{rnd.randint(0, 999)}_0_{i}_{rnd.random()}" for i in range(n)))
+        assert unordered_map_order(keys) == _unordered_map_order_loop(keys), n

@@ -297,3 +297,87 @@ def test_golden_inputs_export_the_same(case, scope, tmp_path):
     copy_input(case, str(tmp_path / "src"))
     assert _same_exports(str(tmp_path / "src"), tmp_path, **scope) >= 2
     assert os.path.isdir(os.path.join(GOLDEN, case))
+
+
+def _tensor_payload(rng, n: int) -> np.ndarray:
+    """n awkward tensor_info payloads (tensor_num on): counts past 5, any type, formats with
+    sub-formats or without a name, UNDEFINED codes, the largest dims, zeros mid-shape."""
+    words = rng.integers(0, 4, (n, native_impl.TENSOR_WIDTH // 4), dtype=np.uint64)
+    words[:, 0] = rng.integers(0, 9, n)
+    slots = words[:, 1:].reshape(n, 5, 11)
+    slots[:, :, 0] = rng.choice([0, 0, 1, 7], (n, 5))
+    slots[:, :, 1] = rng.choice([0, 2, 29, 46, 200, 2 | (16 << 8), 255 | (0xFFFF << 8), 0xFFFFFFFF, 0x7F000003], (n, 5))
+    slots[:, :, 2] = rng.choice([0, 1, 5, 27, 41, 42, 0xFFFFFFFE, 0xFFFFFFFF], (n, 5))
+    slots[:, :, 3:] = rng.choice([0, 1, 7, 16, 1024, 0xFFFFFFFF], (n, 5, 8), p=[0.2, 0.3, 0.2, 0.1, 0.1, 0.1])
+    return np.ascontiguousarray(words.astype("<u4")).view(np.uint8).reshape(n, native_impl.TENSOR_WIDTH)
+
+
+def both_tensor_texts(payload, order, starts):
+    from msprof_kit.parsers.host import GE_DTYPE_TABLE, GE_FORMAT_TABLE
+    args = (payload, np.asarray(order, np.int64), np.asarray(starts, np.int64),
+            (GE_DTYPE_TABLE.blob, GE_DTYPE_TABLE.offsets), (GE_FORMAT_TABLE.blob, GE_FORMAT_TABLE.offsets))
+    c = native_impl._native.tensor_texts(*args)
+    assert native_impl.py_tensor_texts(*args) == c
+    blob, offsets = c[0], np.frombuffer(c[1], np.int64)
+    return [blob[a:b].decode() for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+
+
+def test_tensor_texts_agree_on_awkward_payloads():
+    rng = np.random.default_rng(7)
+    payload = _tensor_payload(rng, 3000)
+    order = rng.integers(0, 3000, 5000)  # records repeated, ops of 0 to 4 records
+    starts = np.concatenate([[0], np.cumsum(rng.integers(0, 5, 2000))])
+    starts = starts[starts <= len(order)]
+    texts = both_tensor_texts(payload, order, starts)
+    assert len(texts) == 6 * (len(starts) - 1)
+    empty = np.flatnonzero(np.diff(starts) == 0)
+    assert len(empty) and all(texts[6 * g:6 * g + 6] == ["N/A"] * 6 for g in empty.tolist())
+    assert any(":65535" in t for t in texts) and any("4294967295" in t for t in texts)
+
+
+def test_tensor_texts_render_as_the_reference_prints():
+    """A shape stops at its first zero; a format names its low byte, ':sub' when bits 8-23 hold
+    one; unknown codes read in decimal; an op's records join with ';'; empty reads N/A; the hashes
+    are the 64-bit FNV-1a of the texts."""
+    words = np.zeros((3, native_impl.TENSOR_WIDTH // 4), dtype="<u4")
+    words[0, :23] = [2] + [0, 2, 1, 8, 16, 0, 5, 0, 0, 0, 0] + [1, 29 | (3 << 8), 99] + [0] * 8
+    words[1, :12] = [1] + [0, 46, 0xFFFFFFFF, 4, 0, 0, 0, 0, 0, 0, 0]
+    words[2, 0] = 6  # six slots claimed, five read: all inputs of empty shape
+    payload = words.view(np.uint8).reshape(3, native_impl.TENSOR_WIDTH)
+    texts = both_tensor_texts(payload, [0, 1, 2], [0, 2, 2, 3])
+    assert texts == ['"8,16;4"', "FLOAT16;UNDEFINED", "ND;46", "N/A", "99", "FRACTAL_NZ:3",
+                     "N/A", "N/A", "N/A", "N/A", "N/A", "N/A",
+                     '";;;;"', "FLOAT;FLOAT;FLOAT;FLOAT;FLOAT", "NCHW;NCHW;NCHW;NCHW;NCHW", "N/A", "N/A", "N/A"]
+    table, hashes = native_impl.tensor_texts(payload, [0, 1, 2], [0, 2, 2, 3], *_ge_tables())
+    assert hashes.tolist() == native_impl.fnv_hashes(table.blob, table.offsets).tolist()
+    assert hashes[0] == _fnv(b'"8,16;4"')
+
+
+def _ge_tables():
+    from msprof_kit.parsers.host import GE_DTYPE_TABLE, GE_FORMAT_TABLE
+    return GE_DTYPE_TABLE, GE_FORMAT_TABLE
+
+
+def _fnv(data: bytes) -> int:
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) % (1 << 64)
+    return h
+
+
+@pytest.mark.parametrize("payload,order,starts", [
+    (np.zeros(223, np.uint8), [], [0]),
+    (np.zeros(224, np.uint8), [1], [0, 1]),
+    (np.zeros(224, np.uint8), [-1], [0, 1]),
+    (np.zeros(224, np.uint8), [0, 0], [0, 2, 1]),
+    (np.zeros(224, np.uint8), [0], [0, 2]),
+    (np.zeros(224, np.uint8), [0], []),
+], ids=["partial record", "order past the records", "negative order", "starts descend", "starts past order",
+        "no starts"])
+def test_tensor_texts_refuse_the_same_bad_calls(payload, order, starts):
+    args = (payload, np.asarray(order, np.int64), np.asarray(starts, np.int64),
+            *[(t.blob, t.offsets) for t in _ge_tables()])
+    with pytest.raises(ValueError):
+        native_impl._native.tensor_texts(*args)
+    with pytest.raises(ValueError):
+        native_impl.py_tensor_texts(*args)

@@ -54,7 +54,7 @@ def check_png(path: str, kind: str) -> None:
 
 
 # the kinds drawn for a collection with operators but no communication (HCCL) ops: all but communication
-OP_FILES = {k: v for k, v in plot.FILE_NAMES.items() if k != "communication"}
+OP_FILES = {k: v for k, v in plot.FILE_NAMES.items() if k not in ("communication", "memory")}
 
 
 def written(lines):
@@ -79,8 +79,9 @@ def steps_plots(tmp_path_factory):
 @needs_shared
 def test_every_kind_is_drawn_at_its_size(steps_plots):
     prof, out, lines = steps_plots
-    assert len(lines) == len(plot.KINDS) and all(line.startswith("Wrote ") for line in lines[:-1])
-    assert lines[-1].startswith("Skipped communication: no communication (HCCL) ops")
+    assert len(lines) == len(plot.KINDS) and all(line.startswith("Wrote ") for line in lines[:-2])
+    assert lines[-2].startswith("Skipped communication: no communication (HCCL) ops")
+    assert lines[-1].startswith("Skipped memory: no device memory samples")
     assert set(written(lines)) == set(OP_FILES.values())
     for kind, name in OP_FILES.items():
         check_png(os.path.join(out, name), kind)
@@ -146,7 +147,7 @@ def test_job_skips_say_why(tmp_path):
     lines = plot.plot(job, out, top=20, iteration=2, diag=Diagnostics(), ensure=imported_paths)
     assert set(written(lines)) == {"top_operators.png", "time_by_type.png", "gantt.png"}
     why = skipped(lines)
-    assert set(why) == {"pmu", "freq", "communication"}
+    assert set(why) == {"pmu", "freq", "communication", "memory"}
     assert "have no PMU *_ratio columns" in why["pmu"]
     assert why["freq"] == ("Skipped freq: the frequency was not recorded over time; only the nominal AI Core "
                            "frequency from info.json (1000 MHz) is known")

@@ -309,7 +309,7 @@ def test_report_choice(level1, capsys):
     assert out.index("Op statistic:") < out.index("AI Core frequency:") and "API statistic" not in out
     code, out, err = run(["show", "-dir", level1, "-r", "bogus"], capsys)
     assert code == 1 and out == "" and err == \
-        "Error: unknown report 'bogus'; choose from op_summary, op_statistic, api_statistic, freq, communication\n"
+        "Error: unknown report 'bogus'; choose from op_summary, op_statistic, api_statistic, freq, communication, memory\n"
 
 
 @needs_real

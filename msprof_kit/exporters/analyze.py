@@ -139,28 +139,36 @@ def hccl_events(task_info: pd.DataFrame, task: pd.DataFrame, *, group_ids: Optio
     if ev.empty:
         raise NoData("no HCCL task to analyze (COMMUNICATION_TASK_INFO joined to TASK is empty)")
     ev = ev.sort_values(["startNs", "globalTaskId"], kind="stable").reset_index(drop=True)
-    groups = ev["groupName"].astype(str)
+    # texts per distinct value: the op key `<name>@<group>` of each distinct (name, group)
+    name_code, names = _text_codes(ev["name"])
+    group_code, groups = _text_codes(ev["groupName"])
     if group_ids:
         groups = groups.map({g: str(group_ids.get(g, g)) for g in groups.unique().tolist()})
-    op = ev["name"].astype(str) + "@" + groups
-    op_code = pd.factorize(op)[0]
+    pair = pd.factorize(name_code.astype(np.int64) * max(len(groups), 1) + group_code)[0]
+    first = np.unique(pair, return_index=True)[1]
+    keys = (names.iloc[name_code[first]].reset_index(drop=True) + "@"
+            + groups.iloc[group_code[first]].reset_index(drop=True))
+    key_code, key_text = pd.factorize(keys)
+    op_code = key_code[pair]
+    op = np.asarray(key_text, dtype=object)[op_code]
+    name_text = names.to_numpy(dtype=object)[name_code]
     plane = ev["planeId"].to_numpy(np.int64)
     lane = pd.DataFrame({"o": op_code, "p": plane}).groupby(["o", "p"], sort=False).ngroup().to_numpy()
     walk = np.lexsort((lane, op_code))  # op-major; planes by first task; tasks by start (stable)
     out = pd.DataFrame({
-        "op": op.to_numpy()[walk],
+        "op": op[walk],
         "opCode": op_code[walk],
-        "opName": ev["name"].astype(str).to_numpy()[walk],
+        "opName": name_text[walk],
         "lane": lane[walk],
         "planeId": plane[walk],
         "isMaster": ev["isMaster"].to_numpy(np.int64)[walk] == 1,
         "startNs": ev["startNs"].to_numpy(np.int64)[walk],
         "endNs": ev["endNs"].to_numpy(np.int64)[walk],
         "seq": walk,  # position in start order: "first" means smallest seq
-        "task": ev["taskType"].astype(str).to_numpy()[walk],
-        "transport": ev["transportType"].astype(str).to_numpy()[walk],
-        "link": ev["linkType"].astype(str).to_numpy()[walk],
-        "rdmaType": ev["rdmaType"].astype(str).to_numpy()[walk],
+        "task": _texts(ev["taskType"])[walk],
+        "transport": _texts(ev["transportType"])[walk],
+        "link": _texts(ev["linkType"])[walk],
+        "rdmaType": _texts(ev["rdmaType"])[walk],
         "size": pd.to_numeric(ev["size"], errors="coerce").fillna(0).to_numpy(np.int64)[walk],
         "srcRank": pd.to_numeric(ev["srcRank"], errors="coerce").fillna(-1).to_numpy(np.int64)[walk],
         "dstRank": pd.to_numeric(ev["dstRank"], errors="coerce").fillna(-1).to_numpy(np.int64)[walk],
@@ -169,6 +177,19 @@ def hccl_events(task_info: pd.DataFrame, task: pd.DataFrame, *, group_ids: Optio
         "globalTaskId": ev["globalTaskId"].to_numpy(np.int64)[walk],
     })
     return out
+
+
+def _text_codes(column: pd.Series) -> Tuple[np.ndarray, pd.Series]:
+    """(code of each row, its distinct values as text, `astype(str)`), the texts made once per
+    distinct value."""
+    codes, uniq = pd.factorize(column.to_numpy(dtype=object), use_na_sentinel=False)
+    return codes, pd.Series(uniq, dtype=object).astype(str)
+
+
+def _texts(column: pd.Series) -> np.ndarray:
+    """`column.astype(str)` as an object array, converting each distinct value once."""
+    codes, texts = _text_codes(column)
+    return texts.to_numpy(dtype=object)[codes]
 
 
 @dataclass(frozen=True)
@@ -254,6 +275,16 @@ def _jump(ev: pd.DataFrame) -> np.ndarray:
 def _window_bytes(ev: pd.DataFrame, w: Windows) -> np.ndarray:
     csum = np.concatenate([[0], np.cumsum(ev["size"].to_numpy(np.int64))])
     return csum[w.start + w.payloads] - csum[w.start]
+
+
+def _factorize_rows(*columns: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(code of each row's tuple of `columns` values, numbered by first row as pd.factorize numbers
+    them; the first row of each code): one column at a time, without building the tuples."""
+    code: np.ndarray = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        values = pd.factorize(np.asarray(column))[0].astype(np.int64)
+        code = pd.factorize(code * (int(values.max()) + 1 if len(values) else 1) + values)[0].astype(np.int64)
+    return code, np.unique(code, return_index=True)[1]
 
 
 def _sum(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
@@ -387,10 +418,9 @@ def communication(ev: pd.DataFrame) -> JsonDict:
     kind_ms = _sum(per_kind, rec_ms, n_slots).reshape(n_ops, n_kinds).tolist()
     kind_large = _count(per_kind[large], n_slots).reshape(n_ops, n_kinds).tolist()
     # size distributions: {slot: {MB: [count, ms]}}, sizes in order of first transfer
-    dist_code, dist_uniq = pd.factorize(pd.MultiIndex.from_arrays([per_kind, rec_mb]))
-    dist_slot = np.asarray(dist_uniq.get_level_values(0), dtype=np.int64)
-    dist_mb = np.asarray(dist_uniq.get_level_values(1), dtype=np.float64)
-    dist_n, dist_ms = _count(dist_code, len(dist_uniq)), _sum(dist_code, rec_ms, len(dist_uniq))
+    dist_code, dist_first = _factorize_rows(per_kind, rec_mb)
+    dist_slot, dist_mb = per_kind[dist_first].astype(np.int64), rec_mb[dist_first].astype(np.float64)
+    dist_n, dist_ms = _count(dist_code, len(dist_first)), _sum(dist_code, rec_ms, len(dist_first))
     dists: Dict[int, Dict[str, List[Number]]] = {}
     for slot, mb, cnt, ms in zip(dist_slot.tolist(), dist_mb.tolist(), dist_n.tolist(), dist_ms.tolist()):
         dists.setdefault(slot, {})[repr(mb)] = [cnt, ms]
@@ -463,11 +493,13 @@ def _communication_total(per_op: Mapping[str, JsonDict], dist_kind: np.ndarray, 
     sums["Synchronization Time Ratio"] = _ratio(sums["Synchronization Time(ms)"], sums["Transit Time(ms)"], 0)
     # per-op distribution entries are op-major, so a sequential merge adds them in op order
     keep = dist_kind != SDMA
-    merged_code, merged = pd.factorize(pd.MultiIndex.from_arrays([dist_kind[keep], dist_mb[keep]]))
-    m_n = _count(merged_code, len(merged), weights=dist_n[keep])
-    m_ms = _sum(merged_code, dist_ms[keep], len(merged))
+    kept_kind, kept_mb = dist_kind[keep], dist_mb[keep]
+    merged_code, merged_first = _factorize_rows(kept_kind, kept_mb)
+    m_n = _count(merged_code, len(merged_first), weights=dist_n[keep])
+    m_ms = _sum(merged_code, dist_ms[keep], len(merged_first))
     dist: List[Dict[str, List[Number]]] = [{} for _ in TRANSPORTS]
-    for (kind, mb), cnt, ms in zip(merged.tolist(), m_n.tolist(), m_ms.tolist()):
+    merged = zip(kept_kind[merged_first].tolist(), kept_mb[merged_first].tolist())
+    for (kind, mb), cnt, ms in zip(merged, m_n.tolist(), m_ms.tolist()):
         dist[kind][repr(float(mb))] = [cnt, ms]
     bw: JsonDict = {}
     for j, kind in enumerate(TRANSPORTS):
@@ -501,13 +533,13 @@ def communication_matrix(ev: pd.DataFrame) -> JsonDict:
     order = np.argsort(rows, kind="stable")
     rows, kinds, mb, ms = rows[order], kinds[order], mb[order], ms[order]
     dst_shown = np.where((dst[rows] & NONE_RANK) == NONE_RANK, src[rows], dst[rows])
-    keys = pd.DataFrame({"op": code[rows], "src": src[rows], "dst": dst_shown})
-    link_code, uniq = pd.factorize(pd.MultiIndex.from_frame(keys))
+    link_code, link_first = _factorize_rows(code[rows], src[rows], dst_shown)
+    uniq = list(zip(code[rows][link_first].tolist(), src[rows][link_first].tolist(), dst_shown[link_first].tolist()))
     n_links = len(uniq)
     size_sum, time_sum = _sum(link_code, mb, n_links), _sum(link_code, ms, n_links)
     last_kind = pd.Series(kinds).groupby(link_code).last().reindex(range(n_links)).to_numpy() if n_links else []
     with _no_gc():
-        return _matrix_dicts(ops.tolist(), uniq.tolist(), list(last_kind), size_sum.tolist(), time_sum.tolist())
+        return _matrix_dicts(ops.tolist(), uniq, list(last_kind), size_sum.tolist(), time_sum.tolist())
 
 
 def _matrix_dicts(names: List[str], links: List[Tuple[int, int, int]], kinds: List[str], sizes: List[float],

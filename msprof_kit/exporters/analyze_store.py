@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import schema
+from .. import schema, store
 from ..errors import BadOption, Diagnostics, NoData
 from . import analyze
 from .context import ExportContext, open_context
@@ -24,6 +24,7 @@ from .context import ExportContext, open_context
 ENUM_COLUMNS = {"rdmaType": "ENUM_HCCL_RDMA_TYPE", "transportType": "ENUM_HCCL_TRANSPORT_TYPE",
                 "linkType": "ENUM_HCCL_LINK_TYPE"}
 STRING_COLUMNS = ("name", "taskType", "groupName")
+MISSING = -(1 << 62)  # a NULL rank as read (ranks are 32-bit)
 
 
 def check_rules(text: str) -> List[str]:
@@ -60,31 +61,44 @@ class StoredHccl:
 
 
 def stored_hccl(ctx: ExportContext) -> Optional[StoredHccl]:
-    """The store's communication tasks decoded for the rules, or None when it holds none."""
+    """The store's communication tasks decoded for the rules, or None when it holds none. Only the
+    columns the rules use are read, as integers a block of rows at a time; texts and enum names are
+    looked up once per distinct value."""
     if not ctx.has("COMMUNICATION_TASK_INFO") or not ctx.has("KIT_HCCL_TASK"):
         return None
-    info = ctx.frame("SELECT * FROM COMMUNICATION_TASK_INFO ORDER BY rowid")
-    extra = ctx.frame("SELECT deviceId, groupHash FROM KIT_HCCL_TASK ORDER BY rowid")
-    if info.empty or len(extra) != len(info):
+    nullable = ("srcRank", "dstRank")
+    exprs = [c for c in analyze.TASK_INFO_COLUMNS if c not in nullable and c != "size"]
+    exprs += ["COALESCE(size, 0)", *(f"COALESCE({c}, {MISSING})" for c in nullable)]
+    cols = store.int_columns(ctx.conn, "COMMUNICATION_TASK_INFO", exprs)
+    extra = store.int_columns(ctx.conn, "KIT_HCCL_TASK", ["deviceId"])
+    n = len(cols["rowid"])
+    if not n or len(extra["rowid"]) != n:
         return None
-    ids = sorted({int(v) for c in STRING_COLUMNS for v in info[c].unique()})
-    texts: Dict[int, str] = {}
-    for lo in range(0, len(ids), 500):
-        chunk = ids[lo:lo + 500]
-        texts.update(ctx.conn.execute(f"SELECT id, value FROM STRING_IDS WHERE id IN "
-                                      f"({','.join('?' * len(chunk))})", chunk).fetchall())
+    info: Dict[str, np.ndarray] = {c: cols[c] for c in analyze.TASK_INFO_COLUMNS if c in exprs}
+    info["size"] = cols["COALESCE(size, 0)"]
+    for column in nullable:
+        values = cols[f"COALESCE({column}, {MISSING})"]
+        missing = values == MISSING
+        info[column] = np.where(missing, np.nan, values) if missing.any() else values
     for column in STRING_COLUMNS:
-        info[column] = info[column].map(texts)
+        info[column] = store.texts_of(ctx.conn, info[column])
     for column, table in ENUM_COLUMNS.items():
         names = dict(schema.ENUM_ROWS[table])
-        info[column] = info[column].map({v: names.get(int(v), str(v)) for v in info[column].unique().tolist()})
+        uniq, inverse = np.unique(info[column], return_inverse=True)
+        info[column] = np.array([names.get(int(v), str(v)) for v in uniq.tolist()], dtype=object)[inverse.reshape(-1)]
+    frame = pd.DataFrame(info, copy=False)
     # each group name's raw hash: its last task's (names and hashes are few: one pair per group)
-    pairs = pd.DataFrame({"name": info["groupName"].astype(str).to_numpy(),
-                          "raw": extra["groupHash"].to_numpy()}).drop_duplicates("name", keep="last")
-    group_ids: Dict[str, object] = {name: str(raw) for name, raw in zip(pairs["name"].tolist(), pairs["raw"].tolist())}
+    group_code, group_names = pd.factorize(frame["groupName"].astype(str).to_numpy(object))
+    last: np.ndarray = np.zeros(len(group_names), dtype=np.int64)
+    np.maximum.at(last, group_code, np.arange(n, dtype=np.int64))
+    group_ids: Dict[str, object] = {}
+    for name, at in zip(group_names.tolist(), last.tolist()):
+        row = ctx.conn.execute("SELECT groupHash FROM KIT_HCCL_TASK WHERE rowid = ?",
+                               (int(extra["rowid"][at]),)).fetchone()
+        group_ids[name] = str(row[0] if row else None)
     start = ctx.conn.execute("SELECT startTimeNs FROM SESSION_TIME_INFO").fetchone() \
         if ctx.has("SESSION_TIME_INFO") else None
-    return StoredHccl(info, extra["deviceId"].to_numpy(), group_ids,
+    return StoredHccl(frame, extra["deviceId"], group_ids,
                       ctx.ints("TASK", ["globalTaskId", "startNs", "endNs", "deviceId"]),
                       int(start[0]) if start and start[0] else None)
 

@@ -32,6 +32,9 @@ DESCRIPTIONS: Dict[str, str] = {
                      "count, average, min and max duration (us) and the variance.",
     "task_time": "One row per device task: kernel name, task type, stream and task ids, duration, start and "
                  "stop (us).",
+    "msprof_tx": "The msproftx / mstx markers and ranges the application reported: process, thread, category, "
+                 "event type, payload, start and end (local wall clock, us), message and mstx domain (the CSV); "
+                 "their timeline layer alone, a process named after the program (the JSON).",
 }
 
 

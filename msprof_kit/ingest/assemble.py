@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import tempfile
-from typing import List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -28,13 +28,19 @@ from ..timebase import Clock
 from . import limits
 from .clocks import end_info_problem, host_clock_of, session_ns
 from .columns import COMPUTE_HOST_TYPES, MIX_TYPES, NO_MODEL, frame_of, text_array
+from .aicpu import AicpuTasks, write_aicpu
 from .device import DeviceData, dev_type_names, device_tasks, has_pmu, load_device
+from .freq import FreqChanges, freq_rows, nominal_mhz, read_freq
 from .hccl import HcclDevice
 from .hccl_ops import write_hccl
 from .host import HostData, load_host
 from .info import SAMPLE_KEYS, device_info_rows, rank_of
+from .memory import write_memory
 from .matching import Match, match_keys, write_compute_info
-from .names import where_text
+from .memory_ops import write_op_memory
+from .msproftx import write_msproftx
+from .memcpy import MemcpyTasks, write_memcpy
+from .names import HashTable, where_text
 from .overlap import Overlap
 from .pmu import HwtsPmu, StarsPmu, metric_group, pmu_columns
 from .sink import TableSink
@@ -151,6 +157,7 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
     largest["ctx"] = max(largest["ctx"], 0x10000)
     gids = GlobalIds(largest)
     who = label(coll.path)
+    freqs = {rd.device_id: read_freq(rd, diag) for rd, _ in devices}  # the real AI Core frequency (ingest/freq.py)
     with diag.progress.phase(f"{who}: op descriptions"):
         compute_ok = write_compute_info(host.tasks, host.tensor_table, gids, strings, put) if host is not None \
             else np.zeros(0, dtype=bool)
@@ -196,6 +203,7 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
     overlaps: List[Overlap] = []
     row = 0
     hccl = HcclDevice(host.hccl) if host is not None and host.hccl is not None else None
+    aicpu, memcpy = AicpuTasks(type_texts), MemcpyTasks(type_texts)
     matching = diag.progress.phase(f"{who}: matching device tasks", total=sum(int(dev.tasks.rows) for _, dev in devices),
                                    unit="tasks")
     try:
@@ -212,7 +220,8 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
             match = Match(host_tasks.first.get(dev.device_id) if host_tasks is not None else None)
             pmu: Optional[Union[StarsPmu, HwtsPmu]] = None
             if rd in with_pmu:
-                pmu = StarsPmu(rd, dev, edges, rules, py_rules) if stars else HwtsPmu(rd, dev, rules)
+                pmu = StarsPmu(rd, dev, edges, rules, py_rules, freqs.get(dev.device_id)) if stars \
+                    else HwtsPmu(rd, dev, rules)
             overlap = Overlap(runs.folder, dev.device_id)
             overlaps.append(overlap)
             for w in range(len(edges) + 1):
@@ -228,6 +237,11 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                 gid = gids.ids(np.full(n, dev.device_id), t["stream_id"].to_numpy(), t["task_id"].to_numpy(),
                                t["ctx"].to_numpy(), hbatch)
                 rows = np.arange(row, row + n, dtype=np.int64)
+                aicpu.take(dev.device_id, host_type, {
+                    "stream_id": t["stream_id"].to_numpy(), "task_id": t["task_id"].to_numpy(),
+                    "start_ns": t["start_ns"].to_numpy(), "end_ns": t["end_ns"].to_numpy(), "batch": hbatch, "gid": gid})
+                memcpy.take(matched, host_type, {"thread_id": e["thread_id"], "ts_ns": e["ts_ns"], "batch": hbatch,
+                                                 "task_id": t["task_id"].to_numpy(), "gid": gid})
                 row += n
                 conn = np.where(matched, e["conn"].astype(np.int64), -1) if hccl is None else hccl.take(
                     dev.device_id, matched, e["conn"], {"gid": gid, "start_ns": t["start_ns"].to_numpy(),
@@ -296,7 +310,10 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
         matching.close()
         for overlap in overlaps:
             overlap.close()
-    _small_tables(coll, chip, devices, put, info, diag)
+    with diag.progress.phase(f"{who}: AI CPU and memcpy"):
+        write_aicpu([(rd, dev.clock) for rd, dev in devices], aicpu, put, diag)
+        write_memcpy(coll, memcpy, put, diag)
+    _small_tables(coll, chip, devices, put, info, diag, freqs)
     if host is not None and not host.models.empty:
         put("KIT_MODEL", host.models.rename(columns={"model_id": "modelId"}))
     steps = []
@@ -308,11 +325,18 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                                    "streamId": st["stream_id"], "taskId": st["task_id"], "tagId": st["tag_id"]}))
     if steps:
         put("KIT_STEP_TRACE", pd.concat(steps, ignore_index=True))
+    if host is not None:
+        with diag.progress.phase(f"{who}: operator memory"):
+            write_op_memory(coll, host.hashes, pid, session_ns(coll)[0], strings, put, diag)
+    if coll.host is not None:
+        info += write_msproftx(coll.host, coll, host.hashes if host is not None else HashTable(), strings, put, diag)
+    with diag.progress.phase(f"{who}: device memory"):
+        write_memory(coll, coll.devices, strings, put, diag)
     put("STRING_IDS", strings.frame())
 
 
 def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, DeviceData]], put: TableSink,
-                  info: InfoRows, diag: Diagnostics) -> None:
+                  info: InfoRows, diag: Diagnostics, freqs: Dict[int, Optional[FreqChanges]]) -> None:
     start, end = session_ns(coll)
     put("SESSION_TIME_INFO", frame_of({"startTimeNs": [start], "endTimeNs": [end]}))
     info_dir = coll.host or (coll.devices[0] if coll.devices else None)
@@ -334,14 +358,11 @@ def _small_tables(coll: Collection, chip: Chip, devices: List[Tuple[ResultDir, D
                       "minutes (the reference's default), so the end of the session and of the AI Core frequency "
                       "line may be wrong")
     if chip.platform in (5, 7):
-        rows = []
-        for rd in coll.devices:
-            freq = int(str(rd.device_info().get("aic_frequency", "0") or "0").split(".")[0] or 0)
-            rows.append((rd.device_id, start, freq, -1))
-            if str(rd.end_info.get("collectionTimeEnd", "") or "").isdigit():
-                rows.append((rd.device_id, end, freq, -1))
+        clocks = {dev.device_id: dev.clock for _, dev in devices}
+        rows = [freq_rows(rd.device_id, nominal_mhz(rd), freqs.get(rd.device_id), clocks.get(rd.device_id), (start, end),
+                          str(rd.end_info.get("collectionTimeEnd", "") or "").isdigit()) for rd in coll.devices]
         if rows:
-            put("AICORE_FREQ", pd.DataFrame(rows, columns=["deviceId", "timestampNs", "freq", "dieId"]))
+            put("AICORE_FREQ", pd.concat(rows, ignore_index=True))
     for rd in coll.result_dirs():
         device_info_rows(rd, info, SAMPLE_KEYS + ("ai_core_profiling_mode",))
     info.append((-1, "platform_version", str(chip.platform)))

@@ -26,7 +26,8 @@ the store keeps the C++ path's tables, which the golden unified DB is.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from dataclasses import dataclass
+from typing import Dict, Tuple
 
 import numpy as np
 import pandas as pd
@@ -34,6 +35,7 @@ import pandas as pd
 from ..cxx_order import cxx_sort_order, unordered_map_order
 from ..errors import Diagnostics
 from ..schema import ENUM_ROWS
+from ..store import CodedTexts
 from .columns import frame_of
 from .hccl import HcclHostData
 from .names import HashTable, hash_names, per_distinct
@@ -43,6 +45,7 @@ from .tasks import StringPool
 NA = "N/A"
 RDMA_SEND_PAYLOAD = 1
 NA_ENUM, INVALID_ENUM = 65534, 65535
+TASK_BLOCK = 1 << 18  # COMMUNICATION_TASK_INFO and KIT_HCCL_TASK rows made at a time
 Intervals = Dict[int, Tuple[np.ndarray, np.ndarray]]  # device id -> (starts, ends) of its ops
 
 
@@ -68,9 +71,9 @@ def _group_count(frame: pd.DataFrame, start_ns: int) -> np.ndarray:
     return pd.Series(new.astype(np.int64), index=frame.index).groupby(keys, sort=False).cumsum().to_numpy() - 1
 
 
-def _bandwidth(frame: pd.DataFrame) -> np.ndarray:
-    """GB/s (bytes/ns, as the reference computes it) of each task (frame in device start order, with `name`, `plane`, `size`, `start_ns`,
-    `end_ns`, `rdma`, `has_info`)."""
+def _bandwidth(frame: pd.DataFrame, jumps: np.ndarray) -> np.ndarray:
+    """GB/s (bytes/ns, as the reference computes it) of each task (frame in device start order, with `name` (a
+    code), `plane`, `size`, `start_ns`, `end_ns`, `rdma`, `has_info`); `jumps`: each name code's jump."""
     size = frame["size"].to_numpy().astype(np.float64)
     dur = (frame["end_ns"] - frame["start_ns"]).to_numpy().astype(np.float64)
     plain = np.where(dur > 0, size / np.where(dur > 0, dur, 1), 0.0)
@@ -91,9 +94,7 @@ def _bandwidth(frame: pd.DataFrame) -> np.ndarray:
     run_of = np.cumsum(first) - 1
     heads = np.flatnonzero(first)
     length = np.bincount(run_of[p], minlength=len(heads))
-    name_text = frame["name"].to_numpy()[order][heads]
-    jump = per_distinct(name_text, lambda t: 3 if ("send" in str(t).lower() or "receive" in str(t).lower()) else 5,
-                        np.int64)
+    jump = jumps[frame["name"].to_numpy()[order][heads]]
     close = heads + length + jump - 2
     closed = close < group_end[heads]  # else every payload of the run keeps size / duration
     total = np.bincount(run_of[p], weights=sizes[p], minlength=len(heads))
@@ -123,7 +124,7 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, star
     if no_info:
         diag.warn(f"{no_info} communication tasks have no hccl_info record; they are kept with N/A names and "
                   f"the group of their op")
-    joined = tasks.merge(device, on="api", how="inner")
+    joined = Joined.of(tasks, device)
     lost = len(tasks) - int(tasks["api"].isin(device["api"]).sum())
     if lost:
         diag.warn(f"{lost} communication tasks (task tracks under a level-5500 API) have no device task; "
@@ -131,103 +132,118 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, star
     no_op = int((joined["node"] < 0).sum())
     if no_op:
         diag.warn(f"{no_op} communication tasks lie under no node launch; they are left out of the ops")
-        joined = joined[joined["node"] >= 0]
-    if joined.empty:
+        joined = joined.where(joined["node"].to_numpy() >= 0)
+    if not len(joined):
         return {}
-    ops = host.ops.set_index("node")
-    op_of = ops.loc[joined["node"].to_numpy()]
-    raw_name = hash_names(op_of["item"].to_numpy().astype(np.uint64), hashes)
-    raw_name = np.where(raw_name == "", op_of["item"].astype(str).to_numpy(), raw_name)
-    op_group = np.where(op_of["has_op_info"].to_numpy() == 1, op_of["group_name"].fillna(0).astype(np.uint64)
-                        .astype(str).to_numpy(), NA)
+    op_at = _rows_of(host.ops["node"].to_numpy().astype(np.int64), joined["node"].to_numpy().astype(np.int64))
+
+    def op_col(key: str) -> np.ndarray:
+        return host.ops[key].to_numpy()[op_at]
+    # texts are made per distinct value; the tasks hold codes into them (NameCodes)
+    codes = _name_codes(op_col("item"), op_col("has_op_info") == 1, op_col("group_name"),
+                        joined["has_info"].to_numpy() == 1, joined["group_name"].to_numpy(), hashes)
     has_info = joined["has_info"].to_numpy() == 1
-    task_group = np.where(has_info, joined["group_name"].fillna(0).astype(np.uint64).astype(str).to_numpy(), op_group)
-    frame = frame_of({
-        "i": np.arange(len(joined)), "node": joined["node"].to_numpy(), "host_ns": joined["host_ns"].to_numpy(),
-        "start_ns": joined["start_ns"].to_numpy().astype(np.int64), "end_ns": joined["end_ns"].to_numpy().astype(np.int64),
-        "first_ns": op_of["begin_ns"].to_numpy().astype(np.int64), "raw": raw_name, "group": task_group,
-        "aicpu": per_distinct(raw_name, lambda s: "AicpuKernel" in str(s), bool),
-        **{f"key_{c}": joined[c].to_numpy().astype(np.int64) for c in ("stream_id", "task_id", "batch", "ctx")}})
+    host_ns = joined["host_ns"].to_numpy().astype(np.int64)
+    start_arr = joined["start_ns"].to_numpy().astype(np.int64)
+    end_arr = joined["end_ns"].to_numpy().astype(np.int64)
+    first_ns: np.ndarray = op_col("begin_ns").astype(np.int64)
     # iteration: per (stream, task, batch, context), in op order then task order
-    by_op = frame.sort_values(["first_ns", "host_ns", "start_ns"], kind="stable")
-    iteration: np.ndarray = np.empty(len(frame), dtype=np.int64)
-    iteration[by_op["i"].to_numpy()] = by_op.groupby(["key_stream_id", "key_task_id", "key_batch", "key_ctx"], sort=False).cumcount().to_numpy() + 1
-    by_task = frame.sort_values(["host_ns", "start_ns"], kind="stable")
-    k: np.ndarray = np.empty(len(frame), dtype=np.int64)
-    k[by_task["i"].to_numpy()] = _group_count(by_task, start_ns)
-    tail = per_distinct(task_group, lambda s: str(s)[-3:])
-    name = pd.Series(raw_name).str.cat([pd.Series(tail), pd.Series(k.astype(str)), pd.Series(iteration.astype(str))],
-                                       sep="_").to_numpy()
-    frame["name"] = name
-    hccl_name = np.where(has_info, hash_names(joined["item_id"].fillna(0).to_numpy().astype(np.uint64), hashes), NA)
+    keys = frame_of({f"key_{c}": joined[c].to_numpy().astype(np.int64) for c in ("stream_id", "task_id", "batch", "ctx")})
+    by_op = np.lexsort((start_arr, host_ns, first_ns))
+    iteration: np.ndarray = np.empty(len(joined), dtype=np.int64)
+    iteration[by_op] = keys.iloc[by_op].groupby(list(keys.columns), sort=False).cumcount().to_numpy() + 1
+    del keys
+    by_task = np.lexsort((start_arr, host_ns))
+    k: np.ndarray = np.empty(len(joined), dtype=np.int64)
+    k[by_task] = _group_count(frame_of({"aicpu": codes.aicpu[codes.raw][by_task], "group": codes.group[by_task],
+                                        "first_ns": first_ns[by_task], "start_ns": start_arr[by_task]}), start_ns)
+    name_code, name_text = codes.names(k, iteration)
     rdma = joined["rdma_type"].fillna(-1).to_numpy().astype(np.int64)
     size = np.where(has_info, joined["data_size"].fillna(0).to_numpy().astype(np.float64), 0).astype(np.int64)
     plane = np.where(has_info, joined["plane_id"].fillna(-1).to_numpy(), -1).astype(np.int64)
-    frame["plane"], frame["size"], frame["rdma"], frame["has_info"] = plane, size, rdma, has_info.astype(np.int64)
-    by_start = frame.sort_values("start_ns", kind="stable")
-    bandwidth = np.empty(len(frame))
-    bandwidth[by_start["i"].to_numpy()] = _bandwidth(by_start.reset_index(drop=True))
+    by_start = np.argsort(start_arr, kind="stable")
+    bandwidth = np.empty(len(joined))
+    bandwidth[by_start] = _bandwidth(frame_of({
+        "name": name_code[by_start], "plane": plane[by_start], "size": size[by_start], "start_ns": start_arr[by_start],
+        "end_ns": end_arr[by_start], "rdma": rdma[by_start], "has_info": has_info[by_start].astype(np.int64)}),
+        per_distinct(name_text, lambda t: 3 if ("send" in str(t).lower() or "receive" in str(t).lower()) else 5,
+                     np.int64))
     device_id = joined["device_id_dev"].to_numpy().astype(np.int64)
     is_master = joined["is_master"].to_numpy().astype(np.int64)
     # ops: (name, group, device), the C++ key; spans over master tasks
-    op_key = pd.Series(name).str.cat([pd.Series(task_group), pd.Series(device_id.astype(str))], sep="_").to_numpy()
-    kept = frame["start_ns"].to_numpy() >= start_ns
-    spans = frame_of({"key": op_key, "start": frame["start_ns"].to_numpy(), "end": frame["end_ns"].to_numpy()})
+    op_code, op_text = _op_keys(name_code, name_text, codes.group, codes.group_text, device_id)
+    kept = start_arr >= start_ns
+    spans = frame_of({"key": op_code, "start": start_arr, "end": end_arr})
     master = spans[is_master == 1].groupby("key", sort=False).agg(start=("start", "min"), end=("end", "max"))
-    first_row = pd.Series(np.arange(len(frame)), index=op_key)
-    first_row = first_row.iloc[np.argsort(frame["start_ns"].to_numpy(), kind="stable")]
-    first_row = first_row[~first_row.index.duplicated()]  # each op's first task by device start
+    del spans
+    by_start_op = op_code[by_start]
+    seen, first_at = np.unique(by_start_op, return_index=True)
+    first_row = pd.Series(by_start[first_at], index=seen)  # each op's first task by device start
     op_rows = master.join(first_row.rename("row"), how="inner")
     op_rows = op_rows[op_rows["start"] >= start_ns].sort_values(["start", "end"], kind="stable")
     no_master = len(first_row) - len(master)
     if no_master:
         diag.warn(f"{no_master} communication ops have no master task; they are left out of COMMUNICATION_OP")
     op_rows["opId"] = np.arange(len(op_rows), dtype=np.int64)
-    reference = _reference_op_order(op_key, frame["host_ns"].to_numpy().astype(np.int64),
-                                    frame["start_ns"].to_numpy().astype(np.int64), device_id)
-    op_rows["cppOrder"] = pd.Series(reference).reindex(op_rows.index).fillna(-1).to_numpy().astype(np.int64)
-    op_id_of = pd.Series(op_rows["opId"].to_numpy(), index=op_rows.index)
-    task_op = op_id_of.reindex(op_key).fillna(-1).astype(np.int64).to_numpy()
+    reference = _reference_op_order(op_code, op_text, host_ns, start_arr, device_id)
+    op_index = op_rows.index.to_numpy().astype(np.int64)
+    op_rows["cppOrder"] = reference[op_index]
+    op_id_of: np.ndarray = np.full(len(op_text), -1, dtype=np.int64)
+    op_id_of[op_index] = op_rows["opId"].to_numpy()
+    task_op = op_id_of[op_code]
     keep = kept & (task_op >= 0)
-    _write_ops(op_rows, frame, op_of, joined, hashes, strings, put)
+    _write_ops(op_rows, host.ops.iloc[op_at[op_rows["row"].to_numpy()]], joined, codes, name_code, name_text, k,
+               host_ns, start_arr, hashes, strings, put)
     gid = joined["gid"].to_numpy().astype(np.int64)
     order = np.flatnonzero(keep)
     order = order[np.argsort(gid[order], kind="stable")]
-    group_text = hash_names(pd.Series(task_group).replace(NA, "0").astype(np.uint64).to_numpy(), hashes)
-    group_text = np.where(group_text == "", task_group, group_text)
+    hccl_name = np.where(has_info, hash_names(joined["item_id"].fillna(0).to_numpy().astype(np.uint64), hashes), NA)
 
-    def col(key: str, default: int = -1) -> np.ndarray:
-        return np.where(has_info, joined[key].fillna(default).to_numpy().astype(np.int64), default)[order]
-    notify = np.where(has_info, joined["notify_id"].fillna(0).to_numpy().astype(np.uint64).view(np.int64), -1)
-    put("COMMUNICATION_TASK_INFO", frame_of({
-        "name": strings.ids_of(name[order].astype(object)), "globalTaskId": gid[order],
-        "taskType": strings.ids_of(hccl_name[order].astype(object)), "planeId": plane[order],
-        "groupName": strings.ids_of(group_text[order].astype(object)), "notifyId": notify[order],
-        "rdmaType": _enum(rdma, "ENUM_HCCL_RDMA_TYPE", has_info)[order], "srcRank": col("local_rank", 0),
-        "dstRank": col("remote_rank", 0),
-        "transportType": _enum(joined["transport_type"].fillna(0).to_numpy(), "ENUM_HCCL_TRANSPORT_TYPE", has_info)[order],
-        "size": size[order], "dataType": _enum(joined["data_type"].fillna(0).to_numpy(), "ENUM_HCCL_DATA_TYPE", has_info)[order],
-        "linkType": _enum(joined["link_type"].fillna(0).to_numpy(), "ENUM_HCCL_LINK_TYPE", has_info)[order],
-        "opId": task_op[order], "isMaster": is_master[order], "bandwidth": bandwidth[order] * 1000 * 1000 * 1000}))
-    put("KIT_HCCL_TASK", frame_of({
-        "globalTaskId": gid[order], "opId": task_op[order], "deviceId": device_id[order],
-        "streamId": joined["stream_id"].to_numpy().astype(np.int64)[order],
-        "taskId": joined["task_id"].to_numpy().astype(np.int64)[order],
-        "contextId": joined["ctx"].to_numpy().astype(np.int64)[order],
-        "batchId": joined["batch"].to_numpy().astype(np.int64)[order],
-        "startNs": frame["start_ns"].to_numpy()[order], "endNs": frame["end_ns"].to_numpy()[order],
-        "hostNs": frame["host_ns"].to_numpy().astype(np.int64)[order],
-        "threadId": joined["thread"].to_numpy().astype(np.int64)[order],
-        "modelId": joined["model_id"].to_numpy().astype(np.int64)[order],
-        "connectionId": joined["node"].to_numpy().astype(np.int64)[order],
-        "hcclName": hccl_name[order].astype(object), "groupHash": task_group[order].astype(object),
-        "planeId": plane[order], "isMaster": is_master[order],
-        "durationEstimated": np.where(has_info, joined["duration_estimated"].fillna(0).to_numpy(), 0.0)[order],
-        "localRank": col("local_rank"), "remoteRank": col("remote_rank"), "rankSize": col("rank_size"),
-        "notifyId": notify[order], "stage": col("stage"), "role": col("role"), "workFlowMode": col("work_flow_mode"),
-        "size": size[order], "reduceOp": col("op_type"), "dataType": col("data_type"), "linkType": col("link_type"),
-        "transportType": col("transport_type"), "rdmaType": col("rdma_type"), "bandwidth": bandwidth[order],
-        "iteration": iteration[order]}))
+    # the texts' ids first, column by column over all rows (STRING_IDS numbers them in this order)
+    ids = {"name": strings.ids_of(CodedTexts(name_code[order], name_text)),
+           "taskType": strings.ids_of(hccl_name[order].astype(object)),
+           "groupName": strings.ids_of(CodedTexts(codes.group[order], codes.group_name))}
+    # a block of rows at a time, one table after the other (the store writes a table's pages in one go)
+    for table in ("COMMUNICATION_TASK_INFO", "KIT_HCCL_TASK"):
+        for lo in range(0, len(order), TASK_BLOCK):
+            rows = order[lo:lo + TASK_BLOCK]
+            info = has_info[rows]
+
+            def col(key: str, default: int = -1) -> np.ndarray:
+                return np.where(info, _filled(joined.at(key, rows), default).astype(np.int64), default)
+
+            def raw(key: str) -> np.ndarray:
+                return joined.at(key, rows).astype(np.int64)
+            notify = np.where(info, _filled(joined.at("notify_id", rows), 0).astype(np.uint64).view(np.int64), -1)
+            if table == "COMMUNICATION_TASK_INFO":
+                put(table, frame_of({
+                    "name": ids["name"][lo:lo + len(rows)], "globalTaskId": gid[rows],
+                    "taskType": ids["taskType"][lo:lo + len(rows)], "planeId": plane[rows],
+                    "groupName": ids["groupName"][lo:lo + len(rows)], "notifyId": notify,
+                    "rdmaType": _enum(rdma[rows], "ENUM_HCCL_RDMA_TYPE", info), "srcRank": col("local_rank", 0),
+                    "dstRank": col("remote_rank", 0),
+                    "transportType": _enum(_filled(joined.at("transport_type", rows), 0), "ENUM_HCCL_TRANSPORT_TYPE",
+                                           info),
+                    "size": size[rows], "dataType": _enum(_filled(joined.at("data_type", rows), 0),
+                                                          "ENUM_HCCL_DATA_TYPE", info),
+                    "linkType": _enum(_filled(joined.at("link_type", rows), 0), "ENUM_HCCL_LINK_TYPE", info),
+                    "opId": task_op[rows], "isMaster": is_master[rows],
+                    "bandwidth": bandwidth[rows] * 1000 * 1000 * 1000}), last=False)
+                continue
+            put(table, frame_of({
+                "globalTaskId": gid[rows], "opId": task_op[rows], "deviceId": device_id[rows],
+                "streamId": raw("stream_id"), "taskId": raw("task_id"), "contextId": raw("ctx"),
+                "batchId": raw("batch"), "startNs": start_arr[rows], "endNs": end_arr[rows], "hostNs": host_ns[rows],
+                "threadId": raw("thread"), "modelId": raw("model_id"), "connectionId": raw("node"),
+                "hcclName": hccl_name[rows].astype(object), "groupHash": codes.group_text[codes.group[rows]],
+                "planeId": plane[rows], "isMaster": is_master[rows],
+                "durationEstimated": np.where(info, _filled(joined.at("duration_estimated", rows), 0), 0.0),
+                "localRank": col("local_rank"), "remoteRank": col("remote_rank"), "rankSize": col("rank_size"),
+                "notifyId": notify, "stage": col("stage"), "role": col("role"), "workFlowMode": col("work_flow_mode"),
+                "size": size[rows], "reduceOp": col("op_type"), "dataType": col("data_type"),
+                "linkType": col("link_type"), "transportType": col("transport_type"), "rdmaType": col("rdma_type"),
+                "bandwidth": bandwidth[rows], "iteration": iteration[rows]}), last=False)
+        put(table, None, last=True)
     spans_out: Intervals = {}
     op_device = device_id[op_rows["row"].to_numpy()]
     for dev in np.unique(op_device):
@@ -237,15 +253,16 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, star
     return spans_out
 
 
-def _write_ops(op_rows: pd.DataFrame, frame: pd.DataFrame, op_of: pd.DataFrame, joined: pd.DataFrame,
+def _write_ops(op_rows: pd.DataFrame, info: pd.DataFrame, joined: "Joined", codes: "NameCodes",
+               name_code: np.ndarray, name_text: np.ndarray, k: np.ndarray, host_ns: np.ndarray, start: np.ndarray,
                hashes: HashTable, strings: StringPool, put: TableSink) -> None:
     """COMMUNICATION_OP and KIT_HCCL_OP: one row per op (opId order), its fields from its launch
-    (hccl_op_info, node_basic_info) and its first task by device start."""
+    (`info`: the ops' hccl_op_info and node_basic_info, one row per op) and its first task by
+    device start (`op_rows.row`)."""
     row = op_rows["row"].to_numpy()
-    info = op_of.iloc[row]
     has = info["has_op_info"].to_numpy() == 1
     group_raw = np.where(has, info["group_name"].fillna(0).astype(np.uint64).astype(str).to_numpy(),
-                         frame["group"].to_numpy()[row])
+                         codes.group_text[codes.group[row]])
     group_text = hash_names(pd.Series(group_raw).replace(NA, "0").astype(np.uint64).to_numpy(), hashes)
     group_text = np.where(group_text == "", group_raw, group_text)
     alg = np.where(has, hash_names(info["alg_type"].fillna(0).to_numpy().astype(np.uint64), hashes, NA), NA)
@@ -257,13 +274,14 @@ def _write_ops(op_rows: pd.DataFrame, frame: pd.DataFrame, op_of: pd.DataFrame, 
     data_type = _enum(info["data_type"].fillna(0).to_numpy(), "ENUM_HCCL_DATA_TYPE", has)
     count = np.where(has, info["count"].fillna(0).to_numpy().astype(np.float64), float(2 ** 64 - 1))
     # the op's rank size: its last task's (by task track time)
-    last = frame.assign(rank=joined["rank_size"].fillna(0).to_numpy()).sort_values(["host_ns", "start_ns"],
-                                                                                    kind="stable")
-    rank_of = last.groupby("node", sort=False)["rank"].last()
-    rank = rank_of.reindex(frame["node"].to_numpy()[row]).fillna(0).to_numpy().astype(np.int64)
-    names = frame["name"].to_numpy()[row]
+    node = joined["node"].to_numpy().astype(np.int64)
+    by_task = np.lexsort((start, host_ns))
+    rank_of = frame_of({"node": node[by_task], "rank": joined["rank_size"].fillna(0).to_numpy()[by_task]}) \
+        .groupby("node", sort=False)["rank"].last()
+    rank = rank_of.reindex(node[row]).fillna(0).to_numpy().astype(np.int64)
+    names = name_text[name_code[row]]
     device_id = joined["device_id_dev"].to_numpy().astype(np.int64)[row]
-    conn = frame["node"].to_numpy()[row].astype(np.int64)
+    conn = node[row]
     put("COMMUNICATION_OP", frame_of({
         "opName": strings.ids_of(names.astype(object)), "startNs": op_rows["start"].to_numpy().astype(np.int64),
         "endNs": op_rows["end"].to_numpy().astype(np.int64), "connectionId": conn,
@@ -271,7 +289,7 @@ def _write_ops(op_rows: pd.DataFrame, frame: pd.DataFrame, op_of: pd.DataFrame, 
         "relay": relay, "retry": retry, "dataType": data_type, "algType": strings.ids_of(alg.astype(object)),
         "count": count, "opType": strings.ids_of(op_type.astype(object)), "deviceId": device_id, "rankSize": rank}))
     put("KIT_HCCL_OP", frame_of({
-        "opId": op_rows["opId"].to_numpy(), "rawName": frame["raw"].to_numpy()[row].astype(object),
+        "opId": op_rows["opId"].to_numpy(), "rawName": codes.raw_text[codes.raw[row]].astype(object),
         "opName": names.astype(object), "groupHash": group_raw.astype(object), "groupName": group_text.astype(object),
         "opType": op_type.astype(object), "algType": alg.astype(object), "deviceId": device_id,
         "threadId": info["thread"].to_numpy().astype(np.int64),
@@ -281,29 +299,152 @@ def _write_ops(op_rows: pd.DataFrame, frame: pd.DataFrame, op_of: pd.DataFrame, 
         "startNs": op_rows["start"].to_numpy().astype(np.int64), "endNs": op_rows["end"].to_numpy().astype(np.int64),
         "relay": relay, "retry": retry, "dataType": np.where(has, info["data_type"].fillna(0).to_numpy(), -1)
         .astype(np.int64), "count": np.where(has, info["count"].fillna(0).to_numpy().astype(np.uint64).view(np.int64), -1),
-        "rankSize": rank, "groupIndex": _k_of(names), "cppOrder": op_rows["cppOrder"].to_numpy()}))
+        "rankSize": rank, "groupIndex": k[row], "cppOrder": op_rows["cppOrder"].to_numpy()}))
 
 
-def _k_of(names: np.ndarray) -> np.ndarray:
-    """The `k` of op names `<raw>_<tail>_<k>_<iteration>`."""
-    parts: List[str] = [str(s).rsplit("_", 2)[-2] if str(s).count("_") >= 2 else "-1" for s in names.tolist()]
-    return np.array([int(p) if p.lstrip("-").isdigit() else -1 for p in parts], dtype=np.int64)
+@dataclass
+class Joined:
+    """The host tasks joined with their device tasks on `api` (inner, in the order pandas' merge
+    gives), a column gathered only when asked for: never the whole joined frame at once."""
+    tasks: pd.DataFrame
+    device: pd.DataFrame
+    left: np.ndarray   # the tasks' row of each joined row
+    right: np.ndarray  # the device tasks' row
+
+    @classmethod
+    def of(cls, tasks: pd.DataFrame, device: pd.DataFrame) -> "Joined":
+        """The join, its order that of `tasks.merge(device, on="api", how="inner")`."""
+        rows = frame_of({"api": tasks["api"].to_numpy(), "left": np.arange(len(tasks), dtype=np.int64)}).merge(
+            frame_of({"api": device["api"].to_numpy(), "right": np.arange(len(device), dtype=np.int64)}),
+            on="api", how="inner")
+        return cls(tasks, device, rows["left"].to_numpy(), rows["right"].to_numpy())
+
+    def __len__(self) -> int:
+        return len(self.left)
+
+    def __getitem__(self, name: str) -> pd.Series:
+        if name in self.tasks.columns:
+            return pd.Series(self.tasks[name].to_numpy()[self.left], copy=False)
+        return pd.Series(self.device[name].to_numpy()[self.right], copy=False)
+
+    def at(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """A column at joined rows `rows`."""
+        if name in self.tasks.columns:
+            return self.tasks[name].to_numpy()[self.left[rows]]
+        return self.device[name].to_numpy()[self.right[rows]]
+
+    def where(self, keep: np.ndarray) -> "Joined":
+        """The joined rows where `keep`."""
+        return Joined(self.tasks, self.device, self.left[keep], self.right[keep])
 
 
-def _reference_op_order(keys: np.ndarray, host_ns: np.ndarray, start_ns: np.ndarray,
-                        devices: np.ndarray) -> Dict[str, int]:
-    """Each op key's place in the reference C++ path's op list (docs/exports.md, "Communication ops
-    that start together"): per device (ascending), its tasks in the order of its HCCL task table
-    (hccl_calculator.cpp sorts them by (host time, device start), then std::sort by device start
-    alone, unstable), the ops' keys in the order their first task comes, put into an unordered_map
-    and read back in its iteration order."""
-    out: Dict[str, int] = {}
+def _filled(values: np.ndarray, default: int) -> np.ndarray:
+    """`values` with NaN as `default` (pandas' fillna; integer columns as they are)."""
+    if values.dtype.kind != "f":
+        return values
+    return np.where(np.isnan(values), default, values)
+
+
+def _rows_of(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The row of `keys` (distinct) holding each wanted key (all present)."""
+    order = np.argsort(keys, kind="stable")
+    return order[np.clip(np.searchsorted(keys[order], wanted), 0, max(len(keys) - 1, 0))]
+
+
+def _first_rows(codes: np.ndarray) -> np.ndarray:
+    """The first row of each code of `codes` (0..m-1, numbered by first row, as pd.factorize gives them)."""
+    return np.unique(codes, return_index=True)[1]
+
+
+def _combine(*parts: np.ndarray) -> np.ndarray:
+    """Codes (0.., by first row) of the distinct tuples of non-negative integer columns, one column at
+    a time (the running code times the column's range never leaves int64)."""
+    code: np.ndarray = np.zeros(len(parts[0]), dtype=np.int64)
+    for part in parts:
+        values = np.asarray(part, dtype=np.int64)
+        span = int(values.max()) + 1 if len(values) else 1
+        code = pd.factorize(code * span + values)[0].astype(np.int64)
+    return code
+
+
+@dataclass
+class NameCodes:
+    """The texts of the tasks' ops, made once per distinct value: each task's raw op name (`raw`,
+    a code into `raw_text`; `aicpu` per raw code) and group (`group`, a code into `group_text`, the
+    raw hash in decimal or N/A, and into `group_name`, its resolved text)."""
+    raw: np.ndarray
+    raw_text: np.ndarray
+    aicpu: np.ndarray
+    group: np.ndarray
+    group_text: np.ndarray
+    group_name: np.ndarray
+
+    def names(self, k: np.ndarray, iteration: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """(code of each task's op name `<raw>_<last 3 characters of the group>_<k>_<iteration>`, the
+        distinct names)."""
+        tail_code, tails = pd.factorize(np.array([str(t)[-3:] for t in self.group_text.tolist()], dtype=object))
+        tail = tail_code[self.group] if len(self.group) else np.zeros(0, dtype=np.int64)
+        combo = _combine(self.raw, tail, k + 1, iteration)
+        first = _first_rows(combo)
+        texts = [f"{r}_{t}_{kk}_{i}" for r, t, kk, i in zip(self.raw_text[self.raw[first]].tolist(),
+                                                          np.asarray(tails, dtype=object)[tail[first]].tolist(),
+                                                          k[first].tolist(), iteration[first].tolist())]
+        canon, distinct = pd.factorize(np.array(texts, dtype=object))
+        return canon[combo].astype(np.int64), np.asarray(distinct, dtype=object)
+
+
+def _name_codes(items: np.ndarray, op_has: np.ndarray, op_group: np.ndarray, has_info: np.ndarray,
+                task_group: np.ndarray, hashes: HashTable) -> NameCodes:
+    """NameCodes of the tasks: `items` their ops' raw name hashes; a task's group is its hccl_info's
+    (`has_info`, `task_group`), else its op's hccl_op_info's (`op_has`, `op_group`), else N/A."""
+    item_code, item_u = pd.factorize(items)
+    raw_u = hash_names(np.asarray(item_u).astype(np.uint64), hashes)
+    raw_u = np.where(raw_u == "", pd.Series(item_u).astype(str).to_numpy(), raw_u)
+    raw_canon, raw_text = pd.factorize(np.asarray(raw_u, dtype=object))
+    raw_text = np.asarray(raw_text, dtype=object)
+    value = np.where(has_info, pd.Series(task_group).fillna(0).astype(np.uint64).to_numpy(),
+                     np.where(op_has, pd.Series(op_group).fillna(0).astype(np.uint64).to_numpy(), 0)).astype(np.uint64)
+    na = ~has_info & ~op_has
+    value_code, value_u = pd.factorize(value)
+    group = _combine(value_code, na)
+    first = _first_rows(group)
+    group_text = np.array([NA if n else str(int(v)) for v, n in zip(value[first].tolist(), na[first].tolist())],
+                          dtype=object)
+    resolved = hash_names(np.array([0 if t == NA else int(t) for t in group_text.tolist()], dtype=np.uint64), hashes)
+    group_name = np.where(resolved == "", group_text, resolved).astype(object)
+    return NameCodes(raw=raw_canon[item_code].astype(np.int64), raw_text=raw_text,
+                     aicpu=np.array(["AicpuKernel" in str(t) for t in raw_text.tolist()], dtype=bool),
+                     group=group, group_text=group_text, group_name=group_name)
+
+
+def _op_keys(name_code: np.ndarray, name_text: np.ndarray, group: np.ndarray, group_text: np.ndarray,
+             device: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(code of each task's op, the ops' C++ keys `<op name>_<raw group hash>_<device>`)."""
+    device_code, devices = pd.factorize(device)
+    combo = _combine(name_code, group, device_code)
+    first = _first_rows(combo)
+    texts = [f"{n}_{g}_{d}" for n, g, d in zip(name_text[name_code[first]].tolist(),
+                                                 group_text[group[first]].tolist(), device[first].tolist())]
+    canon, distinct = pd.factorize(np.array(texts, dtype=object))
+    return canon[combo].astype(np.int64), np.asarray(distinct, dtype=object)
+
+
+def _reference_op_order(op_code: np.ndarray, op_text: np.ndarray, host_ns: np.ndarray, start_ns: np.ndarray,
+                        devices: np.ndarray) -> np.ndarray:
+    """Each op's place in the reference C++ path's op list (docs/exports.md, "Communication ops
+    that start together"; -1 for none): per device (ascending), its tasks in the order of its HCCL
+    task table (hccl_calculator.cpp sorts them by (host time, device start), then std::sort by device
+    start alone, unstable), the ops' keys in the order their first task comes, put into an
+    unordered_map and read back in its iteration order."""
+    out: np.ndarray = np.full(len(op_text), -1, dtype=np.int64)
+    placed = 0
     for device in np.unique(devices).tolist():
         mine = np.flatnonzero(devices == device)
         by_host = mine[np.lexsort((start_ns[mine], host_ns[mine]))]
         start_rank = np.unique(start_ns[by_host], return_inverse=True)[1].astype(np.int64)
         rows = by_host[cxx_sort_order(start_rank)]
-        firsts = [str(k) for k in pd.unique(keys[rows]).tolist()]
-        for node in unordered_map_order(firsts):
-            out[firsts[node]] = len(out)
+        firsts = pd.unique(op_code[rows])
+        walk = np.asarray(unordered_map_order([str(t) for t in op_text[firsts].tolist()]), dtype=np.int64)
+        out[firsts[walk]] = placed + np.arange(len(walk), dtype=np.int64)
+        placed += len(walk)
     return out

@@ -23,7 +23,7 @@ from .api_windows import ApiWindows
 from .association import OP_KINDS, TREE_COLUMNS, Association, LatestEnds, tree_mask
 from .clocks import host_clock_of
 from .columns import (ACL_API_TAGS, INVALID_CTX, LEVEL_ACL, LEVEL_HCCL, LEVEL_MODEL, LEVEL_NODE, STEP_INFO_API,
-                      Columns, DataFiles, frame_of, text_array)
+                      Columns, DataFiles, frame_of)
 from .hccl import INFO_FIELDS, OP_INFO_FIELDS, HcclHost, HcclHostData
 from .matching import HostTasks
 from .names import (HashTable, TypeTable, code_text, distinct, group_paths, hash_names, map_names, read_dictionary,
@@ -31,7 +31,7 @@ from .names import (HashTable, TypeTable, code_text, distinct, group_paths, hash
 from .sink import TableSink
 from .streams import compact_stream
 from .tasks import StringPool
-from .tensors import tensor_job, tensor_texts
+from .tensors import TensorTable, tensor_job, tensor_texts
 
 
 @dataclass
@@ -41,7 +41,7 @@ class HostData:
     tasks: Optional[HostTasks]  # the tracks and compute tasks, spilled (None: no task_track)
     models: pd.DataFrame         # model id -> name
     pid: int
-    tensor_table: np.ndarray = field(default_factory=lambda: text_array((1, 6), "N/A"))  # compute tensors' rows
+    tensor_table: TensorTable = field(default_factory=TensorTable.empty)  # compute tensors' rows
     hccl: Optional[HcclHostData] = None  # the communication tasks and ops (None: none)
     hashes: HashTable = field(default_factory=HashTable)  # hash_dic
 
@@ -59,7 +59,7 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, strings: Strin
     worker = Forked(functools.partial(tensor_job, rd, files, scratch), "tensor texts") \
         if jobs > 1 and can_fork() else None
 
-    def read_tensors() -> Tuple[Runs, np.ndarray]:
+    def read_tensors() -> Tuple[Runs, TensorTable]:
         if worker is None:
             return tensor_texts(files, diag, scratch)
         tensors, table, warnings = worker.result()
@@ -74,7 +74,7 @@ def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, strings: Strin
 
 
 def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFiles,
-               read_tensors: Callable[[], Tuple[Runs, np.ndarray]], strings: StringPool,
+               read_tensors: Callable[[], Tuple[Runs, TensorTable]], strings: StringPool,
                put: TableSink, scratch: str) -> HostData:
     clock = host_clock_of(rd, coll, diag)
     hashes = read_hashes(files, diag)

@@ -2,5 +2,5 @@
 test can shrink them all at once (tests/test_import_chunks.py)."""
 
 SAMPLE_EVERY = 64  # one key in this many kept in memory to place windows' edges
-SPILL_ROWS = 1 << 20  # tensor_info records grouped into ops at a time
+SPILL_ROWS = 1 << 18  # tensor_info records grouped into ops at a time (with their 224 tensor bytes)
 TASK_ROWS = 1 << 18  # device tasks matched and written at a time

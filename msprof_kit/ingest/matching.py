@@ -15,6 +15,7 @@ from .columns import INVALID_CTX, MIX_TYPES, Columns, frame_of
 from .names import distinct, ends_with
 from .sink import TableSink
 from .tasks import GID_KEYS, GlobalIds, StringPool, gid_ctx
+from .tensors import TensorTable
 
 MATCH_CTX_INVALID, MATCH_CTX_OTHER = 0x10000, 0x10001
 ENTRY_PAYLOAD = ("type", "conn", "model_id", "request_id", "batch", "kernel", "thread_id", "ts_ns", "block", "mix",
@@ -136,7 +137,7 @@ class HostTasks:
             runs.close()
 
 
-def write_compute_info(tasks: Optional[HostTasks], tensor_table: np.ndarray, gids: GlobalIds, strings: StringPool,
+def write_compute_info(tasks: Optional[HostTasks], tensor_table: TensorTable, gids: GlobalIds, strings: StringPool,
                        put: TableSink) -> np.ndarray:
     """COMPUTE_TASK_INFO (each globalTaskId's first compute task, in track order), written a
     window of tracks at a time after a first pass that numbers the ids and puts the texts into
@@ -198,7 +199,7 @@ def write_compute_info(tasks: Optional[HostTasks], tensor_table: np.ndarray, gid
     tensor_id: Dict[int, np.ndarray] = {}
     for column in (2, 1, 0, 5, 4, 3):
         tensor_id[column] = np.zeros(len(tensor_table), dtype=np.int64)
-        tensor_id[column][rows] = strings.ids_of(tensor_table[rows, column])
+        tensor_id[column][rows] = strings.ids_of(tensor_table.column(column, rows))
     empty = strings.id("")
     for k in ("state", "hf32"):
         register(k)

@@ -15,6 +15,7 @@ from ..layout import ResultDir
 from ..parsers import device as device_parsers
 from .columns import INVALID_CTX, Columns, frame_of
 from .device import DeviceData
+from .freq import FreqChanges
 from .matching import match_keys
 
 
@@ -87,12 +88,13 @@ class StarsPmu:
     values an iteration export prints."""
 
     def __init__(self, rd: ResultDir, dev: DeviceData, edges: np.ndarray, rules: metrics.Rules,
-                 py_rules: Optional[metrics.Rules] = None) -> None:
+                 py_rules: Optional[metrics.Rules] = None, freq: Optional[FreqChanges] = None) -> None:
         info = rd.device_info()
         self.rd = rd
         self.rules = rules
         self.py_rules = py_rules
         self.freq = float(_number(info, "aic_frequency")) * 1e6
+        self.changes = freq  # the real frequency: each task's cycles at the one in force at its PMU record's end
         self.cores = {"aic": int(_number(info, "ai_core_num")), "aiv": int(_number(info, "aiv_num"))}
         self.groups = {core: metric_group(rd, core) for core in ("aic", "aiv")}
         self.columns = pmu_columns(rd, True, rules)
@@ -122,7 +124,7 @@ class StarsPmu:
             is_aic = (ctx["ffts_type"] == 0) | ((ctx["ffts_type"] == device_parsers.FFTS_PLUS) & np.isin(ctx["subtask_type"], (0, 6))) \
                 | (ctx["ffts_type"] == 5)
             new = {"row": row[keep], "offset": ctx["offset"][keep], "cycles": ctx["total_cycle"][keep],
-                   "pmu": ctx["pmu"][keep], "is_aic": is_aic[keep]}
+                   "pmu": ctx["pmu"][keep], "is_aic": is_aic[keep], "end": ctx["end_syscnt"][keep]}
             both = new if self.hits is None else {k: np.concatenate([self.hits[k], v]) for k, v in new.items()}
             order = np.lexsort((both["offset"], both["row"]))
             first = first_seen(both["row"][order])
@@ -177,7 +179,7 @@ class StarsPmu:
             sum_pmu[has] = sums["pmu"][j[has]]
         out: Dict[str, np.ndarray] = {"taskRow": hits["row"], "globalTaskId": tasks["gid"][at]}
         python: Dict[str, np.ndarray] = {}
-        freq = np.full(m, self.freq)
+        freq = np.full(m, self.freq) if self.changes is None else self.changes.pmu_hz(hits["end"])
         for core in ("aic", "aiv"):
             group, events = self.groups[core]
             main = is_aic if core == "aic" else ~is_aic

@@ -22,7 +22,8 @@ if TYPE_CHECKING:  # matplotlib is imported when something is drawn
 
 DPI = 100
 SIZES = {"top_ops": (1400, 900), "op_types": (1600, 800), "gantt": (1800, 1000), "pmu": (1400, 900),
-         "freq": (1400, 600), "communication": (1600, 700), "compare": (1800, 900)}   # pixels (width, height) of each file
+         "freq": (1400, 600), "communication": (1600, 700), "compare": (1800, 900),
+         "memory": (1600, 900)}   # pixels (width, height) of each file
 DEFAULT_OUT = "msprof_kit_plots"   # below the current directory, when no --out is given
 MAX_BARS = 60                      # bars per chart when --top is 0 (all)
 LABEL_CHARS = 60                   # longer operator names are shortened in the middle

@@ -15,12 +15,14 @@ from .communication import plot_communication
 from .drawing import DEFAULT_OUT, MAX_BARS, require_matplotlib, save
 from .freq import plot_freq
 from .gantt import plot_gantt
+from .memory import plot_memory
 from .operators import plot_op_types, plot_pmu, plot_top_ops
 
 
-KINDS = ("top_ops", "op_types", "gantt", "pmu", "freq", "communication")
+KINDS = ("top_ops", "op_types", "gantt", "pmu", "freq", "communication", "memory")
 FILE_NAMES = {"top_ops": "top_operators.png", "op_types": "time_by_type.png", "gantt": "gantt.png",
-              "pmu": "pmu_ratios.png", "freq": "aicore_freq.png", "communication": "communication.png"}
+              "pmu": "pmu_ratios.png", "freq": "aicore_freq.png", "communication": "communication.png",
+              "memory": "memory.png"}
 DEFAULT_TOP = 20
 
 
@@ -40,6 +42,8 @@ def _why_not(kind: str, data: Data) -> Optional[str]:
             "; and " + sources.LOOKED_FOR_TRACE["apis"]
     if kind == "communication" and data.tables.communication is None:
         return "no communication (HCCL) ops; looked for " + sources.LOOKED_FOR_REPORT["communication"]
+    if kind == "memory" and data.tables.memory_series is None:
+        return "no device memory samples; looked for " + sources.LOOKED_FOR_REPORT["memory"]
     if kind == "freq":
         freq = data.tables.freq
         if freq is None:
@@ -119,6 +123,8 @@ def plot(path: str, out: Optional[str], top: int = DEFAULT_TOP, iteration: Optio
                 fig, what = plot_pmu(data, top)
             elif kind == "communication":
                 fig, what = plot_communication(data)
+            elif kind == "memory":
+                fig, what = plot_memory(data)
             else:
                 fig, what = plot_freq(data)
             save(fig, target)

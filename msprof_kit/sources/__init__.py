@@ -34,6 +34,7 @@ from .frames import (API_COLUMNS, API_NAME, API_STATISTIC_COLUMNS, BANDWIDTH_COL
                      LEVEL, LOOKED_FOR, LOOKED_FOR_REPORT, LOOKED_FOR_TRACE, MODEL, NA, NA_TEXTS, OP_NAME,
                      OP_STATISTIC_COLUMNS, OP_TYPE, REPORTS, START, STREAM, TASK_COLUMNS, TASK_TYPE, THREAD,
                      TRACE_PARTS, TRANSPORT, WAIT_RATIO, WAIT_TIME, Tables, Trace, normalize)
+from .memory import MEMORY_COLUMNS, SERIES_COLUMNS, operator_memory_rows
 from .loading import EnsureStores, exported_files, exports_note, load, raw_reason, read_tables, read_trace, stored_only
 
 __all__ = [
@@ -44,5 +45,5 @@ __all__ = [
     "TRACE_PARTS", "TRANSPORT", "WAIT_RATIO", "WAIT_TIME", "EnsureStores", "Found", "Tables", "Trace", "api_statistic_from_calls", "csv_kind", "discover",
     "exported_files", "exports_note", "load", "model_execution", "newest", "normalize", "op_totals", "open_db",
     "pmu_ratio_columns", "raw_reason", "read_csvs", "read_tables", "read_trace", "statistic_from_ops",
-    "stored_only",
+    "stored_only", "MEMORY_COLUMNS", "SERIES_COLUMNS", "operator_memory_rows",
 ]

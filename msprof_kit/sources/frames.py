@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-REPORTS = ("op_summary", "op_statistic", "api_statistic", "freq", "communication")
+REPORTS = ("op_summary", "op_statistic", "api_statistic", "freq", "communication", "memory")
 
 DEVICE = "Device_id"
 OP_NAME = "Op Name"
@@ -86,6 +86,8 @@ LOOKED_FOR_REPORT = {
     "communication": "a store with COMMUNICATION_OP and COMMUNICATION_TASK_INFO, communication_statistic CSVs, "
                      "or op_summary rows of Task Type COMMUNICATION (with analyze/communication.json for the wait "
                      "times)",
+    "memory": "a store with NPU_MEM or NPU_MODULE_MEM (a collection with npu_mem / npu_module_mem samples: "
+              "--sys-hardware-mem=on)",
 }
 
 
@@ -132,6 +134,8 @@ class Tables:
     freq: Optional[pd.DataFrame] = None
     communication: Optional[pd.DataFrame] = None
     comm_bandwidth: Optional[pd.DataFrame] = None
+    memory: Optional[pd.DataFrame] = None          # sources/memory.py MEMORY_COLUMNS
+    memory_series: Optional[pd.DataFrame] = None   # sources/memory.py SERIES_COLUMNS (plot draws it)
     sources: Dict[str, str] = field(default_factory=dict)
     raw_problem: Optional[str] = None
 
@@ -139,7 +143,8 @@ class Tables:
         """The table behind a report name (REPORTS, or `comm_bandwidth`); op_summary is op_rows."""
         frame = {"op_summary": self.op_rows, "op_statistic": self.op_statistic,
                  "api_statistic": self.api_statistic, "freq": self.freq, "communication": self.communication,
-                 "comm_bandwidth": self.comm_bandwidth}[report]
+                 "comm_bandwidth": self.comm_bandwidth, "memory": self.memory,
+                 "memory_series": self.memory_series}[report]
         return frame if frame is not None and not frame.empty else None
 
     def set(self, report: str, frame: Optional[pd.DataFrame], source: str) -> None:

@@ -11,6 +11,7 @@ import pandas as pd
 from .. import store
 from ..errors import Diagnostics
 from .communication import read_store_communication
+from .memory import memory_series, memory_table
 from .database import api_levels, level_names
 from .frames import (NA, TEXT_COLUMNS, Tables, Trace, api_frame, freq_frame, iteration_frame, lookup_strings,
                      normalize, task_frame)
@@ -74,6 +75,9 @@ def read_store(tables: Tables, collection_path: str, reports: Sequence[str],
             if "communication" in reports and "communication_statistic" in built:
                 stat = _table_frame(built["communication_statistic"], "communication_statistic")
                 read_store_communication(tables, ctx, stat, where, diag)
+        if "memory" in reports and (ctx.has("NPU_MEM") or ctx.has("NPU_MODULE_MEM")):
+            tables.set("memory", memory_table(ctx.conn), where)
+            tables.set("memory_series", memory_series(ctx.conn), where)
         if "freq" in reports:
             if ctx.has("AICORE_FREQ"):
                 rows = ctx.conn.execute("SELECT deviceId, timestampNs, freq FROM AICORE_FREQ").fetchall()

@@ -7,7 +7,8 @@ Its public face, the names the other rooms use (`from . import store; store.open
 * `columns`: column-wise tables in KIT_COLUMNS, encoded (`CodedTexts`, `text_codes`) and read back
   (`StoredColumns`, `read_columns`, `iter_columns`);
 * `writer`: `TableWriter`, which writes a database table by table and puts it in place atomically;
-* `read`: opening a store, the warnings its import reported, its identity, its iterations;
+* `read`: opening a store, the warnings its import reported, its identity, its iterations, integer
+  columns a block of rows at a time (`int_blocks`, `real_values`) and texts of string ids (`texts_of`);
 * `unified`: the unified DB `msprof_{ts}.db` (`export_db`, `current_db`);
 * `pages` (tables written as sqlite b-tree pages) and `before_start` (the host APIs before the
   collection start that the reference's exports drop) serve the writer and the exporters.
@@ -19,8 +20,8 @@ from .columns import CodedTexts, StoredColumns, Table, iter_columns, read_column
 from .paths import (APPLICATION_ID, NO_STORE, STORE_DIR, STORE_ENV, STORE_NAME, STORE_VERSION, cache_root,
                     db_path, elsewhere_note, output_root, own_store_path, partial_path, remove_leftovers,
                     stand_in, store_path, store_problem)
-from .read import (IterationSpans, import_warnings, iteration_spans, iterations, open_store, repeat_warnings,
-                   store_identity)
+from .read import (IterationSpans, fetch_ints, import_warnings, int_blocks, int_columns, iteration_spans, iterations,
+                   open_store, real_values, repeat_warnings, store_identity, texts_of)
 from .unified import DB_APPLICATION_ID, current_db, export_db
 from .writer import TableWriter, put_info, write_failure
 
@@ -30,6 +31,8 @@ __all__ = [
     "stand_in", "store_path", "store_problem",
     "CodedTexts", "StoredColumns", "Table", "iter_columns", "read_columns", "text_codes",
     "TableWriter", "put_info", "write_failure",
-    "IterationSpans", "import_warnings", "iteration_spans", "iterations", "open_store", "repeat_warnings", "store_identity",
+    "IterationSpans", "fetch_ints", "import_warnings", "int_blocks", "int_columns", "iteration_spans", "iterations",
+    "open_store",
+    "real_values", "repeat_warnings", "store_identity", "texts_of",
     "DB_APPLICATION_ID", "current_db", "export_db",
 ]

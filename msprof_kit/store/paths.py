@@ -19,7 +19,8 @@ STORE_DIR = "sqlite"
 STORE_NAME = "msprof_kit.db"
 STORE_ENV = "MSPROF_KIT_STORE"  # a folder for the stores (one sub-folder per collection); --store sets it
 CACHE_NAME = "msprof-kit"  # the per-user cache folder's name, in $XDG_CACHE_HOME or ~/.cache
-STORE_VERSION = 4  # PRAGMA user_version of the stores this msprof-kit writes and reads (4: KIT_HCCL_TASK.bandwidth in GB/s; 3: HCCL tables; 2: per-group PMU
+STORE_VERSION = 5  # PRAGMA user_version of the stores this msprof-kit writes and reads (5: memory, AI CPU, real
+# AI Core frequency, memcpy and msproftx tables; 4: KIT_HCCL_TASK.bandwidth in GB/s; 3: HCCL tables; 2: per-group PMU
 # columns, KIT_TASK_PMU_PY, KIT_TASK.infoNs, names by task id in legacy JOBs; a store of another version is
 # imported again)
 APPLICATION_ID = 0x4D534B54  # PRAGMA application_id of a store ("MSKT")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import zlib
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -104,3 +104,72 @@ def store_identity(collection_path: str) -> int:
     return zlib.crc32(f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}".encode()) & 0x7FFFFFFF
 
 
+
+
+def int_blocks(conn: sqlite3.Connection, table: str, exprs: Sequence[str],
+               size: int = 262144) -> Iterator[Dict[str, np.ndarray]]:
+    """Integer expressions of a table's rows (`exprs`: columns, or SQL over them, each giving an
+    integer, never NULL), in rowid order, `size` rows at a time as int64 arrays keyed by expression,
+    with the rows' rowids under "rowid": only these columns are read, and never all rows at once."""
+    sql = f"SELECT rowid, {', '.join(exprs)} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?"
+    last = -(1 << 62)
+    while True:
+        values = fetch_ints(conn.execute(sql, (last, size)), len(exprs) + 1)
+        if not len(values):
+            return
+        last = int(values[-1, 0])
+        block = {e: values[:, j + 1] for j, e in enumerate(exprs)}
+        block["rowid"] = values[:, 0]
+        yield block
+        if len(values) < size:
+            return
+
+
+FETCH_ROWS = 32768  # rows turned from sqlite's Python tuples into arrays at a time
+
+
+def fetch_ints(cursor: sqlite3.Cursor, width: int) -> np.ndarray:
+    """The rows of a cursor of `width` integer columns as an int64 array (rows x width), taken
+    FETCH_ROWS at a time: never a Python tuple per row for all of them at once."""
+    parts: List[np.ndarray] = []
+    while True:
+        rows = cursor.fetchmany(FETCH_ROWS)
+        if not rows:
+            break
+        parts.append(np.array(rows, dtype=np.int64).reshape(len(rows), width))
+    return np.concatenate(parts) if parts else np.zeros((0, width), np.int64)
+
+
+def int_columns(conn: sqlite3.Connection, table: str, exprs: Sequence[str]) -> Dict[str, np.ndarray]:
+    """`int_blocks` of every row, joined (with "rowid")."""
+    parts = list(int_blocks(conn, table, exprs))
+    return {e: np.concatenate([p[e] for p in parts]) if parts else np.zeros(0, np.int64)
+            for e in ["rowid", *exprs]}
+
+
+def texts_of(conn: sqlite3.Connection, ids: np.ndarray) -> np.ndarray:
+    """The STRING_IDS texts of integer ids (an object array; NaN for an unknown id, as a lookup by pandas gives), each distinct
+    id looked up once."""
+    uniq, inverse = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
+    found: Dict[int, str] = {}
+    listed = uniq.tolist()
+    for lo in range(0, len(listed), 500):
+        chunk = listed[lo:lo + 500]
+        found.update(conn.execute(f"SELECT id, value FROM STRING_IDS WHERE id IN ({','.join('?' * len(chunk))})",
+                                  chunk).fetchall())
+    texts = np.array([found.get(i, np.nan) for i in listed], dtype=object)
+    return texts[inverse.reshape(-1)] if len(listed) else np.zeros(0, dtype=object)
+
+
+def real_values(conn: sqlite3.Connection, table: str, expr: str, where: str = "",
+                size: int = 262144) -> np.ndarray:
+    """A numeric expression of a table's rows (`where`: an SQL condition, or all rows) in rowid
+    order, as float64 (NULL as NaN), fetched `size` rows at a time."""
+    cursor = conn.execute(f"SELECT {expr} FROM {table}{f' WHERE {where}' if where else ''} ORDER BY rowid")
+    parts: List[np.ndarray] = []
+    while True:
+        rows = cursor.fetchmany(size)
+        if not rows:
+            break
+        parts.append(np.array([r[0] for r in rows], dtype=np.float64))
+    return np.concatenate(parts) if parts else np.zeros(0, np.float64)

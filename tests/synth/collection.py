@@ -17,6 +17,7 @@ from .conventions import (
 from .device import device_records
 from .hccl import hccl_device, hccl_host, hccl_texts, hccl_type_lines, plan_hccl
 from .host import host_records, type_info_lines
+from .memory import write_npu_mem
 from .packing import in_order, joined, ticks_to_ns, write_stream
 from .plan import moved_early, plan_ops, plan_timing
 
@@ -50,7 +51,8 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
                      metrics: Optional[str] = None, events: Optional[str] = None,
                      aiv_metrics: Optional[str] = None, mix_fraction: float = 0.0, steps: bool = False,
                      host_ns: bool = False, host_start: bool = True, early_apis: int = 0,
-                     hccl_ops: int = 0, hccl_tasks_per_op: int = 11, hccl_devices: int = 0) -> str:
+                     hccl_ops: int = 0, hccl_tasks_per_op: int = 11, hccl_devices: int = 0,
+                     npu_mem_samples: int = 0) -> str:
     """Write a synthetic raw collection under `out_dir`; return the PROF directory's path.
 
     chip:           "910B" (platform 5: stars_soc + ffts_profile, 50 MHz device counter,
@@ -109,6 +111,8 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
                     the device one ACSQ start/end pair per task on streams 5 (master) and 6 (slave).
     hccl_tasks_per_op: tasks per collective (default 11: one whole 2-rank all-reduce, 3 of them slave).
     hccl_devices:   k > 0: only the first k devices run the collectives (default 0: every device).
+    npu_mem_samples: this many npu_mem samples per device (tests/synth/memory.py: half Device, half
+                    APP, one of each per µs from the collection start), written a chunk at a time.
 
     Times: op i of device d occupies the host slot starting at FIRST_OP_NS + d x 17.32 us +
     i x OP_PERIOD_NS (50 us); host time stamps are multiples of 10 ns, device times multiples
@@ -176,6 +180,9 @@ def write_collection(out_dir: str, *, chip: str = "910B", n_tasks: int = 40, dev
                 streams[stem] = in_order(both, both["syscnt"])
         for stem, arr in sorted(streams.items()):
             write_stream(dev_data, stem, arr, slices, straddle, cut_rng)
+        if npu_mem_samples:
+            last_us = write_npu_mem(dev_data, t.device, npu_mem_samples, seed=seed)
+            last_ns = max(last_ns, HOST_MONO0_NS + last_us * 1000)
     end_ns = last_ns + END_MARGIN_NS
     write_control(os.path.join(prof, "host"), profile, None, end_ns)
     if not host_start:

@@ -1,5 +1,5 @@
-"""`export summary`'s entry point: op_summary, op_statistic, task_time, communication_statistic and
-api_statistic, each built (one module per report) and written where the store has its data."""
+"""`export summary`'s entry point: op_summary, op_statistic, task_time, communication_statistic,
+api_statistic and the operator memory reports (memory_ops.py), each built (one module per report) and written where the store has its data."""
 from __future__ import annotations
 
 import functools
@@ -13,11 +13,15 @@ from ...errors import Diagnostics
 from ...forked import Forked, can_fork
 from ...progress import label
 from ..context import ExportContext
+from .aicpu import aicpu_table
 from .api_statistic import api_statistic_table
 from .columns import AnyTable
 from .communication import CommOps, load_comm_ops
 from .communication_statistic import communication_statistic_table
 from .files import json_table, write_csv, write_json
+from .memory_ops import MEMORY_TABLES
+from .msprof_tx import msprof_tx_table
+from .memory import write_memory_summaries
 from .op_statistic import op_statistic_table
 from .op_summary import op_summary_table
 from .task_time import task_time_table
@@ -53,9 +57,23 @@ def summary_tables(ctx: ExportContext, flavour: str, skip: Sequence[str] = (),
         table = api_statistic_table(ctx, strings, flavour)
         if table is not None and table.n_rows:
             yield "api_statistic", table
+    if "msprof_tx" not in skip:
+        tx = msprof_tx_table(ctx)
+        if tx is not None and tx.n_rows:
+            yield "msprof_tx", tx
+    if "aicpu" not in skip:
+        table = aicpu_table(ctx, strings)
+        if table is not None and table.n_rows:
+            yield "aicpu", table
+
+
+# reports the reference's Python exporter writes in both paths (CSV or JSON as it does)
+PYTHON_WRITTEN = ("aicpu",)
 
 
 def _write_one(ctx: ExportContext, kind: str, table: AnyTable, flavour: str, fmt: str) -> None:
+    if kind in PYTHON_WRITTEN:
+        flavour = "python"
     if fmt == "json" and flavour == "python":
         write_json(ctx, kind, json_table(table))
     else:
@@ -98,9 +116,16 @@ def write_summary(ctx: ExportContext, fmt: str = "csv", diag: Optional[Diagnosti
                                               loaded=(strings, tasks, ops)):
                 _write_one(ctx, kind, table, flavour, fmt)
                 phase.advance()
+            for _ in write_memory_summaries(ctx, flavour, fmt):  # npu_mem, npu_module_mem (streamed)
+                phase.advance()
             if helper is not None:  # op_summary's files first, as one process lists them
                 ctx.written[before:before] = helper.result()
                 phase.advance()
+            for kind, build in MEMORY_TABLES:  # the Python exporter's in both paths: JSON with --format json
+                memory = build(ctx, json=fmt == "json")
+                if memory is not None and memory.n_rows:
+                    write_json(ctx, kind, memory) if fmt == "json" else write_csv(ctx, kind, memory, flavour)
+                    phase.advance()
     except BaseException:
         if helper is not None:  # stopped, failed or interrupted: the files it began go too
             helper.cancel()

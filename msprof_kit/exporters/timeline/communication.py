@@ -12,6 +12,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
+from ... import store
 from ...arrays import SortedKeys
 from ...native_impl import Slot, float_slot, int_slot, text_slot, text_table
 from ...schema import ENUM_ROWS
@@ -27,6 +28,7 @@ SORT_COMMUNICATION = {"cpp": 16, "python": 17}
 INVALID_PLANES = (-1, 0xFFFFFFFF)   # tasks of no plane (level 0 collections) get no event
 RDMA_SEND_PAYLOAD = 1               # ENUM_HCCL_RDMA_TYPE
 NO_GROUP = "N/A"
+PAYLOAD_EXPR = f"rdmaType IS {RDMA_SEND_PAYLOAD}"  # 1 for an RDMA payload task, else 0 (NULL included)
 COMM_BLOCK = 5 * writer.CHUNK       # HCCL tasks turned into events at a time
 
 INFO_COLUMNS = ("globalTaskId", "taskType", "planeId", "groupName", "notifyId", "rdmaType", "srcRank", "dstRank",
@@ -117,15 +119,14 @@ class InfoColumns:
         last, lo = -1 << 62, 0
         sql = f"SELECT rowid, {', '.join(names)} FROM COMMUNICATION_TASK_INFO WHERE rowid > ? ORDER BY rowid LIMIT ?"
         while lo < self.n:
-            rows = self.ctx.conn.execute(sql, (last, COMM_BLOCK)).fetchall()
-            if not rows:
+            table = store.fetch_ints(self.ctx.conn.execute(sql, (last, COMM_BLOCK)), len(names) + 1)
+            if not len(table):
                 return
-            table = np.array(rows, dtype=np.int64).reshape(len(rows), len(names) + 1)
             last = int(table[-1, 0])
             block = {c: table[:, j + 1] for j, c in enumerate(names)}
             block["rowid"] = table[:, 0]
-            yield lo, lo + len(rows), block
-            lo += len(rows)
+            yield lo, lo + len(table), block
+            lo += len(table)
 
     def whole(self, names: Sequence[str]) -> Dict[str, np.ndarray]:
         """These columns of every row, as int64."""
@@ -257,21 +258,19 @@ def _task_floats(ctx: ExportContext, rowid: np.ndarray) -> Tuple[Tuple[np.ndarra
     the store lacks it)."""
     n = len(rowid)
     estimated = None
-    if ctx.has("KIT_HCCL_TASK"):
-        rows = ctx.conn.execute("SELECT durationEstimated FROM KIT_HCCL_TASK ORDER BY rowid").fetchall()
-        if len(rows) == n:
-            estimated = np.array([r[0] for r in rows], dtype=np.float64)
     payload: Tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.float64))
-    if n and ctx.has("KIT_HCCL_TASK"):
-        # KIT_HCCL_TASK keeps the GB/s as computed (COMMUNICATION_TASK_INFO's bytes/s, scaled back,
-        # can be off in the last digit); its rows are COMMUNICATION_TASK_INFO's, in order
-        kit = ctx.frame("SELECT rdmaType, bandwidth FROM KIT_HCCL_TASK ORDER BY rowid")
-        every = ctx.frame("SELECT rowid AS r FROM COMMUNICATION_TASK_INFO ORDER BY rowid")["r"].to_numpy()
-        if len(kit) == len(every):
-            found = np.flatnonzero(kit["rdmaType"].to_numpy() == RDMA_SEND_PAYLOAD)
-            pos = np.minimum(np.searchsorted(rowid, every[found]), max(n - 1, 0))
-            mine = rowid[pos] == every[found]
-            payload = (pos[mine].astype(np.int64), kit["bandwidth"].to_numpy().astype(np.float64)[found][mine])
+    if not ctx.has("KIT_HCCL_TASK"):
+        return payload, estimated
+    kit = store.int_columns(ctx.conn, "KIT_HCCL_TASK", (PAYLOAD_EXPR,))
+    if len(kit["rowid"]) != n:
+        return payload, estimated
+    estimated = store.real_values(ctx.conn, "KIT_HCCL_TASK", "durationEstimated")
+    # KIT_HCCL_TASK keeps the GB/s as computed (COMMUNICATION_TASK_INFO's bytes/s, scaled back, can
+    # be off in the last digit); its rows are COMMUNICATION_TASK_INFO's (`rowid`, all of them), in order
+    found = np.flatnonzero(kit[PAYLOAD_EXPR] == 1)
+    if len(found):
+        payload = (found.astype(np.int64), store.real_values(ctx.conn, "KIT_HCCL_TASK", "bandwidth",
+                                                             f"rdmaType = {RDMA_SEND_PAYLOAD}"))
     return payload, estimated
 
 

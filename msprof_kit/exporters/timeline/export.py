@@ -19,6 +19,9 @@ from .communication import Communication, write_communication
 from .facts import Facts, load_facts
 from .freq import write_freq
 from .hardware import write_hardware
+from .msproftx import tx_events, write_msprof_tx_file, write_msproftx
+from .memcpy import MemcpyArgs
+from .memory import write_npu_mem
 from .overlap import graph_overlap, write_overlap
 from .steps import Iteration, graph_step_texts, timeline_steps
 from .tasks import Tasks
@@ -39,7 +42,7 @@ def write_timeline(ctx: ExportContext) -> None:
     steps = timeline_steps(ctx)
     comm = Communication(ctx, facts)
     if not len(tasks) and not steps and not len(comm) and \
-            not any(ctx.has(t) for t in ("CANN_API", "OVERLAP_ANALYSIS", "AICORE_FREQ")):
+            not any(ctx.has(t) for t in ("CANN_API", "OVERLAP_ANALYSIS", "AICORE_FREQ", "KIT_MSTX", "NPU_MEM")):
         return
     if ctx.ts_origin == "start":
         facts.origin = ts_origin_ns(ctx, steps)
@@ -70,16 +73,19 @@ def write_timeline(ctx: ExportContext) -> None:
                                                           arrows=with_arrows),
                              "timeline", inline=ctx.jobs < 2)
     try:
+        tx = tx_events(ctx, facts) if ctx.layer_on("msproftx") else []
         with TraceWriter(path) as out:
             if cann:
                 write_cann(ctx, out, facts, tasks, blocks, arrows)
             with ctx.progress.phase(f"{who}: timeline device layers") if ctx.jobs >= 2 else Phase():
                 step_texts = device_part.result()
                 out.append_part(part_path)
+            write_msproftx(ctx, out, facts, tx)
     finally:
         device_part.cancel()
         if os.path.exists(part_path):
             os.remove(part_path)
+    write_msprof_tx_file(ctx, tx)
     if facts.scoped:
         step_texts = graph_step_texts(ctx, facts)
     if step_texts:
@@ -131,13 +137,16 @@ def _write_device_layers(ctx: ExportContext, path: str, facts: Facts, tasks: Tas
             if ascend or ctx.layer_on("step_trace"):
                 step_texts = write_hardware(out, facts, tasks, started,
                                             steps if ctx.layer_on("step_trace") else {},
-                                            show_tasks=ascend, arrows=arrows and ascend)
+                                            show_tasks=ascend, arrows=arrows and ascend,
+                                            memcpy=MemcpyArgs.load(ctx, facts))
             if ctx.layer_on("communication"):
                 write_communication(out, facts, comm, arrows=arrows)
             if ctx.layer_on("freq"):
                 write_freq(ctx, out, facts)
             if ctx.layer_on("overlap_analyse"):
                 write_overlap(ctx, out, facts, overlap_rows)
+            if ctx.layer_on("npu_mem"):
+                write_npu_mem(ctx, out, facts)
     finally:
         ctx.conn.close()
     return step_texts

@@ -3,7 +3,7 @@ type), with their arrow ends (and the Python flavour's arrow starts on host task
 the step-trace iterations."""
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -12,22 +12,28 @@ from ...native_impl import float_slot, int_slot
 from . import writer
 from .arrows import flow_events
 from .facts import SORT_CANN, SORT_HARDWARE, Facts
+from .memcpy import MEMCPY_SLOTS, MemcpyArgs
 from .steps import STEP_TID_BASE, Iteration, iteration_events
 from .tasks import Tasks
 from .writer import Template, TraceWriter, dur_us, process_meta, thread_meta
 
 
-TASK_EVENT = Template('{"name":', "name", ',"pid":', "pid", ',"tid":', "stream", ',"ts":"', "ts", '","dur":', "dur",
-                      ',"ph":"X","args":{"Model Id":', "model", ',"Task Type":', "task_type", ',"Physic Stream Id":',
-                      "stream", ',"Task Id":', "task", ',"Batch Id":', "batch", ',"Subtask Id":', "ctx",
-                      ',"connection_id":', "conn", '}}')
+TASK_PARTS = ('{"name":', "name", ',"pid":', "pid", ',"tid":', "stream", ',"ts":"', "ts", '","dur":', "dur",
+              ',"ph":"X","args":{"Model Id":', "model", ',"Task Type":', "task_type", ',"Physic Stream Id":',
+              "stream", ',"Task Id":', "task", ',"Batch Id":', "batch", ',"Subtask Id":', "ctx",
+              ',"connection_id":', "conn")
+TASK_EVENT = Template(*TASK_PARTS, '}}')
+# the same with a MEMCPY_ASYNC task's args after the others (memcpy.py), empty in other rows
+MEMCPY_EVENT = Template(*TASK_PARTS, *[p for name in MEMCPY_SLOTS for p in ("", name)], '}}')
 
 
 def write_hardware(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.ndarray,
-                   steps: Dict[int, List[Iteration]], show_tasks: bool = True, arrows: bool = True) -> List[str]:
+                   steps: Dict[int, List[Iteration]], show_tasks: bool = True, arrows: bool = True,
+                   memcpy: Optional[MemcpyArgs] = None) -> List[str]:
     """The Ascend Hardware processes: metadata, the task X events with their arrow ends (and, in
     the Python flavour, the arrow starts on host task records), then the step-trace iterations.
-    Returns the step-trace events with their metadata, for step_trace_{ts}.json."""
+    Returns the step-trace events with their metadata, for step_trace_{ts}.json. `memcpy`: the
+    MEMCPY_ASYNC tasks' extra args (None: none)."""
     pairs = tasks.streams if show_tasks else tasks.streams[:0]
     device, stream = pairs >> 32, pairs & 0xFFFFFFFF
     devices = sorted(set(np.unique(device).tolist()) | set(steps))
@@ -39,7 +45,7 @@ def write_hardware(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.nda
             meta += thread_meta(pid, s, f"Stream {s}", s)
     out.add(meta)
     if len(tasks) and show_tasks:
-        _write_tasks(out, facts, tasks, started, arrows)
+        _write_tasks(out, facts, tasks, started, arrows, memcpy)
     step_texts: List[str] = []
     for dev in sorted(steps):
         pid = facts.pid(SORT_HARDWARE, dev)
@@ -53,7 +59,8 @@ def write_hardware(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.nda
     return step_texts
 
 
-def _write_tasks(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.ndarray, arrows: bool = True) -> None:
+def _write_tasks(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.ndarray, arrows: bool = True,
+                 memcpy: Optional[MemcpyArgs] = None) -> None:
     devices = np.unique(tasks.streams >> 32)
     pids = np.array([facts.pid(SORT_HARDWARE, d) for d in devices.tolist()], dtype=np.int64)
     cann_pid = facts.pid(SORT_CANN)
@@ -69,11 +76,14 @@ def _write_tasks(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.ndarr
             s = slice(lo, min(lo + writer.CHUNK, len(block)))
             n = s.stop - s.start
             start = c["start"][s]
-            out.add_block(TASK_EVENT.rows(
+            template, extra = TASK_EVENT, {}
+            if memcpy is not None and block.memcpy[s].any():
+                template, extra = MEMCPY_EVENT, memcpy.slots(block.memcpy[s], c["gid"][s], start, c["end"][s])
+            out.add_block(template.rows(
                 n, name=block.name.take(s), pid=int_slot(pid[s]), stream=int_slot(c["stream"][s]),
                 ts=facts.ts(start), dur=float_slot(dur_us(start, c["end"][s])), model=int_slot(c["model"][s]),
                 task_type=block.task_type.take(s), task=int_slot(c["task"][s]), batch=int_slot(c["batch"][s]),
-                ctx=int_slot(c["ctx"][s]), conn=int_slot(c["conn"][s])), n)
+                ctx=int_slot(c["ctx"][s]), conn=int_slot(c["conn"][s]), **extra), n)
             e = np.flatnonzero(ends[s])
             if len(e):
                 flow_events(out, facts, "f", pid[s][e], c["stream"][s][e], start[e], ids[s][e])

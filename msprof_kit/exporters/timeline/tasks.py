@@ -35,7 +35,7 @@ class TaskBlock:
     """Some of the device tasks shown (one X event each), with their texts and arrow roles."""
 
     cols: Dict[str, np.ndarray]   # as stored (narrow integers): start, end, device, stream, task, ctx, batch,
-    #                               model, conn, thread, track_ns
+    #                               model, conn, thread, track_ns, gid (globalTaskId)
     name: Slot                    # event names (codes into JSON literals)
     task_type: Slot               # args "Task Type" (codes into JSON literals)
     is_op: np.ndarray             # shown as an op (computing, for an iteration export's overlap)
@@ -222,6 +222,7 @@ class Tasks:
         cols, gid, host_type, dev_type = self.source.read(lo, hi, np.flatnonzero(self.shown[lo:hi]))
         op_name, ge_type, has_op = self.source.op_info(gid.astype(np.int64))
         device_only: np.ndarray = np.zeros(len(gid), dtype=bool)
+        cols["gid"] = gid
         del gid
         if facts.scoped:
             device_only = cols["model"] != facts.scope.model_id
