@@ -2,17 +2,19 @@
 optionally the reference msprof analysis on the same data.
 
     python bench/run.py [--tasks 100000,1000000,10000000] [--ref PATH] [--ref-python PY]
-                        [--work DIR] [--impl c|python] [--pss] [--steps STEP,...]
+                        [--work DIR] [--impl c|python] [--no-sample] [--steps STEP,...]
                         [--mkprof CASE [--iters K] [--mkprof-script PATH]] [--hccl-ops N]
 
 Each size is a synthetic 910B collection (tests/synth: two devices, the tasks split evenly
 between them, AI Core PMU on, tensor info on, 10 % of the operators inside model executions),
 built once under --work (default bench/out) and reused. Each step runs in a fresh process on a
 collection cleared of every earlier output; the table gives wall seconds, CPU seconds (the
-process and the workers it forked) and peak RSS (the process's peak plus its largest worker's:
-an upper bound of what they held at once). --pss adds the peak of the processes' summed PSS,
-sampled every 0.1 s (pages a forked worker shares with its parent count once; the sampling costs
-the steps a little time). Logs go to --work/run.log.
+process and the workers it forked), `peak MiB`, the peak of the process tree's summed PSS sampled
+every 0.1 s (what the step and its workers held at one time; pages a forked worker shares with its
+parent count once), and `peaks sum`, the process's own peak RSS plus its largest worker's (an
+upper bound, reached only if both peaked at once, which they rarely do). --no-sample skips the
+sampling, which costs the steps a little time (`peak MiB` then shows '-'). Logs go to
+--work/run.log.
 
 --ref PATH runs the reference as it is, on a fresh copy of the same collection in the same run:
 PATH is its `analysis/` folder (a checkout of github Ascend/msprof), the folder holding it, or a
@@ -45,7 +47,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.normpath(os.path.join(HERE, "..", "tests"))  # synth/, the collection writer
@@ -54,7 +56,7 @@ DEVICES = 2
 STEPS = ("import", "export timeline", "export summary")  # the default --steps
 ALL_STEPS = STEPS + ("export db", "analyze")
 MKPROF = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "tools", "mkprof.py"))
-PSS_PERIOD = 0.1  # seconds between samples of --pss
+PSS_PERIOD = 0.1  # seconds between samples of the process tree's summed PSS
 # what the steps write into a collection (ours and the reference's), removed before a run
 OUTPUTS = ("sqlite", "mindstudio_profiler_output", "mindstudio_profiler_log", "analyze")
 REF_CANDIDATES = ("msprof/msprof.py", "analysis/msprof/msprof.py",
@@ -87,8 +89,8 @@ REFERENCE = STATS + ("import runpy, sys\n"
 class Measure:
     wall: float
     cpu: float
-    mib: float
-    pss: Optional[float] = None  # peak summed PSS of the process tree (MiB), with --pss
+    mib: float  # the process's peak RSS plus its largest worker's (MiB): an upper bound
+    pss: Optional[float] = None  # the sampled peak of the process tree's summed PSS (MiB); None: not sampled
     note: str = ""  # e.g. that analyze found no communication to analyze (its exit code 4)
 
 
@@ -179,10 +181,10 @@ def _tree_pss_kib(pid: int) -> int:
     return total
 
 
-def measure(argv: Sequence[str], env: Dict[str, str], log: str, pss: bool = False,
+def measure(argv: Sequence[str], env: Dict[str, str], log: str, pss: bool = True,
             accept: Optional[Dict[int, str]] = None) -> Measure:
-    """Run one command in a fresh process; its output goes to `log`. `pss`: also sample the
-    summed PSS of its process tree every PSS_PERIOD seconds (reading it costs the process some time).
+    """Run one command in a fresh process; its output goes to `log`. `pss`: sample the summed PSS
+    of its process tree every PSS_PERIOD seconds (reading it costs the process some time).
     `accept`: exit codes other than 0 that are no failure, with the note the row gets."""
     fd, stats = tempfile.mkstemp(suffix=".json")
     os.close(fd)
@@ -204,10 +206,12 @@ def measure(argv: Sequence[str], env: Dict[str, str], log: str, pss: bool = Fals
             got = json.load(f)
     finally:
         os.remove(stats)
-    return Measure(wall, got["cpu"], got["kib"] / 1024, peak / 1024 if pss else None, accept.get(proc.returncode, ""))
+    # (no sample: the process ended before the first one was read)
+    return Measure(wall, got["cpu"], got["kib"] / 1024, peak / 1024 if pss and peak else None,
+                   accept.get(proc.returncode, ""))
 
 
-def ours(prof: str, impl: Optional[str], log: str, pss: bool = False,
+def ours(prof: str, impl: Optional[str], log: str, pss: bool = True,
          steps: Sequence[str] = STEPS) -> List[Measure]:
     env = dict(os.environ)
     if impl:
@@ -241,14 +245,14 @@ def find_reference(path: str) -> str:
 
 
 def reference(script: str, python: str, prof: str, scratch: str, log: str,
-              steps: Sequence[str] = STEPS) -> List[Measure]:
+              steps: Sequence[str] = STEPS, pss: bool = True) -> List[Measure]:
     """The reference's three steps on a fresh copy of the collection (removed afterwards)."""
     copy = os.path.join(scratch, os.path.basename(prof))
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(prof, copy)
     clear_outputs(copy)
     try:
-        return [measure([python, "-c", REFERENCE, script, *step.split(), "-dir", copy], dict(os.environ), log)
+        return [measure([python, "-c", REFERENCE, script, *step.split(), "-dir", copy], dict(os.environ), log, pss)
                 for step in steps]
     finally:
         shutil.rmtree(copy, ignore_errors=True)
@@ -266,13 +270,20 @@ def machine() -> str:
             f"numpy {numpy.__version__}, pandas {pandas.__version__}")
 
 
+def _mib(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
 def row(label: str, m: Measure, r: Optional[Measure]) -> str:
-    text = f"{label:<17} {m.wall:>8.2f} {m.cpu:>8.2f} {m.mib:>8.0f}"
-    if m.pss is not None:
-        text += f" {m.pss:>8.0f}"
+    text = f"{label:<17} {m.wall:>8.2f} {m.cpu:>8.2f} {_mib(m.pss):>8} {m.mib:>9.0f}"
     if r is not None:
-        text += f" {r.wall:>10.2f} {r.cpu:>9.2f} {r.mib:>8.0f} {r.wall / m.wall:>7.1f}x"
+        text += f" {r.wall:>10.2f} {r.cpu:>9.2f} {_mib(r.pss):>8} {r.mib:>9.0f} {r.wall / m.wall:>7.1f}x"
     return text + (f"  ({m.note})" if m.note else "")
+
+
+def _largest(values: Iterable[Optional[float]]) -> Optional[float]:
+    got = [v for v in values if v is not None]
+    return max(got) if got else None
 
 
 def main() -> None:
@@ -281,7 +292,9 @@ def main() -> None:
     ap.add_argument("--ref", metavar="PATH", help="the reference analysis/ folder, or a CANN install")
     ap.add_argument("--ref-python", default=sys.executable, help="the Python that runs the reference")
     ap.add_argument("--work", default=os.path.join(HERE, "out"), help="where the collections are kept")
-    ap.add_argument("--pss", action="store_true", help="also sample the peak summed PSS of each step's processes")
+    ap.add_argument("--no-sample", dest="sample", action="store_false",
+                    help="do not sample the process tree's summed PSS (its sampling costs the steps a little time)")
+    ap.add_argument("--pss", action="store_true", help=argparse.SUPPRESS)  # the sampling, now the default
     ap.add_argument("--impl", choices=("c", "python"), help="msprof-kit's formatting implementation "
                     "(default: the C extension when it is built)")
     ap.add_argument("--steps", default=",".join(STEPS),
@@ -310,9 +323,9 @@ def main() -> None:
     print(f"machine: {machine()}; msprof-kit formatting: {impl}")
     if script:
         print(f"reference: {script} (run by {args.ref_python})")
-    head = f"{'step':<17} {'wall s':>8} {'cpu s':>8} {'peak MiB':>8}" + (f" {'PSS MiB':>8}" if args.pss else "")
+    head = f"{'step':<17} {'wall s':>8} {'cpu s':>8} {'peak MiB':>8} {'peaks sum':>9}"
     if script:
-        head += f" {'ref wall s':>10} {'ref cpu s':>9} {'ref MiB':>8} {'ratio':>8}"
+        head += f" {'ref wall s':>10} {'ref cpu s':>9} {'ref peak':>8} {'ref p.sum':>9} {'ratio':>8}"
     for n in sizes:
         if args.mkprof:
             prof = mkprof_collection(args.work, args.mkprof_script, args.mkprof, n, args.iters)
@@ -322,17 +335,17 @@ def main() -> None:
             what = f"{n:,} tasks" + (f" + {args.hccl_ops:,} collectives x 11 HCCL tasks" if args.hccl_ops else "")
             what += f" + {args.npu_mem_samples:,} npu_mem samples per device" if args.npu_mem_samples else ""
             what += f" ({DEVICES} devices"
-        mine = ours(prof, args.impl, log, args.pss, steps)  # (the raw size below: with the outputs cleared)
+        mine = ours(prof, args.impl, log, args.sample, steps)  # (the raw size below: with the outputs cleared)
         what += f"{', ' if not args.mkprof else ' ('}{_size(prof) / 2 ** 20:,.0f} MiB raw)"
-        theirs = reference(script, args.ref_python, prof, args.work, log, steps) if script else None
+        theirs = reference(script, args.ref_python, prof, args.work, log, steps, args.sample) if script else None
         print(f"\n{what}")
         print(head)
         for i, step in enumerate(steps):
             print(row(step, mine[i], theirs[i] if theirs else None))
         total = Measure(sum(m.wall for m in mine), sum(m.cpu for m in mine), max(m.mib for m in mine),
-                        max(m.pss for m in mine) if args.pss else None)
+                        _largest(m.pss for m in mine))
         ref_total = Measure(sum(m.wall for m in theirs), sum(m.cpu for m in theirs),
-                            max(m.mib for m in theirs)) if theirs else None
+                            max(m.mib for m in theirs), _largest(m.pss for m in theirs)) if theirs else None
         print(row("all three" if len(steps) == 3 else f"all {len(steps)}", total, ref_total), flush=True)
 
 

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from msprof_kit.ingest import api_windows, association, columns
+from msprof_kit.ingest.names import HashTable
 from msprof_kit.timebase import Clock
 
 
@@ -155,7 +156,8 @@ def _assoc_run(windows, edges):
     """(tracks, compute tasks) the association emits over the windows, joined."""
     clock = Clock(0, 0, None)
     emitted = []
-    assoc = association.Association(clock, {"5000_0": "KERNEL_AICORE"}, {"11": "OpLate", "12": "OpEarly", "21": "T"},
+    hashes = HashTable.of({11: "OpLate", 12: "OpEarly", 21: "T"})
+    assoc = association.Association(clock, {"5000_0": "KERNEL_AICORE"}, hashes,
                                     lambda tracks, compute: emitted.append((tracks, compute)))
     for w, (tree, recs) in enumerate(windows):
         full = {k: recs.get(k) for k in ("track",) + association.OP_KINDS}

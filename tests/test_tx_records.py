@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from msprof_kit.ingest.names import HashTable
 from msprof_kit.parsers.msproftx import MSPROFTX, tx_columns
 from msprof_kit.parsers.records import pack
 
@@ -45,7 +46,7 @@ def test_mstx_pieces_joined_in_seg_order() -> None:
                   pack(MSPROFTX, info_type=0, message=b"legacy", event_type=0, start_time=50, end_time=50),
                   mstx(9, 1, "b", 101))
     diag = Diagnostics()
-    events = _events({k: cols[k] for k in FIELDS}, {"7": "default"}, "slice", diag)
+    events = _events({k: cols[k] for k in FIELDS}, HashTable.of({7: "default"}), "slice", diag)
     assert events["message"].tolist() == ["legacy", "abc", "AB"]
     assert events["start_time"].tolist() == [50, 100, 201]
     assert events["domain_text"].tolist() == ["", "default", "default"]

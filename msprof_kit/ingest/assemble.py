@@ -40,7 +40,7 @@ from .matching import Match, match_keys, write_compute_info
 from .memory_ops import write_op_memory
 from .msproftx import write_msproftx
 from .memcpy import MemcpyTasks, write_memcpy
-from .names import where_text
+from .names import HashTable, where_text
 from .overlap import Overlap
 from .pmu import HwtsPmu, StarsPmu, metric_group, pmu_columns
 from .sink import TableSink
@@ -162,10 +162,11 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
         compute_ok = write_compute_info(host.tasks, host.tensor_table, gids, strings, put) if host is not None \
             else np.zeros(0, dtype=bool)
     memory.give_back()
-    # host task types (codes into the host's texts) and device task types (past them) as one code
+    # host task types (codes into the host's type names) and device task types (past them) as one code
     texts = host_tasks.text_table() if host_tasks is not None else text_array(1, "")
+    host_types = host_tasks.type_table() if host_tasks is not None else text_array(0, "")
     dev_names = dev_type_names()
-    type_texts = np.concatenate([texts, dev_names])
+    type_texts = np.concatenate([host_types, dev_names])
     is_mix_type = where_text(type_texts, lambda k: k in MIX_TYPES)
     is_mix_aic = where_text(type_texts, lambda k: k == "KERNEL_MIX_AIC")
     is_compute_type = where_text(type_texts, lambda k: k in COMPUTE_HOST_TYPES)
@@ -231,7 +232,7 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
                 key = match_keys(t["stream_id"].to_numpy(), t["task_id"].to_numpy(), t["ctx"].to_numpy())
                 matched, e = match.window(key, t["start_ns"].to_numpy(), entries.window(w) if entries is not None else None)
                 dev_type = t["dev_type"].to_numpy()
-                host_type = np.where(matched, e["type"], len(texts) + dev_type)
+                host_type = np.where(matched, e["type"], len(host_types) + dev_type)
                 hbatch = np.where(matched, e["batch"], t["batch"].to_numpy())
                 gid = gids.ids(np.full(n, dev.device_id), t["stream_id"].to_numpy(), t["task_id"].to_numpy(),
                                t["ctx"].to_numpy(), hbatch)
@@ -328,7 +329,7 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
         with diag.progress.phase(f"{who}: operator memory"):
             write_op_memory(coll, host.hashes, pid, session_ns(coll)[0], strings, put, diag)
     if coll.host is not None:
-        info += write_msproftx(coll.host, coll, host.hashes if host is not None else {}, strings, put, diag)
+        info += write_msproftx(coll.host, coll, host.hashes if host is not None else HashTable(), strings, put, diag)
     with diag.progress.phase(f"{who}: device memory"):
         write_memory(coll, coll.devices, strings, put, diag)
     put("STRING_IDS", strings.frame())

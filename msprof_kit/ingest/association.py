@@ -13,7 +13,7 @@ from ..arrays import isin, last_seen
 from ..timebase import Clock
 from .columns import (INVALID_CTX, KERNEL_FALLBACK, LEVEL_MODEL, LEVEL_NODE, MIX_TYPES, NO_MODEL, TREE_LEVELS,
                       Columns, frame_of, text_array)
-from .names import ge_names, hash_names, map_names, map_text, where_text
+from .names import HashTable, ge_names, hash_names, map_names, map_text, where_text
 
 
 class WindowHook(Protocol):
@@ -129,7 +129,7 @@ class Association:
     a node API still open at the next window's start, whose op info is chosen once all the
     API's records are in."""
 
-    def __init__(self, clock: Clock, types: Dict[str, str], hashes: Dict[str, str],
+    def __init__(self, clock: Clock, types: Dict[str, str], hashes: HashTable,
                  emit: Callable[[pd.DataFrame, pd.DataFrame], None], hccl: Optional[WindowHook] = None) -> None:
         self.clock, self.types, self.hashes = clock, types, hashes
         self.emit = emit  # takes the tracks done (indexed by position, in position order) and their compute tasks
@@ -230,7 +230,7 @@ class Association:
 
 
 def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFrame, ctx: pd.DataFrame,
-                   hashes: Dict[str, str]) -> pd.DataFrame:
+                   hashes: HashTable) -> pd.DataFrame:
     """Host compute tasks: task tracks under a node launch with a KERNEL* type (op info from the
     launch's first node_basic_info / tensor_info / context_id_info), or kernel tracks without a
     launch (named by their kernel). The op records carry their launch API (`conn`), in stream

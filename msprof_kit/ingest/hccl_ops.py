@@ -38,7 +38,7 @@ from ..schema import ENUM_ROWS
 from ..store import CodedTexts
 from .columns import frame_of
 from .hccl import HcclHostData
-from .names import hash_names, per_distinct
+from .names import HashTable, hash_names, per_distinct
 from .sink import TableSink
 from .tasks import StringPool
 
@@ -108,7 +108,7 @@ def _bandwidth(frame: pd.DataFrame, jumps: np.ndarray) -> np.ndarray:
     return out
 
 
-def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: Dict[str, str], start_ns: int,
+def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, start_ns: int,
                strings: StringPool, put: TableSink, diag: Diagnostics) -> Intervals:
     """The four tables of the collection's communication; returns each device's op spans (for
     OVERLAP_ANALYSIS)."""
@@ -255,7 +255,7 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: Dict[str, str],
 
 def _write_ops(op_rows: pd.DataFrame, info: pd.DataFrame, joined: "Joined", codes: "NameCodes",
                name_code: np.ndarray, name_text: np.ndarray, k: np.ndarray, host_ns: np.ndarray, start: np.ndarray,
-               hashes: Dict[str, str], strings: StringPool, put: TableSink) -> None:
+               hashes: HashTable, strings: StringPool, put: TableSink) -> None:
     """COMMUNICATION_OP and KIT_HCCL_OP: one row per op (opId order), its fields from its launch
     (`info`: the ops' hccl_op_info and node_basic_info, one row per op) and its first task by
     device start (`op_rows.row`)."""
@@ -394,7 +394,7 @@ class NameCodes:
 
 
 def _name_codes(items: np.ndarray, op_has: np.ndarray, op_group: np.ndarray, has_info: np.ndarray,
-                task_group: np.ndarray, hashes: Dict[str, str]) -> NameCodes:
+                task_group: np.ndarray, hashes: HashTable) -> NameCodes:
     """NameCodes of the tasks: `items` their ops' raw name hashes; a task's group is its hccl_info's
     (`has_info`, `task_group`), else its op's hccl_op_info's (`op_has`, `op_group`), else N/A."""
     item_code, item_u = pd.factorize(items)

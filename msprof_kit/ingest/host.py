@@ -26,8 +26,8 @@ from .columns import (ACL_API_TAGS, INVALID_CTX, LEVEL_ACL, LEVEL_HCCL, LEVEL_MO
                       Columns, DataFiles, frame_of)
 from .hccl import INFO_FIELDS, OP_INFO_FIELDS, HcclHost, HcclHostData
 from .matching import HostTasks
-from .names import (HashTable, TypeTable, code_text, distinct, group_paths, hash_names, hash_text, map_names,
-                    read_dictionary, type_name_of, where_text)
+from .names import (HashTable, TypeTable, code_text, distinct, group_paths, hash_names, map_names, read_dictionary,
+                    read_hashes, type_name_of, where_text)
 from .sink import TableSink
 from .streams import compact_stream
 from .tasks import StringPool
@@ -43,7 +43,7 @@ class HostData:
     pid: int
     tensor_table: TensorTable = field(default_factory=TensorTable.empty)  # compute tensors' rows
     hccl: Optional[HcclHostData] = None  # the communication tasks and ops (None: none)
-    hashes: Dict[str, str] = field(default_factory=dict)  # hash_dic
+    hashes: HashTable = field(default_factory=HashTable)  # hash_dic
 
 
 def load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, strings: StringPool, put: TableSink,
@@ -77,7 +77,7 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
                read_tensors: Callable[[], Tuple[Runs, TensorTable]], strings: StringPool,
                put: TableSink, scratch: str) -> HostData:
     clock = host_clock_of(rd, coll, diag)
-    hashes = read_dictionary(files, "hash_dic", False, diag)
+    hashes = read_hashes(files, diag)
     types = read_dictionary(files, "type_info_dic", True, diag)
     pid_text = str(rd.info.get("pid", "0"))
     pid = int(pid_text) if pid_text.isdigit() else 0
@@ -98,7 +98,7 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
             records.runs["tensor"], tensor_table = read_tensors()
             models = _model_names(rd, files, hashes, diag)
         if records.runs["track"].rows:
-            host_tasks = HostTasks(scratch, types, hashes)
+            host_tasks = HostTasks(scratch, types)
         hccl = HcclHost(clock, types)
         assoc = Association(clock, types, hashes, host_tasks.add, hccl) if host_tasks is not None else None
         if not apis.count:
@@ -119,10 +119,9 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
         put("KIT_API", None, last=True)
         if assoc is not None:
             assoc.finish()
-        if isinstance(hashes, HashTable):
-            where = next((p for _, group in group_paths(files, "hash_dic") for p in group),
-                         f"{rd.data_dir}/*.hash_dic.slice_N")
-            hashes.warn_misses(where, diag)
+        where = next((p for _, group in group_paths(files, "hash_dic") for p in group),
+                     f"{rd.data_dir}/*.hash_dic.slice_N")
+        hashes.warn_misses(where, diag)
         if isinstance(types, TypeTable):
             where = next((p for _, group in group_paths(files, "type_info_dic") for p in group),
                          f"{rd.data_dir}/*.type_info_dic.slice_N")
@@ -147,7 +146,7 @@ NBI_FIELDS = ("thread_id", "timestamp", "op_name", "op_type", "task_type", "bloc
 HCCL_KINDS = ("hop", "hinfo")  # hccl_op_info and hccl_info records (hccl.py)
 
 
-def _api_window(window: Columns, clock: Clock, types: Dict[str, str], hashes: Dict[str, str], pid: int,
+def _api_window(window: Columns, clock: Clock, types: Dict[str, str], hashes: HashTable, pid: int,
                 strings: StringPool, put: TableSink, latest: LatestEnds, hccl: HcclHost) -> Columns:
     """A window of the host's APIs (events merged, in connection-id order: APIs by begin, level
     descending, ties by thread then stream order; an API's connection id is its position + 1)
@@ -235,7 +234,7 @@ def _write_apis(apis: Columns, texts: Dict[str, np.ndarray], pid: int, strings: 
                     "itemId": CodedTexts(apis["item_text"], texts["item_text"])}, last=False)
 
 
-def _name_apis(apis: Columns, types: Dict[str, str], hashes: Dict[str, str]) -> np.ndarray:
+def _name_apis(apis: Columns, types: Dict[str, str], hashes: HashTable) -> np.ndarray:
     """API names: type_info_dic '<level>_<type>' (decimal type if unknown); HCCL APIs by item hash.
     Adds `name`, codes into the returned table of names."""
     level = apis["level"]
@@ -244,14 +243,14 @@ def _name_apis(apis: Columns, types: Dict[str, str], hashes: Dict[str, str]) -> 
                                                    str(int(k) & 0xFFFFFFFF)))
     hccl = level == LEVEL_HCCL
     if hccl.any():
-        by_item, more = distinct(apis["item"][hccl], hash_text(hashes))
+        by_item, more = pd.factorize(apis["item"][hccl], use_na_sentinel=False)
         codes[hccl] = len(texts) + by_item
-        texts += more
+        texts += hashes.texts(more).tolist()
     apis["name"] = codes.astype(np.int32)
     return np.array(texts, dtype=object)
 
 
-def _api_texts(apis: Columns, names: np.ndarray, hashes: Dict[str, str], types: Dict[str, str]
+def _api_texts(apis: Columns, names: np.ndarray, hashes: HashTable, types: Dict[str, str]
                ) -> Dict[str, np.ndarray]:
     """The texts the timeline shows of each API besides its name (KIT_API): `mode`, the reference's
     struct type (the ACL category for ACL APIs, else the API's type name), and `item_text`, its item
@@ -277,15 +276,15 @@ def _api_texts(apis: Columns, names: np.ndarray, hashes: Dict[str, str], types: 
         modes += kinds
     step_info = np.array([t == STEP_INFO_API for t in names.tolist()], dtype=bool)
     by_number = (level == LEVEL_MODEL) | ((level == LEVEL_NODE) & step_info[name])
-    item_codes, values = distinct(apis["item"], int)
+    item_codes, values = pd.factorize(apis["item"], use_na_sentinel=False)
     # the table: each distinct item as a number, then as its hash text
-    item_texts = [str(u) for u in values] + [hashes.get(str(u), str(u)) if u else "0" for u in values]
+    item_texts = np.concatenate([np.asarray(values).astype(str).astype(object), hashes.texts_or_ids(values)])
     apis["mode"] = mode
     apis["item_text"] = np.where(by_number, item_codes, len(values) + item_codes).astype(np.int32)
-    return {"name": names, "mode": np.array(modes, dtype=object), "item_text": np.array(item_texts, dtype=object)}
+    return {"name": names, "mode": np.array(modes, dtype=object), "item_text": item_texts}
 
 
-def _model_names(rd: ResultDir, files: DataFiles, hashes: Dict[str, str], diag: Diagnostics) -> pd.DataFrame:
+def _model_names(rd: ResultDir, files: DataFiles, hashes: HashTable, diag: Diagnostics) -> pd.DataFrame:
     frames = []
     for _, c in _chunks(files, "graph_id_map", diag):
         frames.append(frame_of({"model_id": c["model_id"].astype(np.int64),

@@ -12,7 +12,7 @@ from ..arrays import first_seen, last_seen
 from ..spill import Runs
 from . import limits
 from .columns import INVALID_CTX, MIX_TYPES, Columns, frame_of
-from .names import distinct, hash_text, where_text
+from .names import distinct, ends_with
 from .sink import TableSink
 from .tasks import GID_KEYS, GlobalIds, StringPool, gid_ctx
 from .tensors import TensorTable
@@ -47,12 +47,12 @@ class HostTasks:
     context 0 when it is a MIX kernel whose context is not 0. Entries are spilled per device, by
     time, with what a matched device task takes of the track (ENTRY_PAYLOAD); `first` keeps each
     key's first entry (for device tasks that begin before any entry of their key). Compute tasks
-    are spilled by track position. Texts are coded by `texts`."""
+    are spilled by track position. Task types are coded by `types`, the other texts by `texts`."""
 
-    def __init__(self, folder: str, types: Dict[str, str], hashes: Dict[str, str]) -> None:
+    def __init__(self, folder: str, types: Dict[str, str]) -> None:
         self.folder = folder
         self.type_name = lambda u: types.get(f"5000_{int(u)}", str(int(u)))  # as map_names names them
-        self.kernel_name = hash_text(hashes)  # as hash_names names them
+        self.types = StringPool()
         self.texts = StringPool([""])
         self.entries: Dict[int, Runs] = {}
         self.first: Dict[int, Columns] = {}
@@ -73,10 +73,9 @@ class HostTasks:
             mix[at] = compute["mix"].to_numpy()
             info_ts[at] = compute["info_ts"].to_numpy()
         codes, names = distinct(tracks["type_raw"].to_numpy(), self.type_name)
-        type_code = np.array([self.texts.id(t) for t in names], dtype=np.int64)[codes]
+        type_code = np.array([self.types.id(t) for t in names], dtype=np.int64)[codes]
         is_mix = np.array([t in MIX_TYPES for t in names], dtype=bool)[codes]
-        codes, names = distinct(tracks["kernel_raw"].to_numpy(), self.kernel_name)
-        kernel_code = np.array([self.texts.id(t) for t in names], dtype=np.int64)[codes]
+        kernel_code = self.texts.ids_of(tracks["kernel"].to_numpy())  # (the association's hash_names)
         del codes, names
         has_ctx = np.flatnonzero(ctx_of != INVALID_CTX)
         zero = np.flatnonzero(is_mix & (ctx_of != 0))
@@ -122,9 +121,15 @@ class HostTasks:
             self.compute.add(c)
 
     def text_table(self) -> np.ndarray:
-        """The texts by code."""
+        """The texts by code (kernel names and the compute tasks' texts)."""
         out: np.ndarray = np.empty(len(self.texts.ids), dtype=object)
         out[:] = list(self.texts.ids)
+        return out
+
+    def type_table(self) -> np.ndarray:
+        """The task type names by code."""
+        out: np.ndarray = np.empty(len(self.types.ids), dtype=object)
+        out[:] = list(self.types.ids)
         return out
 
     def close(self) -> None:
@@ -186,8 +191,8 @@ def write_compute_info(tasks: Optional[HostTasks], tensor_table: TensorTable, gi
     text_id: np.ndarray = np.full(len(texts), -1, dtype=np.int64)
 
     def register(k: str) -> None:
-        for code in np.concatenate(code_order[k]):
-            text_id[code] = strings.id(texts[code])
+        codes = np.concatenate(code_order[k])
+        text_id[codes] = strings.ids_of(texts[codes])
     for k in ("op_name", "ge_type", "op_type"):
         register(k)
     rows = np.concatenate(row_order)
@@ -199,7 +204,9 @@ def write_compute_info(tasks: Optional[HostTasks], tensor_table: TensorTable, gi
     for k in ("state", "hf32"):
         register(k)
     na = strings.id("N/A")
-    skip = where_text(texts, lambda t: t.endswith(("AicpuKernel", "AivKernel")))
+    skip: np.ndarray = np.zeros(len(texts), dtype=bool)  # by op name code, of those COMPUTE_TASK_INFO names
+    names = np.concatenate(code_order["op_name"])
+    skip[names] = ends_with(texts[names], ("AicpuKernel", "AivKernel"))
     compute_ok: np.ndarray = np.zeros(gids.count, dtype=bool)
     at = 0
     for w in range(len(edges) + 1):

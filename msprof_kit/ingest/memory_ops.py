@@ -29,7 +29,7 @@ from ..parsers import host as host_parsers
 from ..timebase import Clock
 from .clocks import host_clock_of
 from .columns import Columns, DataFiles, frame_of
-from .names import group_paths, per_distinct
+from .names import HashTable, group_paths, per_distinct
 from .sink import TableSink
 from .streams import compact_stream
 from .tasks import StringPool
@@ -66,12 +66,12 @@ def _launched_ops(files: DataFiles) -> Optional[np.ndarray]:
     return np.unique(np.concatenate(seen)) if seen else None
 
 
-def _names(hashes: Dict[str, str], ids: np.ndarray) -> np.ndarray:
+def _names(hashes: HashTable, ids: np.ndarray) -> np.ndarray:
     """hash_dic texts of hash ids, None where the dictionary lacks one."""
-    return per_distinct(ids, lambda u: dict.get(hashes, str(int(u))), object)
+    return hashes.lookup(ids)
 
 
-def write_op_memory(coll: Collection, hashes: Dict[str, str], pid: int, start_ns: int, strings: StringPool,
+def write_op_memory(coll: Collection, hashes: HashTable, pid: int, start_ns: int, strings: StringPool,
                     put: TableSink, diag: Diagnostics) -> None:
     """Read the host's task_memory_info and static_op_mem records and put NPU_OP_MEM,
     KIT_MEMORY_RECORD, KIT_OPERATOR_MEMORY and KIT_STATIC_OP_MEM (nothing without records).
@@ -108,12 +108,20 @@ def write_op_memory(coll: Collection, hashes: Dict[str, str], pid: int, start_ns
                       f"as the reference keeps them")
 
 
-def _write_static(static: Columns, hashes: Dict[str, str], put: TableSink) -> None:
+def _or_decimal(texts: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """`texts`, with each id's decimal text where it is None."""
+    lost = np.flatnonzero(np.equal(texts, None))
+    texts[lost] = np.asarray(ids)[lost].astype(str).astype(object)
+    return texts
+
+
+def _write_static(static: Columns, hashes: HashTable, put: TableSink) -> None:
     """KIT_STATIC_OP_MEM: the op's name (hash_dic, else its decimal hash; 'TOTAL' for hash 0), the
     model's (the dynamic root op's name, '0' for none), graph id, node indexes, size in bytes."""
     op = static["op_name"]
-    name = per_distinct(op, lambda u: "TOTAL" if int(u) == 0 else hashes.get(str(int(u)), str(int(u))), object)
-    model = per_distinct(static["dyn_op_name"], lambda u: dict.get(hashes, str(int(u)), str(int(u))), object)
+    name = hashes.texts_or_ids(op)
+    name[np.asarray(op) == 0] = "TOTAL"
+    model = _or_decimal(hashes.lookup(static["dyn_op_name"]), static["dyn_op_name"])
     end = static["life_end"].astype(np.uint64)
     put("KIT_STATIC_OP_MEM", frame_of({
         "opName": name, "modelName": model, "graphId": static["graph_id"].astype(np.int64),
@@ -122,7 +130,7 @@ def _write_static(static: Columns, hashes: Dict[str, str], put: TableSink) -> No
         "size": static["op_mem_size"].astype(np.int64)}))
 
 
-def _write_records(mem: Columns, clock: Clock, hashes: Dict[str, str], pid: int, start_ns: int,
+def _write_records(mem: Columns, clock: Clock, hashes: HashTable, pid: int, start_ns: int,
                    strings: StringPool, put: TableSink, where: str, diag: Diagnostics) -> None:
     """KIT_MEMORY_RECORD, NPU_OP_MEM and (through _write_pairs) KIT_OPERATOR_MEMORY of the task
     memory records `mem` (MEMORY_FIELDS, host ticks), ordered by time first."""

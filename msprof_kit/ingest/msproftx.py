@@ -34,7 +34,7 @@ from ..parsers.msproftx import INFO_LEGACY, INFO_MSTX, MSPROFTX, RANGE_TYPES, tx
 from ..parsers.stream import Columns
 from .clocks import host_clock_of, session_ns
 from .columns import frame_of
-from .names import group_paths
+from .names import HashTable, group_paths
 from .sink import TableSink
 from .streams import RecordStream
 from .tasks import StringPool
@@ -66,7 +66,7 @@ def _read(rd: ResultDir, diag: Diagnostics) -> Tuple[Columns, str]:
     return {k: np.concatenate([p[k] for p in parts]) for k in FIELDS}, where
 
 
-def _events(c: Columns, hashes: Dict[str, str], where: str, diag: Diagnostics) -> pd.DataFrame:
+def _events(c: Columns, hashes: HashTable, where: str, diag: Diagnostics) -> pd.DataFrame:
     """One row per event (legacy first, then mstx), the mstx pieces joined; bad records dropped
     with a warning."""
     info = c["info_type"]
@@ -101,7 +101,8 @@ def _events(c: Columns, hashes: Dict[str, str], where: str, diag: Diagnostics) -
             joined[more] = np.strings.add(joined[more], pieces[starts[more] + j])
         mstx = mstx.iloc[starts].assign(message=joined.astype(object))
         codes, uniq = pd.factorize(mstx["domain"].to_numpy(np.uint64))
-        texts = np.array([hashes.get(str(int(k)), "invalid") for k in uniq.tolist()], dtype=object)
+        texts = hashes.lookup(uniq)
+        texts[np.equal(texts, None)] = "invalid"
         mstx["domain_text"] = texts[codes]
     legacy = legacy.assign(domain_text="")
     events = pd.concat([legacy, mstx], ignore_index=True)
@@ -117,7 +118,7 @@ def _events(c: Columns, hashes: Dict[str, str], where: str, diag: Diagnostics) -
     return events
 
 
-def write_msproftx(rd: ResultDir, coll: Collection, hashes: Dict[str, str], strings: StringPool, put: TableSink,
+def write_msproftx(rd: ResultDir, coll: Collection, hashes: HashTable, strings: StringPool, put: TableSink,
                    diag: Diagnostics) -> InfoRows:
     """KIT_MSTX and MSTX_EVENTS of the host's msproftx records (nothing without any); returns the
     KIT_INFO rows the timeline needs then (the host's pid_name, its process name)."""

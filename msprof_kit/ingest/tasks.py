@@ -2,6 +2,7 @@
 a window of rows at a time), numbered alike by the modern and the legacy JOB ingest."""
 from __future__ import annotations
 
+import itertools
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -27,10 +28,19 @@ class StringPool:
         return got
 
     def ids_of(self, values: Union[np.ndarray, CodedTexts]) -> np.ndarray:
-        """Ids of an array of strings, or of coded texts (vectorized over distinct values); new
-        strings are numbered in the order of their first row."""
+        """Ids of an array of strings, or of coded texts (the distinct texts looked up at once);
+        new strings are numbered in the order of their first row."""
         codes, uniq = text_codes(values)
-        return np.array([self.id(str(u)) for u in uniq], dtype=np.int64)[codes]
+        if pd.api.types.infer_dtype(uniq, skipna=False) != "string":  # (values that may print alike)
+            return np.array([self.id(str(u)) for u in uniq], dtype=np.int64)[codes]
+        keys = uniq.tolist()
+        got = np.fromiter(map(self.ids.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(keys))
+        new = np.flatnonzero(got < 0)
+        if len(new):
+            fresh = np.arange(len(self.ids), len(self.ids) + len(new))
+            self.ids.update(zip([keys[i] for i in new.tolist()], fresh.tolist()))
+            got[new] = fresh
+        return got[codes]
 
     def frame(self) -> pd.DataFrame:
         """STRING_IDS: (id, value), in id order."""

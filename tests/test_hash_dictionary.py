@@ -1,0 +1,86 @@
+"""hash_dic decoded in bulk (parsers.hashdic) against the line-by-line dictionary parser it replaces,
+and the vectorised lookups of ingest.names and ingest.tasks against the per-value loops they replace."""
+from __future__ import annotations
+
+import random
+from typing import Dict
+
+import numpy as np
+import pytest
+
+from msprof_kit.ingest.names import HashTable, ends_with
+from msprof_kit.ingest.tasks import StringPool
+from msprof_kit.parsers import hashdic, host
+from msprof_kit.parsers.stream import Piece, split_lines
+
+AWKWARD = [
+    b"",
+    b"\n",
+    b"12:a:b\nxx:bad\n7:c\n12:z\n",
+    b"12:a\r\n\r\r\n13\r\n:x\n0:zero\n00:z\n007:x\n18446744073709551615:max\n18446744073709551616:over\n"
+    b"99999999999999999999:o\n123456789012345678901:long\n\xd9\xa1\xd9\xa2:arabic\n\xc2\xb2:sup\n5:\xff\xfe bad\n"
+    b"6:\r\r\n7",
+    b"1:" + b"x" * 5000 + b"\n2:" + "\u00e9".encode() * 3000 + b"\n3:" + "\u00e9".encode() * 2000 + b"\n4:" + b"\xff" * 5000,
+    b"9:last\n9:again\r",
+]
+
+
+def _reachable(table: Dict[str, str]) -> Dict[str, str]:
+    """The entries of the line parser's table an id can find: keys some uint64 spells in decimal."""
+    return {k: v for k, v in table.items() if k.isascii() and k == str(int(k)) and int(k) < 1 << 64}
+
+
+def _same(raw: bytes, cap: int = 1 << 20) -> None:
+    pieces = [Piece("d", 0, len(raw))]
+    want, want_issues = host.parse_dictionary_lines(split_lines(raw, pieces, cap=cap), False)
+    got, issues = hashdic.parse_hash_dictionary(np.frombuffer(raw, np.uint8), pieces, cap)
+    assert [(i.path, i.offset, i.message) for i in issues] == [(i.path, i.offset, i.message) for i in want_issues]
+    table = dict(zip((str(k) for k in got.keys.tolist()), got.texts(np.arange(len(got)))))
+    assert table == _reachable(want)
+    assert got.has_entries() == bool(want)
+
+
+@pytest.mark.parametrize("raw", AWKWARD)
+def test_bulk_hash_dictionary_is_the_line_parser(raw):
+    _same(raw)
+
+
+def test_bulk_hash_dictionary_is_the_line_parser_on_random_bytes():
+    rnd = random.Random(5)
+    alphabet = [b"1", b"2", b"0", b":", b"\r", b"\n", b"a", "\u00e9".encode(), b"\xff", b"9", b"\xd9\xa1"]
+    for _ in range(2000):
+        raw = b"".join(rnd.choice(alphabet) for _ in range(rnd.randrange(0, 60)))
+        _same(raw, cap=rnd.choice([4, 8, 1 << 20]))
+
+
+def test_later_files_win_and_lookups_decode_only_what_is_asked():
+    first, _ = hashdic.parse_hash_dictionary(np.frombuffer(b"5:five\n7:seven\n", np.uint8), [Piece("a", 0, 15)])
+    second, _ = hashdic.parse_hash_dictionary(np.frombuffer(b"7:SEVEN\n0:nil\n", np.uint8), [Piece("b", 0, 14)])
+    table = HashTable(hashdic.HashDictionary.merge([first, second]))
+    got = table.texts(np.array([7, 5, 0, 9, 7, 11], dtype=np.uint64), "?")
+    assert got.tolist() == ["SEVEN", "five", "nil", "?", "SEVEN", "?"] and table.misses == {9, 11}
+    # KIT_API's item texts: the decimal id where there is none, "0" for id 0, and no misses noted
+    empty = HashTable()
+    assert not empty and empty.texts(np.array([0, 3], dtype=np.int64)).tolist() == ["", ""]
+    assert empty.misses == {3}
+    items = HashTable(first).texts_or_ids(np.array([0, 5, 8], dtype=np.uint64))
+    assert items.tolist() == ["0", "five", "8"]
+    # dict.get over the decimal texts: None where there is no entry, id 0 looked up like the others
+    assert table.lookup(np.array([0, 5, 8], dtype=np.uint64)).tolist() == ["nil", "five", None]
+    # negative ids (signed columns) are misses, never wrapped into uint64 ids
+    assert HashTable(first).texts(np.array([-1, 5], dtype=np.int64)).tolist() == ["", "five"]
+
+
+def test_string_pool_numbers_new_texts_in_first_row_order():
+    pool = StringPool([""])
+    ids = pool.ids_of(np.array(["b", "a", "b", "", "c", "a"], dtype=object))
+    assert ids.tolist() == [1, 2, 1, 0, 3, 2]
+    assert pool.ids_of(np.array(["d", "c"], dtype=object)).tolist() == [4, 3]
+    assert pool.ids_of(np.array([1, "1", 2.0], dtype=object)).tolist() == [5, 5, 6]  # printed alike: one id
+    assert list(pool.ids) == ["", "b", "a", "c", "d", "1", "2.0"]
+
+
+def test_ends_with_is_str_endswith():
+    texts = np.array(["xAicpuKernel", "AivKernel", "Aiv", "", "\u00e9AivKernel", "a\udcff"], dtype=object)
+    want = [t.endswith(("AicpuKernel", "AivKernel")) for t in texts]
+    assert ends_with(texts, ("AicpuKernel", "AivKernel")).tolist() == want
