@@ -4,7 +4,8 @@ room and the rooms below it, never upwards, never sideways, and never in a circl
 functions count as much as those at the top of a file.
 
     cli, __main__                                       everything below
-    views       show, plot, compare                     sources, exporters, store, base
+    views       show, plot, compare                     cluster, sources, exporters, store, base
+    cluster     cluster/ (msprof-kit cluster)           ingest, sources, exporters, layout, store, base
     sources     sources/                                exporters, layout, store, base
     exporters   exporters/                              store, base
     ingest      importer, ingest/                       layout, store, parsers, base
@@ -42,6 +43,7 @@ ROOMS: Dict[str, Tuple[str, ...]] = {
     "ingest": ("ingest", "ingest.*", "importer"),
     "exporters": ("exporters", "exporters.*"),
     "sources": ("sources", "sources.*"),
+    "cluster": ("cluster", "cluster.*"),
     "views": ("show", "plot", "plot.*", "compare"),
     "collectors": ("collectors", "collectors.*"),
     "cli": ("cli", "__main__"),
@@ -55,7 +57,8 @@ MAY_IMPORT: Dict[str, FrozenSet[str]] = {
     "ingest": frozenset({"ingest", "layout", "store", "parsers", "base"}),
     "exporters": frozenset({"exporters", "store", "base"}),
     "sources": frozenset({"sources", "exporters", "layout", "store", "base"}),
-    "views": frozenset({"views", "sources", "exporters", "store", "base"}),
+    "cluster": frozenset({"cluster", "ingest", "exporters", "sources", "store", "layout", "base"}),
+    "views": frozenset({"views", "cluster", "sources", "exporters", "store", "base"}),
     "collectors": frozenset({"collectors", "layout", "base"}),
     "cli": frozenset(ROOMS),
 }
