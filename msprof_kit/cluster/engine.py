@@ -49,6 +49,8 @@ DEFAULT_MEMORY_LIMIT = "auto"
 DEFAULT_RETRIES = 1
 #: reruns of a task whose worker died, on an embedded cluster (the scheduler's `allowed-failures`)
 DEFAULT_ALLOWED_FAILURES = 2
+#: how long connecting to an existing scheduler may take, s
+CONNECT_TIMEOUT = 20.0
 #: how long an existing scheduler may take to have a worker, s
 WORKER_WAIT = 120.0
 #: the loggers of Dask that would put tracebacks of failed tasks and restarted workers on stderr
@@ -124,7 +126,7 @@ def _client(workers: Optional[int], scheduler: Optional[str], memory_limit: Unio
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
     if address:
         try:
-            client = Client(address, timeout="20s", set_as_default=False)
+            client = Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address}: {failure_line(exc)}") from exc
         try:
@@ -140,11 +142,12 @@ def _client(workers: Optional[int], scheduler: Optional[str], memory_limit: Unio
         return
     scratch = tempfile.mkdtemp(prefix="msprof-kit-dask-")
     try:
+        # the scheduler's and workers' scratch space (dask-scratch-space) in a folder removed at the end
         with dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures,
-                              "distributed.worker.daemon": False}):
+                              "distributed.worker.daemon": False, "temporary-directory": scratch}):
             with LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
                               memory_limit=memory_limit, local_directory=scratch,
-                              dashboard_address=":0" if _dashboard_installed() else None,
+                              dashboard_address=":0",  # a free port: never a clash with 8787
                               silence_logs=logging.CRITICAL) as cluster:
                 with Client(cluster, set_as_default=False) as client:
                     yield client, (client.dashboard_link if _dashboard_installed() else None)
