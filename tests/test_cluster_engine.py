@@ -164,8 +164,11 @@ def test_local_cluster_reads_every_rank(tmp_path) -> None:
     assert by_name(results) == expected()
     assert sorted(rank for rank, _, _ in results.values()) == list(range(8))
     lines = stream.getvalue().splitlines()
-    assert lines[0] == "msprof-kit: reading ranks: started"  # no bokeh here: no dashboard
+    assert lines[0] == "msprof-kit: starting the Dask workers: started"
+    assert lines[1].startswith("msprof-kit: starting the Dask workers: done, ")
+    assert lines[2] == "msprof-kit: reading ranks: started"  # no bokeh here: no dashboard
     assert lines[-1].startswith("msprof-kit: reading ranks: done, 8/8 ranks, ")
+    assert [line.split(": ")[-1] for line in lines[3:-1]] == [f"{n}/8 ranks" for n in range(1, 9)]
     assert children() == before_children
     assert scratch_folders() == before_scratch
 
@@ -369,3 +372,149 @@ def test_the_output_folder_is_written_whole_or_not_at_all(tmp_path) -> None:
         outdir.write_atomically(folder, [_write_a, _fail])
     assert os.listdir(str(tmp_path)) == ["cluster_analysis_output"]  # no temporary folder left
     assert os.listdir(folder) == ["a.csv"]  # the previous output as it was
+
+
+# --- the command ----------------------------------------------------------------------------------------------
+
+def test_the_command_without_dask_says_how_to_install_it(tmp_path) -> None:
+    """Dask hidden (as when the extra is not installed): one line telling the pip command, exit 2."""
+    code = ("import sys; sys.modules['distributed'] = None\n"
+            "from msprof_kit.cli import main\n"
+            f"sys.exit(main(['cluster', '-dir', {str(tmp_path)!r}]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "Error: Dask distributed is not installed: pip install 'msprof-kit[cluster]'\n"
+
+
+def test_the_command_refuses_a_bad_memory_limit(capsys) -> None:
+    from msprof_kit import cli
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["cluster", "-dir", ".", "--memory-limit", "lots"])
+    assert caught.value.code == 2
+    assert "expected a size such as 4GiB or 500MB, auto or none, not 'lots'" in capsys.readouterr().err
+
+
+# --- the whole command on the golden job (needs the phase modules of clustercore and clusterdb) ------------------
+
+TEXT_ALL = os.path.join(CASE, "msprof_analyze", "text_all")
+OUTPUTS = ["cluster_step_trace_time.csv", "cluster_communication.json", "cluster_communication_matrix.json",
+           "communication_group.json", "cluster_analysis.db", "slow_ranks.csv", "slow_links.csv"]
+
+
+def same_json(ours: object, theirs: object, where: str = "") -> None:
+    """The same keys at every level, numbers within 1e-6 relative, the rest equal."""
+    if isinstance(theirs, dict):
+        assert isinstance(ours, dict) and sorted(ours) == sorted(theirs), where
+        for key in theirs:
+            same_json(ours[key], theirs[key], f"{where}/{key}")
+    elif isinstance(theirs, list):
+        assert isinstance(ours, list) and len(ours) == len(theirs), where
+        for index, (mine, other) in enumerate(zip(ours, theirs)):
+            same_json(mine, other, f"{where}[{index}]")
+    elif isinstance(theirs, (int, float)) and not isinstance(theirs, bool):
+        assert ours == pytest.approx(theirs, rel=1e-6, abs=1e-9), where
+    else:
+        assert ours == theirs, where
+
+
+def check_text_outputs(folder: str) -> None:
+    """cluster_step_trace_time.csv rows matched by rank, µs within 1 µs; the JSON files as same_json."""
+    import pandas
+    ours = pandas.read_csv(os.path.join(folder, "cluster_step_trace_time.csv"))
+    theirs = pandas.read_csv(os.path.join(TEXT_ALL, "cluster_step_trace_time.csv"))
+    assert list(ours.columns) == list(theirs.columns)
+    ours, theirs = (frame.sort_values(["Type", "Index"]).reset_index(drop=True) for frame in (ours, theirs))
+    numeric = [c for c in theirs.columns if c not in ("Step", "Type", "Index") and theirs[c].dtype.kind == "f"]
+    assert ours[["Type", "Index"]].equals(theirs[["Type", "Index"]])
+    assert ((ours[numeric] - theirs[numeric]).abs() <= 1.0).all().all()
+    for name in ("cluster_communication.json", "cluster_communication_matrix.json", "communication_group.json"):
+        with open(os.path.join(folder, name)) as mine, open(os.path.join(TEXT_ALL, name)) as other:
+            same_json(json.load(mine), json.load(other), name)
+
+
+@needs_shared
+@needs_phases
+def test_run_cluster_on_the_golden_job(tmp_path) -> None:
+    """run_cluster on a LocalCluster of two workers: the msprof-analyze outputs equal text_all's, the slow
+    rank and link of TRUTH.json first, one rank damaged (its device start_info not JSON) listed with its
+    error while the other 7 are analysed; nothing but the output folder appears."""
+    from msprof_kit.cluster.run import run_cluster
+    profs = fresh_cluster(str(tmp_path / "in"))
+    cluster = os.path.dirname(profs[0])
+    diag = Diagnostics()
+    written = run_cluster(cluster, workers=2, diag=diag)
+    folder = os.path.join(cluster, "cluster_analysis_output")
+    assert sorted(os.path.basename(p) for p in written) == sorted(OUTPUTS)
+    assert sorted(os.listdir(folder)) == sorted(OUTPUTS)
+    assert [n for n in os.listdir(cluster) if not n.startswith("PROF_")] == ["cluster_analysis_output"]
+    check_text_outputs(folder)
+    truth = json.load(open(os.path.join(CASE, "TRUTH.json")))
+    import pandas
+    assert pandas.read_csv(os.path.join(folder, "slow_ranks.csv"))["rank"].iloc[0] == truth["slow_rank"]
+    assert pandas.read_csv(os.path.join(folder, "slow_links.csv"))["link"].iloc[0] == "%d-%d" % tuple(truth["slow_link"])
+    assert diag.warnings == []
+
+    [bad] = [p for p in profs if p.endswith("AHBRRNPN")]  # rank 7
+    with open(os.path.join(bad, "device_7", "start_info.7"), "w") as out:
+        out.write("garbage{")
+    diag = Diagnostics()
+    out_dir = str(tmp_path / "out")
+    written = run_cluster(cluster, out_dir, workers=2, diag=diag)
+    assert all(p.startswith(os.path.join(out_dir, "cluster_analysis_output") + os.sep) for p in written)
+    assert diag.warnings == [f"rank 7 is left out of the cluster analysis: {bad}/device_7/start_info.7: offset 0: "
+                             "not valid JSON (Expecting value at character 0); expected one JSON object"]
+
+
+@needs_shared
+@needs_phases
+def test_the_command_on_an_existing_scheduler(tmp_path, dask_cluster) -> None:
+    """`msprof-kit cluster -dir CLUSTER --scheduler ADDR -o OUT`: the ranks read by the `dask worker`
+    processes, the outputs in OUT/cluster_analysis_output/ equal to msprof-analyze's."""
+    profs = fresh_cluster(str(tmp_path / "in"))
+    out = str(tmp_path / "out")
+    done = subprocess.run([sys.executable, "-m", "msprof_kit", "cluster", "-dir", os.path.dirname(profs[0]),
+                           "--scheduler", dask_cluster, "-o", out], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    folder = os.path.join(out, "cluster_analysis_output")
+    assert sorted(done.stdout.splitlines()) == sorted(f"Wrote {os.path.join(folder, name)}" for name in OUTPUTS)
+    assert sorted(os.listdir(folder)) == sorted(OUTPUTS)
+    check_text_outputs(folder)
+
+
+@needs_shared
+@needs_phases
+def test_no_readable_rank_is_an_error_and_writes_nothing(tmp_path) -> None:
+    profs = fresh_cluster(str(tmp_path / "in"))
+    for prof in profs:
+        for info in glob.glob(os.path.join(prof, "device_*", "start_info.*")):
+            with open(info, "w") as out:
+                out.write("garbage{")
+    cluster = os.path.dirname(profs[0])
+    done = subprocess.run([sys.executable, "-m", "msprof_kit", "cluster", "-dir", cluster, "--workers", "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == NoData.exit_code and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith(f"Error: {cluster}: none of the 8 ranks could be read (the first: ")
+    assert [n for n in os.listdir(cluster) if not n.startswith("PROF_")] == []
+
+
+@needs_shared
+@needs_phases
+def test_sigterm_during_the_command_leaves_no_output(tmp_path) -> None:
+    """SIGTERM while the ranks are read: exit 143 with `Terminated (SIGTERM)`, no output folder, no
+    temporary folder, no worker process."""
+    from conftest import stop_with_signal
+    profs = fresh_cluster(str(tmp_path / "in"))
+    cluster = os.path.dirname(profs[0])
+    proc = subprocess.Popen([sys.executable, "-m", "msprof_kit", "cluster", "-dir", cluster, "--workers", "2",
+                             "--progress"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    assert proc.stderr is not None
+    seen = b""
+    deadline = time.monotonic() + 60
+    while b"reading ranks: started" not in seen and time.monotonic() < deadline:
+        seen += proc.stderr.readline()
+    workers = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+    stop_with_signal(proc, "SIGTERM")
+    time.sleep(0.5)
+    assert not [pid for pid in workers if psutil.pid_exists(pid) and
+                psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert [n for n in os.listdir(cluster) if not n.startswith("PROF_")] == []

@@ -181,7 +181,11 @@ def map_ranks(func: Callable[[Item], Result], items: Sequence[Item], *, workers:
     if not items:
         return results, failures
     reporter = progress if progress is not None else Progress()
-    with _quiet_dask(), _client(workers, scheduler, memory_limit, allowed_failures) as (client, dashboard):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_quiet_dask())
+        with reporter.phase("connecting to the Dask scheduler" if scheduler or os.environ.get(SCHEDULER_ENV)
+                            else "starting the Dask workers"):
+            client, dashboard = stack.enter_context(_client(workers, scheduler, memory_limit, allowed_failures))
         if dashboard and announce is not None:
             announce(f"Dask dashboard: {dashboard}")
         name = "reading ranks" + (f" (Dask dashboard {dashboard})" if dashboard else "")
