@@ -386,6 +386,13 @@ def test_the_command_without_dask_says_how_to_install_it(tmp_path) -> None:
     assert done.stderr == "Error: Dask distributed is not installed: pip install 'msprof-kit[cluster]'\n"
 
 
+def test_the_command_has_help(tmp_path) -> None:
+    done = subprocess.run([sys.executable, "-m", "msprof_kit", "cluster", "--help"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("usage: msprof-kit cluster")
+    assert "--scheduler ADDR" in done.stdout and "kit[cluster]'" in done.stdout
+
+
 def test_the_command_refuses_a_bad_memory_limit(capsys) -> None:
     from msprof_kit import cli
     with pytest.raises(SystemExit) as caught:
