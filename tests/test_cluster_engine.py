@@ -250,7 +250,8 @@ def dask_cluster(tmp_path) -> Iterator[str]:
     dask = [sys.executable, "-m", "dask"]
     logs = tmp_path / "logs"
     logs.mkdir()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE] + sys.path))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE] + sys.path),
+               DASK_TEMPORARY_DIRECTORY=str(tmp_path / "scratch"))  # not the shared /tmp/dask-scratch-space
     try:
         procs.append(subprocess.Popen(dask + ["scheduler", "--host", "127.0.0.1", "--port", str(port),
                                               "--no-dashboard"], stdout=subprocess.DEVNULL,
