@@ -166,9 +166,52 @@ def _parser() -> argparse.ArgumentParser:
     _talk_args(p)
     p.set_defaults(run=cmd_compare)
 
+    _cluster_parser(sub)
     _collect_parser(sub)
     _infer_parser(sub)
     return top
+
+
+def _memory_limit(text: str) -> str:
+    """--memory-limit: 'auto', 'none', or a size Dask reads (4GiB, 500MB, bytes)."""
+    value = text.strip()
+    if value.lower() in ("auto", "none", "0"):
+        return value.lower()
+    try:
+        from dask.utils import parse_bytes
+        parse_bytes(value)
+    except ImportError:
+        return value  # the command says Dask is missing, once it runs
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError(f"expected a size such as 4GiB or 500MB, auto or none, not {text!r}")
+    return value
+
+
+def _cluster_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("cluster", help="analyse a multi-rank job from its raw rank collections, on Dask: "
+                                       "msprof-analyze's cluster outputs plus the slow ranks and links",
+                       description="Read every rank collection (PROF_xxx) under a cluster folder as one Dask "
+                                   "task each, join them by communication group and write msprof-analyze's "
+                                   "cluster outputs (cluster_step_trace_time.csv, cluster_communication.json, "
+                                   "cluster_communication_matrix.json, communication_group.json, "
+                                   "cluster_analysis.db) plus slow_ranks.csv and slow_links.csv into "
+                                   "CLUSTER/cluster_analysis_output/. Needs the extra: pip install "
+                                   "'msprof-kit[cluster]'. docs/cluster.md has the recipes for several machines.")
+    p.add_argument("-dir", "--collection-dir", dest="dir", required=True, metavar="CLUSTER",
+                   help="the folder holding the ranks' PROF_xxx collections (searched 10 levels deep)")
+    p.add_argument("-o", "--output", metavar="OUT", help="write OUT/cluster_analysis_output/ instead of "
+                                                          "CLUSTER/cluster_analysis_output/")
+    p.add_argument("--workers", type=_jobs, metavar="N", help="worker processes of the Dask cluster started on "
+                   f"this machine (default: the core count, {default_jobs()} here)")
+    p.add_argument("--scheduler", metavar="ADDR", help="use the running Dask cluster whose scheduler is at ADDR "
+                   "(tcp://HOST:8786) instead; its workers must see CLUSTER at the same path (also: the "
+                   "environment variable DASK_SCHEDULER_ADDRESS)")
+    p.add_argument("--memory-limit", type=_memory_limit, default="auto", metavar="SIZE",
+                   help="memory per worker of the cluster started here (4GiB; default auto: this machine's "
+                        "memory shared by the workers; none: no limit); a worker above it is restarted and "
+                        "its rank read again")
+    _talk_args(p)
+    p.set_defaults(run=cmd_cluster)
 
 
 def _collect_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -357,6 +400,24 @@ def cmd_show(args: argparse.Namespace, diag: Diagnostics) -> int:
     return 0
 
 
+def cmd_cluster(args: argparse.Namespace, diag: Diagnostics) -> int:
+    """`msprof-kit cluster`: every rank read on Dask, joined, and the cluster outputs written."""
+    from .cluster.engine import require_dask
+    require_dask()  # before anything else: one line telling how to install it
+    from .cluster.run import run_cluster
+
+    def announce(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    limit = None if args.memory_limit in ("none", "0") else args.memory_limit
+    written = run_cluster(args.dir, args.output, workers=args.workers, scheduler=args.scheduler, diag=diag,
+                          memory_limit=limit, announce=None if args.quiet else announce)
+    _report(diag, args.quiet)
+    for path in written if not args.quiet else ():
+        print(f"Wrote {path}")
+    return 0
+
+
 def cmd_collect(args: argparse.Namespace, diag: Diagnostics) -> int:
     """`collect`: run one collector; with --all, then import and export what it collected."""
     from .collectors import acljson
@@ -483,6 +544,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
     if getattr(args, "dir", None) is not None:
         args.dir = os.path.expanduser(args.dir.lstrip("="))
+    if args.command == "cluster" and args.output is not None:
+        args.output = os.path.expanduser(args.output)
     memory.tune_allocator()
     _tolerate_odd_names()
     diag = Diagnostics(progress=progress.reporter(sys.stderr, args.progress, args.quiet))
