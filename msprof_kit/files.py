@@ -2,13 +2,18 @@
 
 A FIFO would block the import and /dev/zero never ends, so every file of a collection is opened
 through `open_regular`, which refuses anything but a regular file (NotRegularFile, an OSError
-naming what the path is). Used by layout (control files) and the ingest (raw slices)."""
+naming what the path is). Used by layout (control files) and the ingest (raw slices).
+`read_json_object` reads a small JSON file that must hold an object (exported outputs)."""
 from __future__ import annotations
 
 import errno
 import io
+import json
 import os
 import stat
+from typing import Any, Dict
+
+from .errors import UnreadableFile
 
 
 class NotRegularFile(OSError):
@@ -43,3 +48,20 @@ def open_regular(path: str) -> io.BufferedReader:
     except BaseException:
         os.close(fd)
         raise
+
+
+def read_json_object(path: str) -> Dict[str, Any]:
+    """The JSON object in the file at `path`; UnreadableFile (one line naming the file) when it
+    cannot be read, is not JSON or holds something else than an object. FileNotFoundError passes."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as e:
+        raise UnreadableFile(f"cannot read: {e}", path=path) from None
+    except ValueError as e:
+        raise UnreadableFile(f"not JSON: {e}", path=path) from None
+    if not isinstance(data, dict):
+        raise UnreadableFile(f"expected a JSON object, found {type(data).__name__}", path=path)
+    return data

@@ -15,7 +15,6 @@ The fields hold exactly what the four files hold (docs/cluster.md):
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import pandas as pd
 
 from ..errors import Diagnostics, NoCollection, NoData, UnreadableFile
+from ..files import read_json_object
 from .ranks import find_ranks
 
 JsonDict = Dict[str, Any]
@@ -64,17 +64,9 @@ class ClusterResult:
 
 def _read_json(path: str) -> JsonDict:
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        return read_json_object(path)
     except FileNotFoundError:
         raise NoData("missing; expected msprof-analyze's cluster outputs here", path=path) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UnreadableFile(f"cannot read: {e}", path=path) from None
-    except ValueError as e:
-        raise UnreadableFile(f"not JSON: {e}", path=path) from None
-    if not isinstance(data, dict):
-        raise UnreadableFile(f"expected a JSON object, found {type(data).__name__}", path=path)
-    return data
 
 
 def read_step_trace(path: str) -> pd.DataFrame:

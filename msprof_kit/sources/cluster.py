@@ -8,7 +8,6 @@ bandwidths GB/s.
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
@@ -17,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import NoData, UnreadableFile
+from ..files import read_json_object
 
 OUTPUT_FOLDER = "cluster_analysis_output"
 STEP_TRACE_CSV = "cluster_step_trace_time.csv"
@@ -67,18 +67,7 @@ def _csv(path: str, **kwargs: Any) -> Optional[pd.DataFrame]:
 
 
 def _json(path: str) -> Optional[Dict[str, Any]]:
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, UnicodeDecodeError) as e:
-        raise UnreadableFile(f"cannot read: {e}", path=path) from None
-    except ValueError as e:
-        raise UnreadableFile(f"not JSON: {e}", path=path) from None
-    if not isinstance(data, dict):
-        raise UnreadableFile(f"expected a JSON object, found {type(data).__name__}", path=path)
-    return data
+    return read_json_object(path) if os.path.isfile(path) else None
 
 
 def read_cluster(path: str) -> ClusterFiles:
