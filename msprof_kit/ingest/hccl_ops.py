@@ -45,7 +45,7 @@ from .tasks import StringPool
 NA = "N/A"
 RDMA_SEND_PAYLOAD = 1
 NA_ENUM, INVALID_ENUM = 65534, 65535
-TASK_BLOCK = 1 << 18  # COMMUNICATION_TASK_INFO and KIT_HCCL_TASK rows made at a time
+TASK_BLOCK = 1 << 16  # COMMUNICATION_TASK_INFO and KIT_HCCL_TASK rows made at a time
 Intervals = Dict[int, Tuple[np.ndarray, np.ndarray]]  # device id -> (starts, ends) of its ops
 
 
@@ -197,11 +197,15 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, star
     gid = joined["gid"].to_numpy().astype(np.int64)
     order = np.flatnonzero(keep)
     order = order[np.argsort(gid[order], kind="stable")]
-    hccl_name = np.where(has_info, hash_names(joined["item_id"].fillna(0).to_numpy().astype(np.uint64), hashes), NA)
+    # the tasks' HCCL names as codes into their texts, made per distinct item id (N/A last)
+    item_code, items = pd.factorize(joined["item_id"].fillna(0).to_numpy().astype(np.uint64))
+    hccl_text = np.append(hash_names(np.asarray(items, dtype=np.uint64), hashes).astype(object), NA).astype(object)
+    hccl_code: np.ndarray = np.where(has_info, item_code, len(items)).astype(np.int64)
+    del item_code
 
     # the texts' ids first, column by column over all rows (STRING_IDS numbers them in this order)
     ids = {"name": strings.ids_of(CodedTexts(name_code[order], name_text)),
-           "taskType": strings.ids_of(hccl_name[order].astype(object)),
+           "taskType": strings.ids_of(CodedTexts(hccl_code[order], hccl_text)),
            "groupName": strings.ids_of(CodedTexts(codes.group[order], codes.group_name))}
     # a block of rows at a time, one table after the other (the store writes a table's pages in one go)
     for table in ("COMMUNICATION_TASK_INFO", "KIT_HCCL_TASK"):
@@ -235,7 +239,7 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, star
                 "streamId": raw("stream_id"), "taskId": raw("task_id"), "contextId": raw("ctx"),
                 "batchId": raw("batch"), "startNs": start_arr[rows], "endNs": end_arr[rows], "hostNs": host_ns[rows],
                 "threadId": raw("thread"), "modelId": raw("model_id"), "connectionId": raw("node"),
-                "hcclName": hccl_name[rows].astype(object), "groupHash": codes.group_text[codes.group[rows]],
+                "hcclName": hccl_text[hccl_code[rows]], "groupHash": codes.group_text[codes.group[rows]],
                 "planeId": plane[rows], "isMaster": is_master[rows],
                 "durationEstimated": np.where(info, _filled(joined.at("duration_estimated", rows), 0), 0.0),
                 "localRank": col("local_rank"), "remoteRank": col("remote_rank"), "rankSize": col("rank_size"),
