@@ -147,8 +147,30 @@ class HcclHost:
         ops["has_op_info"] = _attach(ops, "node", op_infos, OP_INFO_FIELDS)
         nbi = _concat(self.nbi, ["node", "pos", "op_type"]).sort_values("pos", kind="stable").drop_duplicates("node")
         _attach(ops, "node", nbi.rename(columns={"op_type": "nbi_op_type"}), ("nbi_op_type",))
+        tasks = _narrow(tasks.drop(columns="pos"), NARROW_TASK_COLUMNS)
         return HcclHostData(tasks=tasks.reset_index(drop=True), ops=ops.reset_index(drop=True),
                             orphan_infos=self.orphans, info_where=self.info_where, untracked=untracked)
+
+
+# the task frame's integer columns held narrow (not the hashes, ids and sizes, which need 64 bits)
+NARROW_TASK_COLUMNS = ("thread", "stream_id", "task_id", "batch", "device_id", "model_id", "is_master", "has_info",
+                       *(f for f in INFO_FIELDS if f not in ("item_id", "group_name", "notify_id", "data_size")))
+
+
+def _narrow(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """`frame` with its integer `columns` in the narrowest of int8/int16/int32 holding all their
+    values (the task frame lives through the device matching; users widen what they take)."""
+    for name in columns:
+        values = frame[name].to_numpy()
+        if values.dtype.kind not in "iu" or not len(values):
+            continue
+        low, high = int(values.min()), int(values.max())
+        for kind in (np.int8, np.int16, np.int32):
+            if np.iinfo(kind).min <= low and high <= np.iinfo(kind).max:
+                if np.dtype(kind).itemsize < values.dtype.itemsize:
+                    frame[name] = values.astype(kind)
+                break
+    return frame
 
 
 def _attach(frame: pd.DataFrame, key: str, other: pd.DataFrame, fields: Sequence[str]) -> np.ndarray:
