@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..arrays import isin
+from ..spill import Runs
 from ..timebase import Clock
 from .association import contain
 from .columns import LEVEL_HCCL, LEVEL_NODE, Columns, frame_of
@@ -46,15 +47,20 @@ class HcclHostData:
     untracked: int = 0  # level-5500 APIs with an hccl_info record but no task track
 
 
+TRACK_COLUMNS = ("pos", "api", "node", "thread", "host_ns", "stream_id", "task_id", "batch", "device_id", "model_id")
+
+
 class HcclHost:
     """Collects the communication records over the association's windows (`add_apis` from each
-    window of APIs, `step` from each association step) and puts them together (`finish`)."""
+    window of APIs, `step` from each association step) and puts them together (`finish`). The
+    task tracks and hccl_info records, one a communication task, are spilled to `scratch` as
+    they come (runs by record position) and read back a column at a time by `finish`."""
 
-    def __init__(self, clock: Clock, types: Dict[str, str]) -> None:
+    def __init__(self, clock: Clock, types: Dict[str, str], scratch: str) -> None:
         self.clock, self.types = clock, types
         self.apis: List[pd.DataFrame] = []
-        self.tracks: List[pd.DataFrame] = []
-        self.infos: List[pd.DataFrame] = []
+        self.tracks = Runs(scratch, "hccl.track", "pos")
+        self.infos = Runs(scratch, "hccl.info", "pos")
         self.op_infos: List[pd.DataFrame] = []
         self.nodes: List[pd.DataFrame] = []
         self.nbi: List[pd.DataFrame] = []
@@ -88,13 +94,14 @@ class HcclHost:
                 found = contain(sel["thread_id"].to_numpy().astype(np.int64), raw, n_thread, n_begin, n_end)
                 ok = found >= 0
                 at = node[np.clip(found, 0, None)]
-                self.tracks.append(frame_of({
-                    "pos": sel.index.to_numpy(), "api": sel["conn"].to_numpy().astype(np.int64),
+                # int64 throughout (the users widen to it), so every run has the same types
+                self.tracks.add({name: np.asarray(values).astype(np.int64) for name, values in {
+                    "pos": sel.index.to_numpy(), "api": sel["conn"].to_numpy(),
                     "node": np.where(ok, cand["conn"][at].astype(np.int64), -1),
-                    "thread": sel["thread_id"].to_numpy().astype(np.int64), "host_ns": sel["ts_ns"].to_numpy(),
+                    "thread": sel["thread_id"].to_numpy(), "host_ns": sel["ts_ns"].to_numpy(),
                     "stream_id": sel["stream_id"].to_numpy(), "task_id": sel["task_low"].to_numpy(),
-                    "batch": sel["batch"].to_numpy(), "device_id": sel["device_id"].to_numpy().astype(np.int64),
-                    "model_id": sel["model_id"].to_numpy()}))
+                    "batch": sel["batch"].to_numpy(), "device_id": sel["device_id"].to_numpy(),
+                    "model_id": sel["model_id"].to_numpy()}.items()})
                 self._add_nodes(cand, at[ok])
         if op_info is not None and len(op_info["timestamp"]):
             found = contain(op_info["thread_id"].astype(np.int64), op_info["timestamp"], n_thread, n_begin, n_end)
@@ -109,8 +116,8 @@ class HcclHost:
                             cand["begin"][hapi], cand["end"][hapi])
             ok = found >= 0
             self.orphans += int((~ok).sum())
-            self.infos.append(frame_of({"api": cand["conn"][hapi[found[ok]]].astype(np.int64), "pos": info["pos"][ok],
-                                        **{k: info[k][ok] for k in INFO_FIELDS}}))
+            self.infos.add({"api": cand["conn"][hapi[found[ok]]].astype(np.int64),
+                            "pos": info["pos"][ok].astype(np.int64), **{k: info[k][ok] for k in INFO_FIELDS}})
         if len(nbi) and len(self.node_conns):
             mine = isin(nbi["conn"].to_numpy().astype(np.int64), self.node_conns)
             if mine.any():
@@ -129,17 +136,17 @@ class HcclHost:
                                     "end_ns": self.clock.to_ns(cand["end"][at]), "item": cand["item"][at]}))
 
     def finish(self) -> Optional[HcclHostData]:
-        """The tasks and ops, or None without communication records."""
-        if not self.tracks and not self.infos and not self.orphans:
-            return None
-        tasks = _concat(self.tracks, ["pos", "api", "node", "thread", "host_ns", "stream_id", "task_id", "batch",
-                                      "device_id", "model_id"]).sort_values("pos", kind="stable").reset_index(drop=True)
-        apis = _concat(self.apis, ["api", "is_master"]).drop_duplicates("api")
-        _attach(tasks, "api", apis, ("is_master",))
-        infos = _concat(self.infos, ["api", "pos", *INFO_FIELDS]).sort_values("pos", kind="stable") \
-            .drop_duplicates("api", keep="last").drop(columns="pos")
-        untracked = int((~isin(infos["api"].to_numpy(), tasks["api"].to_numpy())).sum())
-        tasks["has_info"] = _attach(tasks, "api", infos, INFO_FIELDS)
+        """The tasks and ops, or None without communication records. Removes the spilled runs."""
+        try:
+            if not self.tracks.rows and not self.infos.rows and not self.orphans:
+                return None
+            tasks = self._tasks()
+            apis = _concat(self.apis, ["api", "is_master"]).drop_duplicates("api")
+            _attach(tasks, "api", apis, ("is_master",))
+            tasks["is_master"] = _narrowed(tasks["is_master"].to_numpy())
+            untracked = self._attach_infos(tasks)
+        finally:
+            self.close()
         nodes = _concat(self.nodes, ["node", "thread", "begin_ns", "end_ns", "item"]).drop_duplicates("node")
         ops = nodes[isin(nodes["node"].to_numpy(), tasks["node"].to_numpy())].reset_index(drop=True)
         op_infos = _concat(self.op_infos, ["node", "pos", *OP_INFO_FIELDS]).sort_values("pos", kind="stable") \
@@ -147,9 +154,52 @@ class HcclHost:
         ops["has_op_info"] = _attach(ops, "node", op_infos, OP_INFO_FIELDS)
         nbi = _concat(self.nbi, ["node", "pos", "op_type"]).sort_values("pos", kind="stable").drop_duplicates("node")
         _attach(ops, "node", nbi.rename(columns={"op_type": "nbi_op_type"}), ("nbi_op_type",))
-        tasks = _narrow(tasks.drop(columns="pos"), NARROW_TASK_COLUMNS)
-        return HcclHostData(tasks=tasks.reset_index(drop=True), ops=ops.reset_index(drop=True),
-                            orphan_infos=self.orphans, info_where=self.info_where, untracked=untracked)
+        return HcclHostData(tasks=tasks, ops=ops.reset_index(drop=True), orphan_infos=self.orphans,
+                            info_where=self.info_where, untracked=untracked)
+
+    def _tasks(self) -> pd.DataFrame:
+        """The task tracks in record order, a column at a time from the runs (the small integer
+        columns narrowed)."""
+        rows = self.tracks.rows
+        if not rows:
+            return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in TRACK_COLUMNS[1:]})
+        order = np.argsort(self.tracks.read("pos", 0, rows), kind="stable")
+        columns = {}
+        for name in TRACK_COLUMNS[1:]:
+            values = self.tracks.read(name, 0, rows)[order]
+            columns[name] = _narrowed(values) if name in NARROW_TASK_COLUMNS else values
+        return pd.DataFrame(columns, copy=False)
+
+    def _attach_infos(self, tasks: pd.DataFrame) -> int:
+        """Add each task's hccl_info fields (the last record under its API, by record position; 0
+        without one) and `has_info` to `tasks`, a field at a time; returns how many APIs with an
+        hccl_info record have no task track."""
+        rows = self.infos.rows
+        keep: np.ndarray = np.zeros(0, dtype=np.int64)
+        keys: np.ndarray = np.zeros(0, dtype=np.int64)
+        if rows:
+            api = self.infos.read("api", 0, rows)
+            by_pos = np.argsort(self.infos.read("pos", 0, rows), kind="stable")
+            back = api[by_pos][::-1]  # the last record of each API: its first seen backwards
+            keep = by_pos[len(back) - 1 - np.unique(back, return_index=True)[1]]
+            keys = api[keep]
+        wanted = tasks["api"].to_numpy().astype(np.int64)
+        untracked = int((~isin(keys, wanted)).sum())
+        order = np.argsort(keys, kind="stable")
+        at = np.clip(np.searchsorted(keys[order], wanted), 0, max(len(keys) - 1, 0))
+        hit = (keys[order][at] == wanted) if len(keys) else np.zeros(len(wanted), dtype=bool)
+        for name in INFO_FIELDS:
+            values = self.infos.read(name, 0, rows)[keep][order] if rows else np.zeros(0, dtype=np.int64)
+            out = np.zeros(len(wanted), dtype=values.dtype)
+            out[hit] = values[at[hit]]
+            tasks[name] = _narrowed(out) if name in NARROW_TASK_COLUMNS else out
+        tasks["has_info"] = hit.astype(np.int8)
+        return untracked
+
+    def close(self) -> None:
+        """Remove the spilled runs."""
+        self.tracks.close()
+        self.infos.close()
 
 
 # the task frame's integer columns held narrow (not the hashes, ids and sizes, which need 64 bits)
@@ -157,20 +207,16 @@ NARROW_TASK_COLUMNS = ("thread", "stream_id", "task_id", "batch", "device_id", "
                        *(f for f in INFO_FIELDS if f not in ("item_id", "group_name", "notify_id", "data_size")))
 
 
-def _narrow(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
-    """`frame` with its integer `columns` in the narrowest of int8/int16/int32 holding all their
-    values (the task frame lives through the device matching; users widen what they take)."""
-    for name in columns:
-        values = frame[name].to_numpy()
-        if values.dtype.kind not in "iu" or not len(values):
-            continue
-        low, high = int(values.min()), int(values.max())
-        for kind in (np.int8, np.int16, np.int32):
-            if np.iinfo(kind).min <= low and high <= np.iinfo(kind).max:
-                if np.dtype(kind).itemsize < values.dtype.itemsize:
-                    frame[name] = values.astype(kind)
-                break
-    return frame
+def _narrowed(values: np.ndarray) -> np.ndarray:
+    """Integer `values` in the narrowest of int8/int16/int32 holding them all, when narrower than
+    they are (the task frame lives through the device matching; its users widen what they take)."""
+    if values.dtype.kind not in "iu" or not len(values):
+        return values
+    low, high = int(values.min()), int(values.max())
+    for kind in (np.int8, np.int16, np.int32):
+        if np.iinfo(kind).min <= low and high <= np.iinfo(kind).max:
+            return values.astype(kind) if np.dtype(kind).itemsize < values.dtype.itemsize else values
+    return values
 
 
 def _attach(frame: pd.DataFrame, key: str, other: pd.DataFrame, fields: Sequence[str]) -> np.ndarray:

@@ -99,7 +99,7 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
             models = _model_names(rd, files, hashes, diag)
         if records.runs["track"].rows:
             host_tasks = HostTasks(scratch, types)
-        hccl = HcclHost(clock, types)
+        hccl = HcclHost(clock, types, scratch)
         assoc = Association(clock, types, hashes, host_tasks.add, hccl) if host_tasks is not None else None
         if not apis.count:
             diag.warn(f"{rd.data_dir}: no api_event records; CANN_API and api_statistic stay empty, and without "
