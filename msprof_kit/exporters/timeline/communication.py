@@ -29,7 +29,7 @@ INVALID_PLANES = (-1, 0xFFFFFFFF)   # tasks of no plane (level 0 collections) ge
 RDMA_SEND_PAYLOAD = 1               # ENUM_HCCL_RDMA_TYPE
 NO_GROUP = "N/A"
 PAYLOAD_EXPR = f"rdmaType IS {RDMA_SEND_PAYLOAD}"  # 1 for an RDMA payload task, else 0 (NULL included)
-COMM_BLOCK = 5 * writer.CHUNK       # HCCL tasks turned into events at a time
+COMM_BLOCK = writer.CHUNK           # HCCL tasks turned into events at a time
 
 INFO_COLUMNS = ("globalTaskId", "taskType", "planeId", "groupName", "notifyId", "rdmaType", "srcRank", "dstRank",
                 "transportType", "size", "dataType", "linkType", "opId", "isMaster")
