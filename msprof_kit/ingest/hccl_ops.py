@@ -194,8 +194,11 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, star
     keep = kept & (task_op >= 0)
     _write_ops(op_rows, host.ops.iloc[op_at[op_rows["row"].to_numpy()]], joined, codes, name_code, name_text, k,
                host_ns, start_arr, hashes, strings, put)
+    # the per-task arrays of the ops' steps are done with before the tasks' rows are made
+    del k, first_ns, by_start, by_start_op, op_code, kept, reference, op_id_of, first_row, seen, first_at
     gid = joined["gid"].to_numpy().astype(np.int64)
     order = np.flatnonzero(keep)
+    del keep
     order = order[np.argsort(gid[order], kind="stable")]
     # the tasks' HCCL names as codes into their texts, made per distinct item id (N/A last)
     item_code, items = pd.factorize(joined["item_id"].fillna(0).to_numpy().astype(np.uint64))
@@ -207,6 +210,7 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, star
     ids = {"name": strings.ids_of(CodedTexts(name_code[order], name_text)),
            "taskType": strings.ids_of(CodedTexts(hccl_code[order], hccl_text)),
            "groupName": strings.ids_of(CodedTexts(codes.group[order], codes.group_name))}
+    del name_code
     # a block of rows at a time, one table after the other (the store writes a table's pages in one go)
     for table in ("COMMUNICATION_TASK_INFO", "KIT_HCCL_TASK"):
         for lo in range(0, len(order), TASK_BLOCK):
