@@ -257,7 +257,7 @@ def kit(args: argparse.Namespace, cluster: str, n: int, raw: int) -> None:
 
 def ref(args: argparse.Namespace, cluster: str, n: int) -> None:
     """Time the reference per rank + msprof-analyze on a copy of cluster; print one row per stage."""
-    scratch = os.path.join(os.path.dirname(cluster), "ref")
+    scratch = os.path.join(os.path.dirname(cluster), "ref")  # kept with --keep: raw/, text/, analyze_out/
     shutil.rmtree(scratch, ignore_errors=True)
     copy = os.path.join(scratch, "raw", os.path.basename(cluster))
     shutil.copytree(cluster, copy, symlinks=True)  # the reference writes into its input: not counted
@@ -286,7 +286,8 @@ def ref(args: argparse.Namespace, cluster: str, n: int) -> None:
         raise SystemExit(f"msprof-analyze read {rows} of the {n} ranks")
     total = wall1 + wall2 + wall3
     print(f"{n:>6} {'total':<24} {total:>7.1f} {total / n:>7.2f}", flush=True)
-    shutil.rmtree(scratch, ignore_errors=True)
+    if not args.keep:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
