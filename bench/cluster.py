@@ -1,24 +1,42 @@
 """Time `msprof-kit cluster` on N synthetic ranks on a LocalCluster of this machine, with the peak
-memory of the client and of each Dask worker.
+memory of the client and of each Dask worker; with --ref, the reference msprof per rank plus
+msprof-analyze on the same ranks.
 
     python bench/cluster.py [--ranks 8,64] [--tasks 20000] [--workers 2] [--seed 1] [--work DIR] [--keep]
+                            [--ref | --ref-only] [--phase1]
 
 Each job is generated once under --work (default bench/out/cluster) with
 `/work/shared/tools/mkprof.py OUT --case 910b_hccl_nranks --ranks N --seed S --n-ops K` (MKPROF to
 use another copy): one PROF per rank, K compute ops plus the ring collectives, about K + 110 N tasks
-a rank; K = --tasks - 110 N (at least 40), so that a rank has about --tasks tasks. Every run starts from raw data (the ranks' stores are removed first). The command runs in a
-child process; a sampler reads the resident memory (RSS) of that process (the client: the Dask
-scheduler runs in it too) and of each of its descendants (the worker processes; multiprocessing's
-resource tracker left out) every 0.2 s, and keeps each one's peak.
+a rank; K = --tasks - 110 N (at least 40), so that a rank has about --tasks tasks. A job already
+under --work is reused; without --keep it is removed at the end.
 
-Until the phase modules of `msprof-kit cluster` exist (cluster.ranks, rank_tables, join, ...),
-`--phase1` (the default then) times phase 1 alone: cluster.engine.map_ranks over the ranks with a
-function importing each rank (msprof_kit.importer, as rank_tables does) and returning its task
-count: the heavy part of the command. A benchmark, not a test.
+msprof-kit: the whole command, `python -m msprof_kit cluster -dir CLUSTER --workers W` (find the ranks,
+import each one as a Dask task, join, write the seven outputs), from raw data (the ranks' stores and
+the output are removed before and after). It runs in a child process; a sampler reads the resident
+memory (RSS) of that process (the client: the Dask scheduler runs in it too) and of each of its
+descendants (the worker processes; multiprocessing's resource tracker left out) every 0.2 s, and keeps
+each one's peak and the peak of their sum ("tree"). `--phase1` (the default only while the phase
+modules are missing) times phase 1 alone: cluster.engine.map_ranks of a function importing each rank
+(msprof_kit.importer, as rank_tables does) and returning its task count.
+
+--ref: what a user does today, on a copy of the same raw ranks (made before, not counted, as the
+reference writes into its input). Stage 1: the reference msprof (REF, default /work/ref/msprof-cpp) in
+its C++ path (analysis/lib64/msprof_analysis.so, REF_LIBS=/work/ref/prefix/securec_shared on
+LD_LIBRARY_PATH, as /work/ref/runref.sh runs it) on each rank, --workers ranks at a time, with the
+commands msprof-analyze's text mode needs: `msprof.py import`, `export timeline`, `analyze --rule
+communication,communication_matrix` (runref.sh's `export summary` and `export db` are left out:
+msprof-analyze's text mode reads none of their files; runref.sh has no `analyze`). Then the layout
+msprof-analyze accepts (golden/README.md: per PROF device_<d>/ without data/,
+mindstudio_profiler_output/msprof_<ts>.json, analyze/communication*.json; no msprof_*.db, or it takes
+db mode), as hard links. Stage 2: `msprof-analyze cluster -d LAYOUT/CLUSTER -m all -o OUT`
+(MSPROF_ANALYZE, default /tmp/ma/bin/msprof-analyze). Each stage is measured as above. --ref-only
+skips the msprof-kit run. A benchmark, not a test.
 """
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import glob
 import importlib.util
 import os
@@ -32,6 +50,10 @@ from typing import Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MKPROF = os.environ.get("MKPROF", "/work/shared/tools/mkprof.py")
+REF = os.environ.get("REF", "/work/ref/msprof-cpp")
+REF_LIBS = os.environ.get("REF_LIBS", "/work/ref/prefix/securec_shared")
+MSPROF_ANALYZE = os.environ.get("MSPROF_ANALYZE", "/tmp/ma/bin/msprof-analyze")
+REF_COMMANDS = (["import"], ["export", "timeline"], ["analyze", "--rule", "communication,communication_matrix"])
 MiB = 1 << 20
 HCCL_TASKS_PER_RANK = 110  # a rank's communication tasks grow by about this much per rank of the job
 
@@ -58,6 +80,49 @@ def phase1_child(cluster: str, workers: int) -> None:
         sys.exit(1)
 
 
+def ref_rank(prof: str) -> float:
+    """The reference's per-rank commands on prof (written into), in its C++ path; their wall time (s)."""
+    env = dict(os.environ, LD_LIBRARY_PATH=":".join(x for x in (REF_LIBS, os.environ.get("LD_LIBRARY_PATH")) if x))
+    t0 = time.perf_counter()
+    for command in REF_COMMANDS:
+        done = subprocess.run([sys.executable, "analysis/msprof/msprof.py", *command, "-dir", prof], cwd=REF, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode:
+            raise RuntimeError(f"{' '.join(command)} on {prof}: rc {done.returncode}\n{done.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def ref_child(cluster: str, workers: int) -> None:
+    """The child process of --ref's first stage: ref_rank over the ranks, `workers` at a time."""
+    if not os.path.isfile(os.path.join(REF, "analysis", "lib64", "msprof_analysis.so")):
+        sys.exit(f"the reference's C++ library is not built under {REF}")
+    profs = sorted(glob.glob(os.path.join(cluster, "PROF_*")))
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        times = sorted(pool.map(ref_rank, profs))
+    print(f"ranks {len(times)} exported and analysed; {times[0]:.1f}..{times[-1]:.1f} s a rank", file=sys.stderr)
+
+
+def ref_layout(cluster: str, layout: str) -> str:
+    """The text-mode layout msprof-analyze accepts (golden/README.md), as hard links into the reference's
+    outputs under cluster; returns its CLUSTER folder."""
+    top = os.path.join(layout, os.path.basename(cluster))
+    for prof in sorted(glob.glob(os.path.join(cluster, "PROF_*"))):
+        dst = os.path.join(top, os.path.basename(prof))
+        for device in glob.glob(os.path.join(prof, "device_*")):
+            os.makedirs(os.path.join(dst, os.path.basename(device)))
+            for name in os.listdir(device):
+                if os.path.isfile(os.path.join(device, name)):
+                    os.link(os.path.join(device, name), os.path.join(dst, os.path.basename(device), name))
+        timelines = sorted(glob.glob(os.path.join(prof, "mindstudio_profiler_output", "msprof_" + "[0-9]" * 14 + ".json")))
+        analyzed = sorted(glob.glob(os.path.join(prof, "analyze", "communication*.json")))
+        if not timelines or len(analyzed) != 2:
+            raise SystemExit(f"{prof}: the reference left no msprof_<ts>.json or analyze/communication*.json")
+        for src, sub in [(timelines[-1], "mindstudio_profiler_output")] + [(f, "analyze") for f in analyzed]:
+            os.makedirs(os.path.join(dst, sub), exist_ok=True)
+            os.link(src, os.path.join(dst, sub, os.path.basename(src)))
+    return top
+
+
 def generate(work: str, ranks: int, seed: int, n_ops: int) -> str:
     """The CLUSTER folder of that job under work (made once)."""
     parent = os.path.join(work, f"n{ranks}_s{seed}_ops{n_ops}")
@@ -80,11 +145,12 @@ def clean(cluster: str) -> None:
     shutil.rmtree(os.path.join(cluster, "cluster_analysis_output"), ignore_errors=True)
 
 
-def measured(argv: List[str]) -> Tuple[float, float, float, int, str]:
-    """Run argv; (wall s, the client's peak RSS MiB, the largest worker peak RSS MiB, workers seen, stderr's
-    last line)."""
+def measured(argv: List[str]) -> Tuple[float, float, float, int, str, float]:
+    """Run argv; (wall s, the client's peak RSS MiB, the largest worker (descendant) peak RSS MiB, workers
+    seen, stderr's last line, the peak of the whole tree's summed RSS MiB)."""
     import psutil
     peaks: Dict[int, int] = {}
+    total = [0]
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     top = psutil.Process(proc.pid)
@@ -96,13 +162,17 @@ def measured(argv: List[str]) -> Tuple[float, float, float, int, str]:
                 tree = [top] + top.children(recursive=True)
             except psutil.NoSuchProcess:
                 break
+            now = 0
             for member in tree:
                 try:
                     if member.pid != proc.pid and "resource_tracker" in " ".join(member.cmdline()):
                         continue
-                    peaks[member.pid] = max(peaks.get(member.pid, 0), member.memory_info().rss)
+                    rss = member.memory_info().rss
+                    peaks[member.pid] = max(peaks.get(member.pid, 0), rss)
+                    now += rss
                 except psutil.Error:
                     pass
+            total[0] = max(total[0], now)
             time.sleep(0.2)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -115,7 +185,7 @@ def measured(argv: List[str]) -> Tuple[float, float, float, int, str]:
         raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}):\n{err}")
     workers = [rss for pid, rss in peaks.items() if pid != proc.pid]
     last = (err.strip().splitlines() or [""])[-1]
-    return wall, peaks.get(proc.pid, 0) / MiB, max(workers, default=0) / MiB, len(workers), last
+    return wall, peaks.get(proc.pid, 0) / MiB, max(workers, default=0) / MiB, len(workers), last, total[0] / MiB
 
 
 def main() -> None:
@@ -130,34 +200,94 @@ def main() -> None:
     ap.add_argument("--phase1", action="store_true", default=not whole,
                     help="time phase 1 alone (the default while the phase modules are missing)")
     ap.add_argument("--keep", action="store_true", help="keep the generated jobs")
+    ap.add_argument("--ref", action="store_true",
+                    help="also time the reference msprof per rank + msprof-analyze cluster on the same ranks")
+    ap.add_argument("--ref-only", action="store_true", help="--ref without the msprof-kit run")
     ap.add_argument("--phase1-child", metavar="CLUSTER", help=argparse.SUPPRESS)
+    ap.add_argument("--ref-child", metavar="CLUSTER", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phase1_child:
         phase1_child(args.phase1_child, args.workers)
         return
+    if args.ref_child:
+        ref_child(args.ref_child, args.workers)
+        return
     what = "phase 1 (import every rank on Dask)" if args.phase1 else "msprof-kit cluster"
     print(f"{what}, {args.workers} workers, {os.cpu_count()} cores")
-    print(f"{'ranks':>6} {'MiB raw':>8} {'tasks/rank':>11} {'wall s':>7} {'s/rank':>7} {'client MiB':>11} "
-          f"{'worker MiB':>11} {'workers':>8}")
     for n in (int(x) for x in args.ranks.split(",")):
         cluster = generate(args.work, n, args.seed, max(40, args.tasks - HCCL_TASKS_PER_RANK * n))
         clean(cluster)
         raw = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(cluster) for f in files)
-        if args.phase1:
-            argv = [sys.executable, os.path.abspath(__file__), "--phase1-child", cluster, "--workers",
-                    str(args.workers)]
-        else:
-            argv = [sys.executable, "-m", "msprof_kit", "cluster", "-dir", cluster, "--workers", str(args.workers)]
-        wall, client, worker, seen, last = measured(argv)
-        stores = sorted(glob.glob(os.path.join(cluster, "PROF_*", "sqlite", "msprof_kit.db")))
-        with sqlite3.connect(stores[0]) as conn:
-            tasks = conn.execute("SELECT count(*) FROM TASK").fetchone()[0]
-        print(f"{n:>6} {raw / MiB:>8.0f} {tasks:>11} {wall:>7.1f} {wall / n:>7.2f} {client:>11.0f} {worker:>11.0f} "
-              f"{seen:>8}", flush=True)
-        print(f"       ({last})", flush=True)
-        clean(cluster)
+        if not args.ref_only:
+            kit(args, cluster, n, raw)
+        if args.ref or args.ref_only:
+            ref(args, cluster, n)
         if not args.keep:
             shutil.rmtree(os.path.dirname(cluster), ignore_errors=True)
+
+
+def kit(args: argparse.Namespace, cluster: str, n: int, raw: int) -> None:
+    """Time msprof-kit cluster (or phase 1) on cluster, from raw data; print one row."""
+    if args.phase1:
+        argv = [sys.executable, os.path.abspath(__file__), "--phase1-child", cluster, "--workers", str(args.workers)]
+    else:
+        argv = [sys.executable, "-m", "msprof_kit", "cluster", "-dir", cluster, "--workers", str(args.workers)]
+    wall, client, worker, seen, last, tree = measured(argv)
+    stores = sorted(glob.glob(os.path.join(cluster, "PROF_*", "sqlite", "msprof_kit.db")))
+    counts = []
+    for path in stores:
+        with sqlite3.connect(path) as conn:
+            counts.append(conn.execute("SELECT count(*) FROM TASK").fetchone()[0])
+    print(f"{'ranks':>6} {'MiB raw':>8} {'tasks/rank':>13} {'wall s':>7} {'s/rank':>7} {'client MiB':>11} "
+          f"{'worker MiB':>11} {'workers':>8} {'tree MiB':>9}")
+    print(f"{n:>6} {raw / MiB:>8.0f} {min(counts):>6}-{max(counts):<6} {wall:>7.1f} {wall / n:>7.2f} {client:>11.0f} "
+          f"{worker:>11.0f} {seen:>8} {tree:>9.0f}", flush=True)
+    if last:
+        print(f"       ({last})", flush=True)
+    if not args.phase1:
+        folder = os.path.join(cluster, "cluster_analysis_output")
+        with open(os.path.join(folder, "cluster_step_trace_time.csv"), newline="") as f:
+            rows = sum(1 for _ in f) - 1
+        print(f"       outputs: {' '.join(sorted(os.listdir(folder)))}; {rows} ranks in cluster_step_trace_time.csv",
+              flush=True)
+        if rows != n:
+            raise SystemExit(f"msprof-kit cluster read {rows} of the {n} ranks")
+    clean(cluster)
+
+
+def ref(args: argparse.Namespace, cluster: str, n: int) -> None:
+    """Time the reference per rank + msprof-analyze on a copy of cluster; print one row per stage."""
+    scratch = os.path.join(os.path.dirname(cluster), "ref")  # kept with --keep: raw/, text/, analyze_out/
+    shutil.rmtree(scratch, ignore_errors=True)
+    copy = os.path.join(scratch, "raw", os.path.basename(cluster))
+    shutil.copytree(cluster, copy, symlinks=True)  # the reference writes into its input: not counted
+    print(f"reference msprof ({REF}, C++ path) per rank, {args.workers} at a time, then msprof-analyze "
+          f"cluster -m all")
+    print(f"{'ranks':>6} {'stage':<24} {'wall s':>7} {'s/rank':>7} {'top MiB':>8} {'largest MiB':>12} "
+          f"{'procs':>6} {'tree MiB':>9}")
+    wall1, top, largest, seen, last, tree = measured(
+        [sys.executable, os.path.abspath(__file__), "--ref-child", copy, "--workers", str(args.workers)])
+    print(f"{n:>6} {'msprof per rank':<24} {wall1:>7.1f} {wall1 / n:>7.2f} {top:>8.0f} {largest:>12.0f} {seen:>6} "
+          f"{tree:>9.0f}", flush=True)
+    print(f"       ({last})", flush=True)
+    t0 = time.perf_counter()
+    top_dir = ref_layout(copy, os.path.join(scratch, "text"))
+    wall2 = time.perf_counter() - t0
+    print(f"{n:>6} {'layout (hard links)':<24} {wall2:>7.1f}", flush=True)
+    out = os.path.join(scratch, "analyze_out")
+    wall3, top, largest, seen, last, tree = measured([MSPROF_ANALYZE, "cluster", "-d", top_dir, "-m", "all", "-o", out])
+    print(f"{n:>6} {'msprof-analyze cluster':<24} {wall3:>7.1f} {wall3 / n:>7.2f} {top:>8.0f} {largest:>12.0f} "
+          f"{seen:>6} {tree:>9.0f}", flush=True)
+    found = sorted(os.listdir(os.path.join(out, "cluster_analysis_output")))
+    with open(os.path.join(out, "cluster_analysis_output", "cluster_step_trace_time.csv"), newline="") as f:
+        rows = sum(1 for _ in f) - 1
+    print(f"       outputs: {' '.join(found)}; {rows} ranks in cluster_step_trace_time.csv", flush=True)
+    if rows != n:
+        raise SystemExit(f"msprof-analyze read {rows} of the {n} ranks")
+    total = wall1 + wall2 + wall3
+    print(f"{n:>6} {'total':<24} {total:>7.1f} {total / n:>7.2f}", flush=True)
+    if not args.keep:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
