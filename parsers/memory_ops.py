@@ -5,10 +5,10 @@ memory plan (`additional.static_op_mem`, one op of a static graph, or the graph'
 (parsers.host.ADDITIONAL_KINDS), whose validity check applies to them too."""
 from __future__ import annotations
 
-from .records import _COMPACT_HEADER, Record, checked  # the host header every compact/additional record shares
+from .records import COMPACT_HEADER, Record, checked
 
 TASK_MEMORY_INFO = checked(Record("task_memory_info", [
-    *_COMPACT_HEADER,  # level 10000, type 6 (MSPROF_REPORT_NODE_TASK_MEMORY_TYPE)
+    *COMPACT_HEADER,  # level 10000, type 6 (MSPROF_REPORT_NODE_TASK_MEMORY_TYPE)
     ("addr", "Q", "device address of the block"),
     ("size", "q", "bytes: > 0 an allocation, < 0 a release"),
     ("node_id", "Q", "hash id of the op name (hash_dic)"),
@@ -20,7 +20,7 @@ TASK_MEMORY_INFO = checked(Record("task_memory_info", [
 ], size=256))
 
 STATIC_OP_MEM = checked(Record("static_op_mem", [
-    *_COMPACT_HEADER,  # level 10000, type 11
+    *COMPACT_HEADER,  # level 10000, type 11
     ("op_mem_size", "q", "bytes the op's memory plan holds"),
     ("op_name", "Q", "hash id of the op name (hash_dic); 0: the graph's total"),
     ("life_start", "Q", "node index where the memory starts to be used"),

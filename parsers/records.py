@@ -158,14 +158,14 @@ API_EVENT = checked(Record("api_event", [
 
 EVENT_FLAG = 0xFFFF_FFFF_FFFF_FFFF
 
-_COMPACT_HEADER: List[Field] = [
+COMPACT_HEADER: List[Field] = [
     *_HOST_HEADER,
     ("data_len", "I", "meaningful payload bytes"),
     ("timestamp", "Q", "host counter ticks"),
 ]
 
 NODE_BASIC_INFO = checked(Record("node_basic_info", [
-    *_COMPACT_HEADER,
+    *COMPACT_HEADER,
     ("op_name", "Q", "hash id of the op name"),
     ("task_type", "I", "GE task type: 0 AI_CORE, 1 AI_CPU, 2 AI_VECTOR_CORE, 4 MIX_AIC, 5 MIX_AIV ..."),
     ("op_type", "Q", "hash id of the op type"),
@@ -176,7 +176,7 @@ NODE_BASIC_INFO = checked(Record("node_basic_info", [
 ], size=64))
 
 NODE_ATTR_INFO = checked(Record("node_attr_info", [
-    *_COMPACT_HEADER,
+    *COMPACT_HEADER,
     ("op_name", "Q", "hash id of the op name"),
     ("attr_type", "I", "0 = OP_ATTR"),
     ("hash_id", "Q", "hash id of the attribute string"),
@@ -184,7 +184,7 @@ NODE_ATTR_INFO = checked(Record("node_attr_info", [
 ], size=64))
 
 TASK_TRACK = checked(Record("task_track", [
-    *_COMPACT_HEADER,
+    *COMPACT_HEADER,
     ("device", "H", "bits 0-11 device id, bits 12-15 device type (0 NPU)"),
     ("stream_id", "H", "exposed stream id"),
     ("task_id", "I", "low 16 bits task id, high 16 bits batch (flip) id; full id on chip v6"),
@@ -197,7 +197,7 @@ TASK_TRACK = checked(Record("task_track", [
 ], size=64, bits={"sched": [("ratio", 3), ("sched_mode", 2), ("_rsv", 3)]}))
 
 MEMCPY_INFO = checked(Record("memcpy_info", [
-    *_COMPACT_HEADER,
+    *COMPACT_HEADER,
     ("data_size", "Q", "bytes copied"),
     ("max_size", "Q", "largest bytes per task"),
     ("direction", "H", "0 h2h, 1 h2d, 2 d2h, 3 d2d ..."),
@@ -208,7 +208,7 @@ TENSOR_SLOT = 5
 TENSOR_DIMS = 8
 
 TENSOR_INFO = checked(Record("tensor_info", [
-    *_COMPACT_HEADER,
+    *COMPACT_HEADER,
     ("op_name", "Q", "hash id of the op name"),
     ("tensor_num", "I", "tensors in this record (1..5)"),
     *[f for i in range(TENSOR_SLOT) for f in (
@@ -220,14 +220,14 @@ TENSOR_INFO = checked(Record("tensor_info", [
 ], size=256))
 
 CONTEXT_ID_INFO = checked(Record("context_id_info", [
-    *_COMPACT_HEADER,
+    *COMPACT_HEADER,
     ("op_name", "Q", "hash id of the op name"),
     ("ctx_num", "I", "number of context ids used (<= 55)"),
     ("ctx_ids", "55I", "context ids"),
 ], size=256))
 
 GRAPH_ID_MAP = checked(Record("graph_id_map", [
-    *_COMPACT_HEADER,
+    *COMPACT_HEADER,
     ("model_name", "Q", "hash id of the model name"),
     ("graph_id", "I", "graph id"),
     ("model_id", "I", "model id"),
@@ -235,7 +235,7 @@ GRAPH_ID_MAP = checked(Record("graph_id_map", [
 ], size=256))
 
 FUSION_OP_INFO = checked(Record("fusion_op_info", [
-    *_COMPACT_HEADER,
+    *COMPACT_HEADER,
     ("op_name", "Q", "hash id of the fused op name"),
     ("fusion_num", "I", "fused ops in this record (<= 8)"),
     ("input_mem", "Q", "bytes"),
@@ -248,7 +248,7 @@ FUSION_OP_INFO = checked(Record("fusion_op_info", [
 ], size=256))
 
 HCCL_OP_INFO = checked(Record("hccl_op_info", [
-    *_COMPACT_HEADER,
+    *COMPACT_HEADER,
     ("flags", "B", "bit 0 relay, bit 1 retry"),
     ("data_type", "B", "HCCL data type enum (0 INT8, 3 FP16, 4 FP32, 11 BFP16 ...)"),
     ("alg_type", "Q", "hash id of the algorithm text ('MESH-RING-NA-NA')"),
@@ -258,7 +258,7 @@ HCCL_OP_INFO = checked(Record("hccl_op_info", [
 ], size=64))
 
 HCCL_INFO = checked(Record("hccl_info", [
-    *_COMPACT_HEADER,
+    *COMPACT_HEADER,
     ("item_id", "Q", "hash id of the HCCL task name (Notify_Wait, Memcpy, RDMASend ...)"),
     ("ccl_tag", "Q", "hash id"),
     ("group_name", "Q", "hash id of the group name"),
