@@ -313,6 +313,17 @@ SIGTERM_SCRIPT = textwrap.dedent("""
 """)
 
 
+def workers_once_reading(proc: subprocess.Popen) -> Tuple[bytes, List[int]]:
+    """What `proc` wrote on stderr until its progress says the ranks are being read (at most 60 s),
+    and the pids below it then."""
+    assert proc.stderr is not None
+    seen = b""
+    deadline = time.monotonic() + 60
+    while b"reading ranks: started" not in seen and time.monotonic() < deadline:
+        seen += proc.stderr.readline()
+    return seen, [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+
+
 def test_sigterm_stops_the_workers_and_leaves_nothing(tmp_path) -> None:
     """SIGTERM while the workers run: the command ends as Ctrl-C would (status 143), its worker
     processes are gone and its scratch folder removed."""
@@ -321,12 +332,7 @@ def test_sigterm_stops_the_workers_and_leaves_nothing(tmp_path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, env=env,
                             start_new_session=True)
     try:
-        assert proc.stderr is not None
-        seen = b""
-        deadline = time.monotonic() + 60
-        while b"reading ranks: started" not in seen and time.monotonic() < deadline:
-            seen += proc.stderr.readline()
-        workers = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        seen, workers = workers_once_reading(proc)
         assert workers and glob.glob(os.path.join(str(tmp_path), "msprof-kit-dask-*"))
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
@@ -504,12 +510,7 @@ def test_sigterm_during_the_command_leaves_no_output(tmp_path) -> None:
     cluster = os.path.dirname(profs[0])
     proc = subprocess.Popen([sys.executable, "-m", "msprof_kit", "cluster", "-dir", cluster, "--workers", "2",
                              "--progress"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    assert proc.stderr is not None
-    seen = b""
-    deadline = time.monotonic() + 60
-    while b"reading ranks: started" not in seen and time.monotonic() < deadline:
-        seen += proc.stderr.readline()
-    workers = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+    _, workers = workers_once_reading(proc)
     stop_with_signal(proc, "SIGTERM")
     time.sleep(0.5)
     assert not [pid for pid in workers if psutil.pid_exists(pid) and
