@@ -46,9 +46,9 @@ def device_ids(ctx: ExportContext) -> List[str]:
     return sorted((str(i) for i in ids), key=lambda d: f"device_{d}") or [HOST]
 
 
-def _per_device(ctx: ExportContext, n: int, json: bool) -> Optional[np.ndarray]:
-    """Row indexes repeated once per device (None: the rows once, for the JSON file)."""
-    return None if json else np.tile(np.arange(n), len(device_ids(ctx)))
+def _per_device(ctx: ExportContext, n: int, json: bool) -> np.ndarray:
+    """Row indexes repeated once per device (the rows once for the JSON file)."""
+    return np.arange(n) if json else np.tile(np.arange(n), len(device_ids(ctx)))
 
 
 def _device_column(ctx: ExportContext, n: int) -> List[Column]:
@@ -68,8 +68,7 @@ def memory_record_table(ctx: ExportContext, json: bool = False) -> Optional[Tabl
         return None
     f = ctx.frame("SELECT timestampNs, totalAllocate, totalReserve, deviceId FROM KIT_MEMORY_RECORD ORDER BY rowid")
     n = len(f)
-    at = _per_device(ctx, n, json)
-    rows = np.arange(n) if at is None else at
+    rows = _per_device(ctx, n, json)
     cols: List[Column] = [] if json else _device_column(ctx, n)
     cols += [coded("Component", np.full(len(rows), "GE", dtype=object)),
              stamps("Timestamp(us)", f["timestampNs"].to_numpy()[rows]),
@@ -86,8 +85,7 @@ def operator_memory_table(ctx: ExportContext, json: bool = False) -> Optional[Ta
         return None
     f = ctx.frame("SELECT * FROM KIT_OPERATOR_MEMORY ORDER BY rowid")
     n = len(f)
-    at = _per_device(ctx, n, json)
-    rows = np.arange(n) if at is None else at
+    rows = _per_device(ctx, n, json)
 
     def col(name: str) -> np.ndarray:
         return f[name].to_numpy()[rows]
