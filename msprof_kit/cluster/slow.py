@@ -1,15 +1,21 @@
 """The slow ranks and slow links of a cluster, from a ClusterResult: `slow_ranks.csv` and
 `slow_links.csv`, slowest first.
 
-Slow ranks. In a collective every rank waits (Notify_Wait, "Wait Time(ms)") for the last one to
-arrive, so the rank the others wait on is the one that waits least while the others wait long. Per
-collective (p2p send/receive left out, as msprof-analyze's slow_rank recipe does) the rank with
-the smallest wait gets a vote when it waited at most half the median wait of the other ranks and at
-least MIN_GAP_MS less; the difference is how long the others waited on it. Ranks are ordered by that
-time summed over their votes (`wait_caused_ms`), then by votes: a rank that is a little late often
-(a slow outgoing link makes its neighbour wait in every ring step) comes after one that keeps
-everybody waiting for milliseconds. msprof-analyze's recipe counts votes only (a Dixon / 3-sigma
-outlier test on each collective's duration) and does not read msprof data (docs/cluster.md).
+Slow ranks. In a collective every rank waits for the last one to arrive, so the rank the others
+wait on is the one that spends the least time in it while the others spend long. That time is the
+rank's wait plus its transit ("Wait Time(ms)" + "Transit Time(ms)", the op's elapse without its idle
+gaps): the reference's analysis books a wait as Wait (a Notify_Wait) except where it closes an RDMA
+write, whose Notify_Waits for the remote's done / ack count as Transit, so a rank whose ring edge
+leaves the node (the last of each node) waits for a late rank inside its transit, with almost no
+Wait at all; the sum is the same whichever way the wait was booked. Per collective (p2p
+send/receive left out, as msprof-analyze's slow_rank recipe does) the rank with the least time gets
+a vote when it spent at most half the median time of the other ranks and at least MIN_GAP_MS less;
+the difference is how long the others waited on it. Ranks are ordered by that time summed over
+their votes (`wait_caused_ms`), then by votes: a rank that is a little late often comes after one
+that keeps everybody waiting for milliseconds. Each rank is compared with the others of the same
+collective, never with its own history, so a rank that is late in every collective is named too.
+msprof-analyze's recipe counts votes only (a Dixon / 3-sigma outlier test on each collective's
+duration, the same idea on the whole elapse time) and does not read msprof data (docs/cluster.md).
 
 Slow links. Each link (src-dst in global ranks, its own rank's local copy src-src left out) per
 transport: its bandwidth over all its ops (the matrix's per-op-type totals summed), against the
@@ -33,8 +39,8 @@ SLOW_RANKS_CSV = "slow_ranks.csv"
 SLOW_LINKS_CSV = "slow_links.csv"
 TOTAL = "Total Op Info"
 P2P_WORDS = ("send", "receive", "recv")
-MIN_GAP_MS = 0.01     # a vote needs the others to have waited at least 10 µs longer (median)
-MAX_WAIT_SHARE = 0.5  # ... and the voted rank to have waited at most half of their median wait
+MIN_GAP_MS = 0.01     # a vote needs the others to have spent at least 10 µs longer in the collective (median)
+MAX_WAIT_SHARE = 0.5  # ... and the voted rank at most half of their median time
 SAMPLES = ("top1", "middle", "bottom1", "bottom2", "bottom3")
 RANK_COLUMNS = ["rank", "wait_caused_ms", "votes", "collectives", "voted_ops", "wait_ms", "wait_vs_median",
                 "wait_ratio", "computing_us", "computing_vs_median", "communication_not_overlapped_us", "free_us"]
@@ -65,17 +71,20 @@ def collective_waits(result: ClusterResult) -> pd.DataFrame:
 
 
 def rank_votes(waits: pd.DataFrame) -> pd.DataFrame:
-    """Per collective: the rank that waited least, its wait, the median wait of the others, the gap
-    (how long they waited on it, ms) and whether it gets a vote."""
+    """Per collective: the rank that spent the least time in it (wait + transit, `held_ms`), that
+    time, the median time of the others, the gap (how long they waited on it, ms) and whether it
+    gets a vote."""
     keys = ["step", "group", "op"]
-    ordered = waits.sort_values(keys + ["wait_ms", "rank"], kind="stable").reset_index(drop=True)
+    held = waits[keys + ["rank"]].assign(held_ms=waits["wait_ms"].to_numpy(np.float64) +
+                                         waits["transit_ms"].to_numpy(np.float64))
+    ordered = held.sort_values(keys + ["held_ms", "rank"], kind="stable").reset_index(drop=True)
     grouped = ordered.groupby(keys, sort=False)
     position = grouped.cumcount()
     first = ordered[position == 0].set_index(keys)
-    others = ordered[position > 0].groupby(keys, sort=False)["wait_ms"].median()
-    out = first[["rank", "wait_ms"]].join(others.rename("others_wait_ms"), how="inner").reset_index()
-    out["gap_ms"] = out["others_wait_ms"] - out["wait_ms"]
-    out["vote"] = (out["gap_ms"] >= MIN_GAP_MS) & (out["wait_ms"] <= MAX_WAIT_SHARE * out["others_wait_ms"])
+    others = ordered[position > 0].groupby(keys, sort=False)["held_ms"].median()
+    out = first[["rank", "held_ms"]].join(others.rename("others_held_ms"), how="inner").reset_index()
+    out["gap_ms"] = out["others_held_ms"] - out["held_ms"]
+    out["vote"] = (out["gap_ms"] >= MIN_GAP_MS) & (out["held_ms"] <= MAX_WAIT_SHARE * out["others_held_ms"])
     return out
 
 
@@ -89,7 +98,7 @@ def _ratio_to_median(values: pd.Series) -> np.ndarray:
 
 def slow_ranks(result: ClusterResult) -> pd.DataFrame:
     """slow_ranks.csv: every rank, slowest first (module docstring), with its evidence: how long the
-    others waited on it (ms) and in how many collectives, its own wait (ms, and against the median
+    others waited on it (ms, their median wait + transit less its own) and in how many collectives, its own wait (ms, and against the median
     rank), its wait ratio (wait / (wait + transit)) and its step-trace times (µs) against the median."""
     waits = collective_waits(result)
     step = result.step_trace
