@@ -3,7 +3,8 @@ memory of the client and of each Dask worker; with --ref, the reference msprof p
 msprof-analyze on the same ranks.
 
     python bench/cluster.py [--ranks 8,64] [--tasks 20000] [--workers 2] [--seed 1] [--work DIR] [--keep]
-                            [--ref | --ref-only] [--phase1]
+                            [--ref | --ref-only] [--compare] [--phase1]
+    python bench/cluster.py --compare-dirs OURS THEIRS
 
 Each job is generated once under --work (default bench/out/cluster) with
 `/work/shared/tools/mkprof.py OUT --case 910b_hccl_nranks --ranks N --seed S --n-ops K` (MKPROF to
@@ -32,13 +33,24 @@ mindstudio_profiler_output/msprof_<ts>.json, analyze/communication*.json; no msp
 db mode), as hard links. Stage 2: `msprof-analyze cluster -d LAYOUT/CLUSTER -m all -o OUT`
 (MSPROF_ANALYZE, default /tmp/ma/bin/msprof-analyze). Each stage is measured as above. --ref-only
 skips the msprof-kit run. A benchmark, not a test.
+
+--compare (with --ref): msprof-kit's four text files are kept (under the job, kit_out/) and compared
+with msprof-analyze's on the same ranks by compare_outputs, the rules of tests/test_cluster_core.py:
+cluster_step_trace_time.csv with the same header and its rows matched by Index (rank), Step and Type
+equal and every other column within 1 µs; the JSON files (cluster_communication.json,
+cluster_communication_matrix.json, communication_group.json) with the same keys at every level, the
+same strings and lists, numbers within 1e-6 relative. It prints `equal` or the differences (the
+first 20 per file). --compare-dirs OURS THEIRS compares two such folders and does nothing else.
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import csv
 import glob
 import importlib.util
+import json
+import math
 import os
 import shutil
 import sqlite3
@@ -46,7 +58,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MKPROF = os.environ.get("MKPROF", "/work/shared/tools/mkprof.py")
@@ -121,6 +133,92 @@ def ref_layout(cluster: str, layout: str) -> str:
             os.makedirs(os.path.join(dst, sub), exist_ok=True)
             os.link(src, os.path.join(dst, sub, os.path.basename(src)))
     return top
+
+COMPARED_JSON = ("cluster_communication.json", "cluster_communication_matrix.json", "communication_group.json")
+STEP_TRACE_CSV = "cluster_step_trace_time.csv"
+CSV_TOLERANCE_US = 1.0
+JSON_RELATIVE = 1e-6
+
+
+def json_differences(ours: Any, theirs: Any, where: str = "") -> List[str]:
+    """Differences between two JSON values: the same keys at every level, the same strings and lists,
+    numbers within JSON_RELATIVE relative (two NaNs are equal)."""
+    if isinstance(theirs, dict):
+        if not isinstance(ours, dict):
+            return [f"{where}: not an object"]
+        out = [f"{where}: keys {sorted(set(ours) ^ set(theirs))} in one only"] if set(ours) != set(theirs) else []
+        for key in theirs:
+            if key in ours:
+                out += json_differences(ours[key], theirs[key], f"{where}/{key}")
+        return out
+    if isinstance(theirs, list):
+        if not isinstance(ours, list) or len(ours) != len(theirs):
+            return [f"{where}: {ours!r} != {theirs!r}"]
+        return [d for i, (a, b) in enumerate(zip(ours, theirs)) for d in json_differences(a, b, f"{where}[{i}]")]
+    if isinstance(theirs, (int, float)) and not isinstance(theirs, bool):
+        if isinstance(ours, (int, float)) and not isinstance(ours, bool):
+            if ours == theirs or (math.isnan(ours) and math.isnan(theirs)):
+                return []
+            if abs(ours - theirs) <= JSON_RELATIVE * max(abs(theirs), abs(ours)):
+                return []
+        return [f"{where}: {ours!r} != {theirs!r}"]
+    return [] if ours == theirs else [f"{where}: {ours!r} != {theirs!r}"]
+
+
+def step_trace_differences(ours: str, theirs: str) -> List[str]:
+    """Differences between two cluster_step_trace_time.csv files: the header, the ranks (rows matched
+    by Index), Step and Type, every other column within CSV_TOLERANCE_US."""
+    tables = []
+    for path in (ours, theirs):
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+        tables.append((rows[0] if rows else [], {row[2]: row for row in rows[1:] if len(row) > 2}))
+    (head, mine), (their_head, other) = tables
+    if head != their_head:
+        return [f"header {head} != {their_head}"]
+    out = [f"Index {sorted(set(mine) ^ set(other), key=str)} in one only"] if set(mine) != set(other) else []
+    for index in sorted(set(mine) & set(other), key=lambda x: (len(x), x)):
+        for column, a, b in zip(head, mine[index], other[index]):
+            if column in ("Step", "Type"):
+                same = a == b
+            else:
+                try:
+                    same = a == b or abs(float(a) - float(b)) <= CSV_TOLERANCE_US
+                except ValueError:
+                    same = False
+            if not same:
+                out.append(f"Index {index} {column}: {a!r} != {b!r}")
+    return out
+
+
+def compare_outputs(ours: str, theirs: str) -> Dict[str, List[str]]:
+    """msprof-kit's text outputs in folder `ours` against msprof-analyze's in `theirs`: file name ->
+    its differences (empty: equal; a file missing on either side is one difference)."""
+    result: Dict[str, List[str]] = {}
+    for name in (STEP_TRACE_CSV,) + COMPARED_JSON:
+        missing = [side for side, folder in (("ours", ours), ("theirs", theirs))
+                   if not os.path.isfile(os.path.join(folder, name))]
+        if missing:
+            result[name] = [f"missing in {' and '.join(missing)}"]
+        elif name == STEP_TRACE_CSV:
+            result[name] = step_trace_differences(os.path.join(ours, name), os.path.join(theirs, name))
+        else:
+            with open(os.path.join(ours, name), encoding="utf-8") as f, \
+                    open(os.path.join(theirs, name), encoding="utf-8") as g:
+                result[name] = json_differences(json.load(f), json.load(g))
+    return result
+
+
+def print_comparison(ours: str, theirs: str) -> bool:
+    """compare_outputs, printed: one line per file (`equal`, or the count and the first 20
+    differences); True when all are equal."""
+    print(f"msprof-kit {ours}\n  against msprof-analyze {theirs}")
+    found = compare_outputs(ours, theirs)
+    for name, diffs in found.items():
+        print(f"  {name}: {'equal' if not diffs else f'{len(diffs)} differences'}")
+        for line in diffs[:20]:
+            print(f"      {line}")
+    return not any(found.values())
 
 
 def generate(work: str, ranks: int, seed: int, n_ops: int) -> str:
@@ -203,9 +301,17 @@ def main() -> None:
     ap.add_argument("--ref", action="store_true",
                     help="also time the reference msprof per rank + msprof-analyze cluster on the same ranks")
     ap.add_argument("--ref-only", action="store_true", help="--ref without the msprof-kit run")
+    ap.add_argument("--compare", action="store_true",
+                    help="with --ref: compare msprof-kit's text outputs with msprof-analyze's (compare_outputs)")
+    ap.add_argument("--compare-dirs", nargs=2, metavar=("OURS", "THEIRS"),
+                    help="only compare two folders of text outputs, msprof-kit's and msprof-analyze's")
     ap.add_argument("--phase1-child", metavar="CLUSTER", help=argparse.SUPPRESS)
     ap.add_argument("--ref-child", metavar="CLUSTER", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.compare_dirs:
+        sys.exit(0 if print_comparison(*args.compare_dirs) else 1)
+    if args.compare and (not args.ref or args.phase1):
+        ap.error("--compare needs --ref (and the whole command, not --phase1)")
     if args.phase1_child:
         phase1_child(args.phase1_child, args.workers)
         return
@@ -252,6 +358,10 @@ def kit(args: argparse.Namespace, cluster: str, n: int, raw: int) -> None:
               flush=True)
         if rows != n:
             raise SystemExit(f"msprof-kit cluster read {rows} of the {n} ranks")
+        if args.compare:
+            kept = os.path.join(os.path.dirname(cluster), "kit_out")
+            shutil.rmtree(kept, ignore_errors=True)
+            shutil.copytree(folder, kept)
     clean(cluster)
 
 
@@ -286,6 +396,11 @@ def ref(args: argparse.Namespace, cluster: str, n: int) -> None:
         raise SystemExit(f"msprof-analyze read {rows} of the {n} ranks")
     total = wall1 + wall2 + wall3
     print(f"{n:>6} {'total':<24} {total:>7.1f} {total / n:>7.2f}", flush=True)
+    if args.compare:
+        kept = os.path.join(os.path.dirname(cluster), "kit_out")
+        print_comparison(kept, os.path.join(out, "cluster_analysis_output"))
+        if not args.keep:
+            shutil.rmtree(kept, ignore_errors=True)
     if not args.keep:
         shutil.rmtree(scratch, ignore_errors=True)
 
