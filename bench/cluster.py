@@ -40,7 +40,7 @@ cluster_step_trace_time.csv with the same header and its rows matched by Index (
 equal and every other column within 1 µs; the JSON files (cluster_communication.json,
 cluster_communication_matrix.json, communication_group.json) with the same keys at every level, the
 same strings and lists, numbers within 1e-6 relative. It prints `equal` or the differences (the
-first 20 per file). --compare-dirs OURS THEIRS compares two such folders and does nothing else.
+first 20 per file), and the run exits non-zero when there is one. --compare-dirs OURS THEIRS compares two such folders and does nothing else.
 """
 from __future__ import annotations
 
@@ -320,6 +320,7 @@ def main() -> None:
         return
     what = "phase 1 (import every rank on Dask)" if args.phase1 else "msprof-kit cluster"
     print(f"{what}, {args.workers} workers, {os.cpu_count()} cores")
+    equal = True
     for n in (int(x) for x in args.ranks.split(",")):
         cluster = generate(args.work, n, args.seed, max(40, args.tasks - HCCL_TASKS_PER_RANK * n))
         clean(cluster)
@@ -327,9 +328,11 @@ def main() -> None:
         if not args.ref_only:
             kit(args, cluster, n, raw)
         if args.ref or args.ref_only:
-            ref(args, cluster, n)
+            equal = ref(args, cluster, n) and equal
         if not args.keep:
             shutil.rmtree(os.path.dirname(cluster), ignore_errors=True)
+    if not equal:
+        sys.exit("msprof-kit's text outputs differ from msprof-analyze's (above)")
 
 
 def kit(args: argparse.Namespace, cluster: str, n: int, raw: int) -> None:
@@ -365,8 +368,9 @@ def kit(args: argparse.Namespace, cluster: str, n: int, raw: int) -> None:
     clean(cluster)
 
 
-def ref(args: argparse.Namespace, cluster: str, n: int) -> None:
-    """Time the reference per rank + msprof-analyze on a copy of cluster; print one row per stage."""
+def ref(args: argparse.Namespace, cluster: str, n: int) -> bool:
+    """Time the reference per rank + msprof-analyze on a copy of cluster; print one row per stage; with
+    --compare, compare the text outputs (print_comparison). False when they differ."""
     scratch = os.path.join(os.path.dirname(cluster), "ref")  # kept with --keep: raw/, text/, analyze_out/
     shutil.rmtree(scratch, ignore_errors=True)
     copy = os.path.join(scratch, "raw", os.path.basename(cluster))
@@ -396,13 +400,15 @@ def ref(args: argparse.Namespace, cluster: str, n: int) -> None:
         raise SystemExit(f"msprof-analyze read {rows} of the {n} ranks")
     total = wall1 + wall2 + wall3
     print(f"{n:>6} {'total':<24} {total:>7.1f} {total / n:>7.2f}", flush=True)
+    equal = True
     if args.compare:
         kept = os.path.join(os.path.dirname(cluster), "kit_out")
-        print_comparison(kept, os.path.join(out, "cluster_analysis_output"))
+        equal = print_comparison(kept, os.path.join(out, "cluster_analysis_output"))
         if not args.keep:
             shutil.rmtree(kept, ignore_errors=True)
     if not args.keep:
         shutil.rmtree(scratch, ignore_errors=True)
+    return equal
 
 
 if __name__ == "__main__":
