@@ -13,8 +13,8 @@ import pytest
 from conftest import GOLDEN, needs_shared
 
 from msprof_kit.cluster.result import ClusterResult, load_text_outputs
-from msprof_kit.cluster.slow import (LINK_COLUMNS, RANK_COLUMNS, collective_waits, rank_votes, slow_links, slow_ranks,
-                                     summary, write_slow_outputs)
+from msprof_kit.cluster.slow import (LINK_COLUMNS, RANK_COLUMNS, collective_waits, node_positions, rank_votes,
+                                     slow_links, slow_ranks, summary, write_slow_outputs)
 
 CASE = os.path.join(GOLDEN, "910b_hccl_8ranks")
 TEXT = os.path.join(CASE, "msprof_analyze", "text_all")
@@ -151,3 +151,29 @@ def test_votes_need_a_clear_gap():
     assert votes.loc["a", "rank"] == 2 and bool(votes.loc["a", "vote"])
     assert votes.loc["a", "gap_ms"] == pytest.approx(1.1 - 0.1)
     assert votes.loc["b", "rank"] == 2 and not bool(votes.loc["b", "vote"])  # 0.49 vs 0.51: no one is late
+
+
+def test_peers_at_the_same_node_position():
+    """Three hosts of four ranks: position 3 (the rank whose ring edge leaves the host) always spends a
+    tenth of the others' time, rank 5 (position 1) 0.8 ms against its peers' 1.0 ms in collective a.
+    Against all ranks the least time is a position-3 rank's (and it would be voted, at a tenth of the
+    median); against its position peers rank 5 stands alone and is voted, with the gap to its peers."""
+    hosts = pd.DataFrame({"rankId": range(12), "hostUid": ["h0"] * 4 + ["h1"] * 4 + ["h2"] * 4})
+    positions = node_positions(hosts)
+    assert positions == {r: r % 4 for r in range(12)}
+    rows = []
+    for op in ("a", "b"):
+        for rank in range(12):
+            held = 0.1 + 0.001 * rank if rank % 4 == 3 else 1.0 + 0.001 * rank
+            if op == "a" and rank == 5:
+                held = 0.8
+            rows.append(("step", "g", op, rank, held, 0.0, 1.2))
+    waits = pd.DataFrame(rows, columns=["step", "group", "op", "rank", "wait_ms", "transit_ms", "elapse_ms"])
+    alone = rank_votes(waits).set_index("op")
+    assert alone.loc["a", "rank"] == 3 and bool(alone.loc["a", "vote"])
+    peers = rank_votes(waits, positions).set_index("op")
+    assert peers.loc["a", "rank"] == 5 and bool(peers.loc["a", "vote"])
+    assert peers.loc["a", "gap_ms"] == pytest.approx((1.001 + 1.009) / 2 - 0.8)  # ranks 1 and 9
+    assert not peers.loc["b", "vote"]  # nobody stands out among its peers
+    # two hosts: two ranks a position, too few peers; every rank is compared with all the others
+    assert rank_votes(waits, {r: r % 6 for r in range(12)}).set_index("op").loc["a", "rank"] == 3

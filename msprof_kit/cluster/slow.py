@@ -3,19 +3,23 @@
 
 Slow ranks. In a collective every rank waits for the last one to arrive, so the rank the others
 wait on is the one that spends the least time in it while the others spend long. That time is the
-rank's wait plus its transit ("Wait Time(ms)" + "Transit Time(ms)", the op's elapse without its idle
-gaps): the reference's analysis books a wait as Wait (a Notify_Wait) except where it closes an RDMA
-write, whose Notify_Waits for the remote's done / ack count as Transit, so a rank whose ring edge
-leaves the node (the last of each node) waits for a late rank inside its transit, with almost no
-Wait at all; the sum is the same whichever way the wait was booked. Per collective (p2p
-send/receive left out, as msprof-analyze's slow_rank recipe does) the rank with the least time gets
-a vote when it spent at most half the median time of the other ranks and at least MIN_GAP_MS less;
-the difference is how long the others waited on it. Ranks are ordered by that time summed over
-their votes (`wait_caused_ms`), then by votes: a rank that is a little late often comes after one
-that keeps everybody waiting for milliseconds. Each rank is compared with the others of the same
-collective, never with its own history, so a rank that is late in every collective is named too.
-msprof-analyze's recipe counts votes only (a Dixon / 3-sigma outlier test on each collective's
-duration, the same idea on the whole elapse time) and does not read msprof data (docs/cluster.md).
+rank's wait plus its transit ("Wait Time(ms)" + "Transit Time(ms)"): the reference's analysis books a
+wait as Wait (a Notify_Wait) except where it closes an RDMA write, whose Notify_Waits for the
+remote's done / ack count as Transit, so a rank whose ring edge leaves the node waits for a late
+rank inside its transit; the sum is the same whichever way the wait was booked. A rank is compared
+with its peers in the same collective: the ranks at the same position on the other hosts (the last
+rank of each node with the last ranks of the other nodes: at 256 ranks their task lists are longer
+and they spend a third less time in every collective), or all ranks when there are fewer than
+MIN_PEERS at a position (one or two hosts, or no hosts known). Never with its own history, so a rank
+late in every collective is named too. Per collective (p2p send/receive left out, as msprof-analyze's
+slow_rank recipe does) the least time of each peer class is a candidate, voted when the others spent
+at least MIN_GAP_MS longer and either it spent at most MAX_WAIT_SHARE of its peers' median time or
+it stands alone below them (by OUTLIER_MADS robust deviations: a ring's own waiting grows with the
+ranks and hides a late arrival of milliseconds from a ratio); the voted candidate with the largest
+gap gets the vote, the gap being how long the others waited on it. Ranks are ordered by that time
+summed over their votes (`wait_caused_ms`), then by votes. msprof-analyze's recipe counts votes only
+(a Dixon / 3-sigma outlier test on each collective's duration) and does not read msprof data
+(docs/cluster.md).
 
 Slow links. Each link (src-dst in global ranks, its own rank's local copy src-src left out) per
 transport: its bandwidth over all its ops (the matrix's per-op-type totals summed), against the
@@ -27,7 +31,7 @@ compares messages of the same size with each other. Links are ordered by op_rati
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -40,7 +44,9 @@ SLOW_LINKS_CSV = "slow_links.csv"
 TOTAL = "Total Op Info"
 P2P_WORDS = ("send", "receive", "recv")
 MIN_GAP_MS = 0.01     # a vote needs the others to have spent at least 10 µs longer in the collective (median)
-MAX_WAIT_SHARE = 0.5  # ... and the voted rank at most half of their median time
+MAX_WAIT_SHARE = 0.5  # ... and the voted rank at most half of their median time, or
+OUTLIER_MADS = 3 * 1.4826  # ... it alone below its peers by 3 sigma (as median absolute deviations) of their times
+MIN_PEERS = 3         # ranks at one position on the hosts needed to compare a rank with those peers only
 SAMPLES = ("top1", "middle", "bottom1", "bottom2", "bottom3")
 RANK_COLUMNS = ["rank", "wait_caused_ms", "votes", "collectives", "voted_ops", "wait_ms", "wait_vs_median",
                 "wait_ratio", "computing_us", "computing_vs_median", "communication_not_overlapped_us", "free_us"]
@@ -70,22 +76,53 @@ def collective_waits(result: ClusterResult) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "group", "op", "rank", "wait_ms", "transit_ms", "elapse_ms"])
 
 
-def rank_votes(waits: pd.DataFrame) -> pd.DataFrame:
-    """Per collective: the rank that spent the least time in it (wait + transit, `held_ms`), that
-    time, the median time of the others, the gap (how long they waited on it, ms) and whether it
-    gets a vote."""
+def node_positions(hosts: pd.DataFrame) -> Dict[int, int]:
+    """Rank -> its position on its host (0 for the host's lowest rank, 1 for the next ...), from the
+    result's `hosts`; empty without them."""
+    if hosts.empty or not {"rankId", "hostUid"} <= set(hosts.columns):
+        return {}
+    frame = pd.DataFrame({"rankId": pd.to_numeric(hosts["rankId"]).astype("int64").to_numpy(),
+                          "hostUid": hosts["hostUid"].astype(str).to_numpy()})
+    frame = frame.drop_duplicates("rankId").sort_values("rankId", kind="stable")
+    position = frame.groupby("hostUid", sort=False).cumcount()
+    return dict(zip(frame["rankId"].tolist(), position.astype("int64").tolist()))
+
+
+def rank_votes(waits: pd.DataFrame, positions: Optional[Dict[int, int]] = None) -> pd.DataFrame:
+    """Per collective: the rank the others waited on, if any. Each rank's time in the collective is
+    its wait + transit (`held_ms`); it is compared with its peers: the ranks at the same position on
+    the other hosts (`positions`, when every position of the collective has at least MIN_PEERS
+    ranks), else all ranks of the collective. In each peer class the rank with the least time is a
+    candidate: `others_held_ms` the median time of its peers, `gap_ms` the difference (how long they
+    waited on it); it is voted when the gap is at least MIN_GAP_MS and either its time is at most
+    MAX_WAIT_SHARE of its peers' or it stands alone: the next peer's time is above it by at least
+    OUTLIER_MADS median absolute deviations of its peers' times (Dixon's idea, in robust units). Of the voted candidates of a collective the one with the largest gap gets the vote.
+    One row per collective: its best candidate (the voted one if any)."""
     keys = ["step", "group", "op"]
     held = waits[keys + ["rank"]].assign(held_ms=waits["wait_ms"].to_numpy(np.float64) +
                                          waits["transit_ms"].to_numpy(np.float64))
-    ordered = held.sort_values(keys + ["held_ms", "rank"], kind="stable").reset_index(drop=True)
-    grouped = ordered.groupby(keys, sort=False)
-    position = grouped.cumcount()
-    first = ordered[position == 0].set_index(keys)
-    others = ordered[position > 0].groupby(keys, sort=False)["held_ms"].median()
-    out = first[["rank", "held_ms"]].join(others.rename("others_held_ms"), how="inner").reset_index()
+    mapped = held["rank"].map(positions or {})
+    held["peers"] = mapped.fillna(-1).astype("int64") if positions else 0
+    sizes = held.groupby(keys + ["peers"], sort=False)["rank"].transform("size")
+    held.loc[sizes.groupby([held[k] for k in keys], sort=False).transform("min").to_numpy() < MIN_PEERS,
+             "peers"] = 0
+    classes = keys + ["peers"]
+    ordered = held.sort_values(classes + ["held_ms", "rank"], kind="stable").reset_index(drop=True)
+    position = ordered.groupby(classes, sort=False).cumcount()
+    first = ordered[position == 0].set_index(classes)
+    others = ordered[position > 0]
+    median = others.groupby(classes, sort=False)["held_ms"].median()
+    spread = (others["held_ms"] - others.join(median.rename("m"), on=classes)["m"]).abs()
+    mad = spread.groupby([others[c] for c in classes], sort=False).median()
+    following = ordered[position == 1].set_index(classes)["held_ms"]
+    out = first[["rank", "held_ms"]].join(median.rename("others_held_ms"), how="inner")
+    out = out.join(mad.rename("others_mad_ms")).join(following.rename("next_held_ms")).reset_index()
     out["gap_ms"] = out["others_held_ms"] - out["held_ms"]
-    out["vote"] = (out["gap_ms"] >= MIN_GAP_MS) & (out["held_ms"] <= MAX_WAIT_SHARE * out["others_held_ms"])
-    return out
+    out["vote"] = (out["gap_ms"] >= MIN_GAP_MS) & (
+        (out["held_ms"] <= MAX_WAIT_SHARE * out["others_held_ms"]) |
+        (out["next_held_ms"] - out["held_ms"] >= OUTLIER_MADS * out["others_mad_ms"]))
+    out = out.sort_values(keys + ["vote", "gap_ms"], ascending=[True, True, True, False, False], kind="stable")
+    return out.drop_duplicates(keys).drop(columns="peers").reset_index(drop=True)
 
 
 def _ratio_to_median(values: pd.Series) -> np.ndarray:
@@ -105,7 +142,8 @@ def slow_ranks(result: ClusterResult) -> pd.DataFrame:
     ranks = sorted(set(waits["rank"].tolist()) |
                    {int(i) for t, i in zip(step.get("Type", []), step.get("Index", [])) if str(t) == "rank"})
     out = pd.DataFrame({"rank": pd.Series(ranks, dtype="int64")})
-    votes = rank_votes(waits) if not waits.empty else pd.DataFrame(columns=["rank", "gap_ms", "vote", "op"])
+    votes = (rank_votes(waits, node_positions(result.hosts)) if not waits.empty
+             else pd.DataFrame(columns=["rank", "gap_ms", "vote", "op"]))
     voted = votes.loc[votes["vote"].to_numpy(bool)].sort_values("gap_ms", ascending=False, kind="stable")
     per_rank = voted.groupby("rank").agg(wait_caused_ms=("gap_ms", "sum"), votes=("gap_ms", "size"),
                                          voted_ops=("op", lambda ops: ";".join(ops)))
