@@ -98,7 +98,7 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
             records.runs["tensor"], tensor_table = read_tensors()
             models = _model_names(rd, files, hashes, diag)
         if records.runs["track"].rows:
-            host_tasks = HostTasks(scratch, types)
+            host_tasks = HostTasks(scratch, types, hashes)
         hccl = HcclHost(clock, types, scratch)
         assoc = Association(clock, types, hashes, host_tasks.add, hccl) if host_tasks is not None else None
         if not apis.count:
