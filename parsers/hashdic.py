@@ -17,6 +17,8 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from .. import native_impl
+from ..native_impl import _native
 from .stream import LINE_CAP, NAME_CAP, Issue, Piece, TextLines, cap_names, locate
 
 KEY_DIGITS = 20  # decimal digits of the largest uint64
@@ -119,12 +121,8 @@ def parse_hash_dictionary(buf: np.ndarray, pieces: Sequence[Piece], cap: int = L
     body = np.flatnonzero(ends > starts)
     starts, ends = starts[body], ends[body]
     # the first ':' of each line, and keys of 1 to KEY_DIGITS ASCII digits (the fast path)
-    colons = np.flatnonzero(buf == ord(":"))
-    j = np.searchsorted(colons, starts)
-    colon = colons[np.minimum(j, len(colons) - 1)] if len(colons) else np.zeros(len(starts), np.int64)
-    has = (j < len(colons)) & (colon < ends)
-    klen = np.where(has, colon - starts, 0)
-    fast, value, reach = _read_keys(buf, starts, klen)
+    colon, fast, value, reach = dict_keys(buf, starts, ends)
+    has = colon >= 0
     # every other line: the parse of each line, as parse_dictionary_lines does it (rare: malformed
     # lines, or keys no id spells)
     slow = np.flatnonzero(~fast)
@@ -157,6 +155,34 @@ def parse_hash_dictionary(buf: np.ndarray, pieces: Sequence[Piece], cap: int = L
                 at_extra += len(raw)
     keys, s, e = _last_of_each(value[reach], vs[reach], ve[reach])
     return HashDictionary(keys, s, e, data + b"".join(extra), int(len(valid) - reach.sum())), issues
+
+
+def dict_keys(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray
+              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(colon, fast, value, reach) of the lines buf[starts[i]:ends[i]]: colon, the offset of a
+    line's first ':' (-1: none); fast, a key (the bytes before it) of 1 to KEY_DIGITS ASCII digits;
+    value, that key as a uint64; reach, a fast key some uint64 spells. The C function
+    (native/_native.c) when the C implementation is in use, else `py_dict_keys`."""
+    if not native_impl.c_chosen():
+        return py_dict_keys(buf, starts, ends)
+    colon, value, flags = _native.dict_keys(np.ascontiguousarray(buf, dtype=np.uint8),
+                                            np.ascontiguousarray(starts, dtype=np.int64),
+                                            np.ascontiguousarray(ends, dtype=np.int64))
+    bits = np.frombuffer(flags, dtype=np.uint8)
+    return (np.frombuffer(colon, dtype=np.int64), (bits & 1) != 0, np.frombuffer(value, dtype=np.uint64),
+            (bits & 2) != 0)
+
+
+def py_dict_keys(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray
+                 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pure-Python twin of `_native.dict_keys`, as `dict_keys` returns it."""
+    colons = np.flatnonzero(buf == ord(":"))
+    j = np.searchsorted(colons, starts)
+    colon = colons[np.minimum(j, len(colons) - 1)] if len(colons) else np.zeros(len(starts), np.int64)
+    has = (j < len(colons)) & (colon < ends)
+    klen = np.where(has, colon - starts, 0)
+    fast, value, reach = _read_keys(buf, starts, klen)
+    return np.where(has, colon, -1).astype(np.int64), fast, value, reach
 
 
 KEY_ROWS = 1 << 16  # lines whose keys are read at a time (KEY_DIGITS bytes each, and their weights)
