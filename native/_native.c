@@ -1165,6 +1165,56 @@ no_as:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * decode_spans(blob, starts, ends) -> list of str: blob[starts[i]:ends[i]] decoded as UTF-8,
+ * undecodable bytes as U+FFFD (errors="replace"): hash_dic's texts (parsers/hashdic.py). Twin:
+ * native_impl.py_decode_spans.
+ */
+static PyObject *decode_spans(PyObject *self, PyObject *args)
+{
+    PyObject *blob_obj, *starts_obj, *ends_obj, *result = NULL;
+    Py_buffer blob, st, en;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO:decode_spans", &blob_obj, &starts_obj, &ends_obj))
+        return NULL;
+    if (PyObject_GetBuffer(blob_obj, &blob, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (get_i64s(starts_obj, &st, "decode_spans: starts") < 0)
+        goto no_starts;
+    if (get_i64s(ends_obj, &en, "decode_spans: ends") < 0)
+        goto no_ends;
+    Py_ssize_t n = st.len / 8;
+    const int64_t *s = st.buf, *e = en.buf;
+    if (en.len != st.len) {
+        PyErr_SetString(PyExc_ValueError, "decode_spans: starts and ends must have the same length");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < 0 || e[i] < s[i] || e[i] > blob.len) {
+            PyErr_Format(PyExc_ValueError, "decode_spans: span %zd is not within the bytes", i);
+            goto done;
+        }
+    }
+    result = PyList_New(n);
+    if (!result)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *text = PyUnicode_DecodeUTF8((const char *)blob.buf + s[i], (Py_ssize_t)(e[i] - s[i]), "replace");
+        if (!text) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, text);
+    }
+done:
+    PyBuffer_Release(&en);
+no_ends:
+    PyBuffer_Release(&st);
+no_starts:
+    PyBuffer_Release(&blob);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
     {"format_rows", format_rows, METH_VARARGS,
      "format_rows(pieces, slots, n, sep) -> bytes: n rows of literal pieces and typed slots, joined by sep."},
@@ -1175,6 +1225,8 @@ static PyMethodDef METHODS[] = {
      "of each op of tensor_info records (native/tensor_texts.c)."},
     {"dict_keys", dict_keys, METH_VARARGS,
      "dict_keys(buf, starts, ends) -> (colon, value, flags): the keys of hash_dic lines (parsers/hashdic.py)."},
+    {"decode_spans", decode_spans, METH_VARARGS,
+     "decode_spans(blob, starts, ends) -> list: the spans of blob decoded as UTF-8 (errors='replace')."},
     {"gather_spans", gather_spans, METH_VARARGS,
      "gather_spans(blob, starts, lengths) -> bytes: the spans of blob, one after the other."},
     {"spans_equal", spans_equal, METH_VARARGS,

@@ -1,5 +1,5 @@
 """Types of msprof_kit._native (native/_native.c); msprof_kit.native_impl holds its Python twin."""
-from typing import Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -39,4 +39,8 @@ def gather_spans(blob: Union[bytes, bytearray, np.ndarray], starts: np.ndarray, 
 def spans_equal(a: Union[bytes, bytearray, np.ndarray], a_starts: np.ndarray, b: Union[bytes, bytearray, np.ndarray],
                 b_starts: np.ndarray, lengths: np.ndarray, /) -> bool:
     """Whether each span of `a` reads the same as its span of `b`."""
+    ...
+
+def decode_spans(blob: Union[bytes, bytearray, np.ndarray], starts: np.ndarray, ends: np.ndarray, /) -> List[str]:
+    """blob[starts[i]:ends[i]] of every i decoded as UTF-8, undecodable bytes as U+FFFD."""
     ...

@@ -110,3 +110,23 @@ def test_dict_keys_twins_agree_on_awkward_and_random_lines():
             assert g.tolist() == w.tolist(), raw
     with pytest.raises(ValueError):
         _native.dict_keys(b"12:a", np.array([0], np.int64), np.array([9], np.int64))
+
+
+@pytest.mark.skipif(not hashdic.native_impl.available(), reason="the C extension is not built")
+def test_decode_spans_twins_agree():
+    """_native.decode_spans and py_decode_spans: valid and broken UTF-8 (cut sequences, lone
+    continuation bytes, surrogates' encodings), empty spans, spans out of range refused alike."""
+    from msprof_kit import _native
+    rnd = random.Random(4)
+    pieces = [b"a", "\u00e9".encode(), "\u4e2d".encode(), "\U0001f600".encode(), b"\xff", b"\x80", b"\xed\xa0\x80",
+              b"\xe4\xb8", b"\x00", b":"]
+    data = b"".join(rnd.choice(pieces) for _ in range(3000))
+    starts = np.array(sorted(rnd.randrange(0, len(data) + 1) for _ in range(500)), np.int64)
+    ends = np.minimum(starts + np.array([rnd.randrange(0, 12) for _ in starts], np.int64), len(data))
+    got = _native.decode_spans(data, starts, ends)
+    assert got == hashdic.py_decode_spans(data, starts, ends) and "\ufffd" in "".join(got)
+    assert _native.decode_spans(data, starts[:0], ends[:0]) == [] == hashdic.py_decode_spans(data, starts[:0], ends[:0])
+    for s, e in (([3], [2]), ([-1], [1]), ([0], [len(data) + 1])):
+        for fn in (_native.decode_spans, hashdic.py_decode_spans):
+            with pytest.raises(ValueError):
+                fn(data, np.array(s, np.int64), np.array(e, np.int64))

@@ -269,8 +269,9 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
         bd = nbi["block_dim"].to_numpy()[src].astype(np.int64)
         block[found] = bd & 0xFFFF
         mix[found] = (bd & 0xFFFF) * (bd >> 16)
-        flag[found] = np.where(nbi["op_flag"].to_numpy()[src] != 0, "YES", "NO")
-        state[found] = np.where(nbi["aging"].to_numpy()[src], "dynamic", "static")
+        # (one str object per text, not one per row: the pools hash each object once)
+        flag[found] = np.array(["NO", "YES"], dtype=object)[(nbi["op_flag"].to_numpy()[src] != 0).astype(np.intp)]
+        state[found] = np.array(["static", "dynamic"], dtype=object)[nbi["aging"].to_numpy()[src].astype(np.intp)]
         has_info = found
     type_name, type_raw = sel["type_name"].to_numpy(), sel["type_raw"].to_numpy()
     no_info = ~has_info
