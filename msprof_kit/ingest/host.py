@@ -282,9 +282,10 @@ def _api_texts(apis: Columns, names: np.ndarray, hashes: HashTable, types: Dict[
     values = np.asarray(values)
     # the table: each distinct item as a number, then as its hash text (made for the items read so only)
     item_texts: np.ndarray = np.full(2 * len(values), None, dtype=object)
-    as_number = np.unique(item_codes[by_number])
+    shown: np.ndarray = np.zeros(2 * len(values), dtype=bool)
+    shown[np.where(by_number, item_codes, len(values) + item_codes)] = True
+    as_number, as_text = np.flatnonzero(shown[:len(values)]), np.flatnonzero(shown[len(values):])
     item_texts[as_number] = values[as_number].astype(str).astype(object)
-    as_text = np.unique(item_codes[~by_number])
     item_texts[len(values) + as_text] = hashes.texts_or_ids(values[as_text])
     apis["mode"] = mode
     apis["item_text"] = np.where(by_number, item_codes, len(values) + item_codes).astype(np.int32)

@@ -126,9 +126,12 @@ class HashTable:
         dictionary lacks it, "0" for id 0 (not noted as misses)."""
         codes, uniq = _int_codes(values)
         pos = self._find(uniq)
-        out: np.ndarray = uniq.astype(str).astype(object)
-        found = np.flatnonzero((pos >= 0) & (uniq != 0))
-        out[found] = self.entries.texts(pos[found])
+        out: np.ndarray = np.empty(len(uniq), dtype=object)
+        found = (pos >= 0) & (uniq != 0)
+        at = np.flatnonzero(found)
+        out[at] = self.entries.texts(pos[at])
+        at = np.flatnonzero(~found)
+        out[at] = uniq[at].astype(str).astype(object)
         return out[codes]
 
 
