@@ -259,10 +259,12 @@ def _tensor_stream(paths: List[str], recs: Runs, out: Runs, columns: List[Intern
         c = recs.window(w)
         if c is None:
             continue
-        order = np.argsort(c["seq"], kind="stable")
+        order = np.argsort(c["seq"], kind="stable")  # stream order (the payload stays as read: its
+        payload = c.pop("payload")                   # records are taken through `order`)
         c = {k: v[order] for k, v in c.items()}
         _, members, starts = host_parsers.group_ops(c["op_name"], c["timestamp"], c["thread_id"])
-        texts, hashes = host_parsers.render_ops(c["payload"], members, starts)
+        texts, hashes = host_parsers.render_ops(payload, order[members], starts)
+        del payload
         m = len(starts) - 1
         offsets = texts.offsets
         codes: np.ndarray = np.empty((m, len(columns)), dtype=np.int32)
