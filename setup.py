@@ -1,4 +1,4 @@
-"""Packages and the optional C extension (native/_native.c, native/tensor_texts.c); everything else is in setup.cfg.
+"""Packages and the optional C extension (native/_native.c, tensor_texts.c, spans.c); everything else is in setup.cfg.
 
 The packages are found, not listed: msprof_kit and everything below it, plus the top-level folders
 parsers/ and collectors/ installed as msprof_kit.parsers and msprof_kit.collectors (with any
@@ -13,5 +13,5 @@ for name, folder in MAPPED.items():
     packages += [name] + [f"{name}.{sub}" for sub in find_packages(folder)]
 
 setup(packages=packages, package_dir={"msprof_kit": "msprof_kit", **MAPPED},
-      ext_modules=[Extension("msprof_kit._native", ["native/_native.c", "native/tensor_texts.c"],
-                             depends=["native/tensor_texts.h"], optional=True)])
+      ext_modules=[Extension("msprof_kit._native", ["native/_native.c", "native/tensor_texts.c", "native/spans.c"],
+                             depends=["native/tensor_texts.h", "native/spans.h"], optional=True)])

@@ -475,6 +475,16 @@ def current() -> str:
     return _current
 
 
+def c_chosen() -> bool:
+    """Whether the C implementation is in use (NativeUnavailable if chosen and not built): the
+    dispatch of C functions whose twins live next to their one user (parsers/hashdic.py's
+    `dict_keys`, ingest/tensors.py's `gather_spans` and `spans_equal`)."""
+    if _current == "c":
+        _implementation("c")
+        return True
+    return False
+
+
 def format_rows(pieces: Sequence[bytes], slots: Sequence[Slot], n: int, sep: bytes) -> bytes:
     """n rows of `pieces` and `slots` joined by `sep`, by the implementation in use."""
     global _format

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spans.h"
 #include "tensor_texts.h"
 
 enum { K_INT = 0, K_FIXED = 1, K_TRIM = 2, K_FLOAT = 3, K_TEXT = 4 };
@@ -972,6 +973,14 @@ static PyMethodDef METHODS[] = {
     {"tensor_texts", tensor_texts, METH_VARARGS,
      "tensor_texts(payload, order, starts, dtypes, formats) -> (blob, offsets, hashes): the six tensor texts "
      "of each op of tensor_info records (native/tensor_texts.c)."},
+    {"dict_keys", dict_keys, METH_VARARGS,
+     "dict_keys(buf, starts, ends) -> (colon, value, flags): the keys of hash_dic lines (parsers/hashdic.py)."},
+    {"decode_spans", decode_spans, METH_VARARGS,
+     "decode_spans(blob, starts, ends) -> list: the spans of blob decoded as UTF-8 (errors='replace')."},
+    {"gather_spans", gather_spans, METH_VARARGS,
+     "gather_spans(blob, starts, lengths) -> bytes: the spans of blob, one after the other."},
+    {"spans_equal", spans_equal, METH_VARARGS,
+     "spans_equal(a, a_starts, b, b_starts, lengths) -> bool: whether each span of a reads as its span of b."},
     {"float_repr", float_repr, METH_O, "float_repr(x) -> str: repr(float(x)), as format_rows prints FLOAT slots."},
     {NULL, NULL, 0, NULL},
 };

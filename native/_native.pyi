@@ -1,5 +1,5 @@
 """Types of msprof_kit._native (native/_native.c); msprof_kit.native_impl holds its Python twin."""
-from typing import Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -25,4 +25,22 @@ def tensor_texts(payload: np.ndarray, order: np.ndarray, starts: np.ndarray, dty
                  formats: Tuple[bytes, np.ndarray], /) -> Tuple[bytes, bytes, bytes]:
     """The six texts of each op of tensor_info records (native/tensor_texts.c): (blob, int64
     offsets, uint64 FNV-1a hashes), the last two as bytes."""
+    ...
+
+def dict_keys(buf: Union[bytes, np.ndarray], starts: np.ndarray, ends: np.ndarray, /) -> Tuple[bytes, bytes, bytes]:
+    """The keys of hash_dic lines buf[starts[i]:ends[i]]: (int64 first ':' or -1, uint64 value,
+    uint8 flags: 1 a key of 1-20 ASCII digits, 2 one a uint64 spells), as bytes."""
+    ...
+
+def gather_spans(blob: Union[bytes, bytearray, np.ndarray], starts: np.ndarray, lengths: np.ndarray, /) -> bytes:
+    """blob[starts[i]:starts[i] + lengths[i]] of every i, one after the other."""
+    ...
+
+def spans_equal(a: Union[bytes, bytearray, np.ndarray], a_starts: np.ndarray, b: Union[bytes, bytearray, np.ndarray],
+                b_starts: np.ndarray, lengths: np.ndarray, /) -> bool:
+    """Whether each span of `a` reads the same as its span of `b`."""
+    ...
+
+def decode_spans(blob: Union[bytes, bytearray, np.ndarray], starts: np.ndarray, ends: np.ndarray, /) -> List[str]:
+    """blob[starts[i]:ends[i]] of every i decoded as UTF-8, undecodable bytes as U+FFFD."""
     ...

@@ -17,6 +17,8 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from .. import native_impl
+from ..native_impl import _native
 from .stream import LINE_CAP, NAME_CAP, Issue, Piece, TextLines, cap_names, locate
 
 KEY_DIGITS = 20  # decimal digits of the largest uint64
@@ -58,10 +60,9 @@ class HashDictionary:
         return np.where(self.keys[at] == ids, at, -1).astype(np.int64)
 
     def texts(self, at: np.ndarray) -> List[str]:
-        """The texts of the entries at positions `at` (all found). (Gathering their bytes with numpy
-        and decoding them at once is no faster: making the str objects is the cost.)"""
-        data = self.data
-        return [data[s:e].decode("utf-8", "replace") for s, e in zip(self.starts[at].tolist(), self.ends[at].tolist())]
+        """The texts of the entries at positions `at` (all found), decoded one by one in C
+        (`decode_spans`)."""
+        return decode_spans(self.data, self.starts[at], self.ends[at])
 
     @classmethod
     def merge(cls, parts: Sequence["HashDictionary"]) -> "HashDictionary":
@@ -76,6 +77,23 @@ class HashDictionary:
         ends = np.concatenate([p.ends + s for p, s in zip(parts, shift)])
         keys, starts, ends = _last_of_each(keys, starts, ends)
         return cls(keys, starts, ends, b"".join(p.data for p in parts), sum(p.unreachable for p in parts))
+
+
+def decode_spans(data: bytes, starts: np.ndarray, ends: np.ndarray) -> List[str]:
+    """data[starts[i]:ends[i]] of every i as UTF-8 (undecodable bytes read U+FFFD): the C function
+    (native/_native.c) when the C implementation is in use, else `py_decode_spans`."""
+    s, e = np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(ends, dtype=np.int64)
+    if native_impl.c_chosen():
+        return _native.decode_spans(data, s, e)
+    return py_decode_spans(data, s, e)
+
+
+def py_decode_spans(data: bytes, starts: np.ndarray, ends: np.ndarray) -> List[str]:
+    """The pure-Python twin of `_native.decode_spans`."""
+    if len(starts) != len(ends) or (len(starts) and (starts.min() < 0 or (ends < starts).any()
+                                                     or ends.max() > len(data))):
+        raise ValueError("decode_spans: a span is not within the bytes")
+    return [data[s:e].decode("utf-8", "replace") for s, e in zip(starts.tolist(), ends.tolist())]
 
 
 def _last_of_each(keys: np.ndarray, *cols: np.ndarray) -> Tuple[np.ndarray, ...]:
@@ -119,12 +137,8 @@ def parse_hash_dictionary(buf: np.ndarray, pieces: Sequence[Piece], cap: int = L
     body = np.flatnonzero(ends > starts)
     starts, ends = starts[body], ends[body]
     # the first ':' of each line, and keys of 1 to KEY_DIGITS ASCII digits (the fast path)
-    colons = np.flatnonzero(buf == ord(":"))
-    j = np.searchsorted(colons, starts)
-    colon = colons[np.minimum(j, len(colons) - 1)] if len(colons) else np.zeros(len(starts), np.int64)
-    has = (j < len(colons)) & (colon < ends)
-    klen = np.where(has, colon - starts, 0)
-    fast, value, reach = _read_keys(buf, starts, klen)
+    colon, fast, value, reach = dict_keys(buf, starts, ends)
+    has = colon >= 0
     # every other line: the parse of each line, as parse_dictionary_lines does it (rare: malformed
     # lines, or keys no id spells)
     slow = np.flatnonzero(~fast)
@@ -138,13 +152,14 @@ def parse_hash_dictionary(buf: np.ndarray, pieces: Sequence[Piece], cap: int = L
             path, at = locate(pieces, int(starts[i]))
             issues.append(Issue(path, at, f"dictionary line {text[:60]!r} is not '<decimal id>:<string>'; ignored"))
     value_start = np.where(has, colon + 1, ends)
-    valid = np.sort(np.concatenate([np.flatnonzero(fast), np.array(slow_ok, dtype=np.int64)]))
+    valid = fast.copy()
+    valid[slow_ok] = True
     data = buf.tobytes()
-    vs, ve = value_start.copy(), ends.copy()
+    vs, ve = value_start, ends  # (ends is not read past here)
     # texts longer than NAME_CAP characters (only those of more bytes can be): cut, in an extra buffer
     extra: List[bytes] = []
     at_extra = len(data)
-    long_rows = valid[ve[valid] - vs[valid] > NAME_CAP]
+    long_rows = np.flatnonzero(valid & (ve - vs > NAME_CAP))
     if len(long_rows):
         texts = [data[vs[i]:ve[i]].decode("utf-8", "replace") for i in long_rows.tolist()]
         capped, cap_issues = cap_names(texts, starts[long_rows].tolist(), pieces, "names")
@@ -156,7 +171,36 @@ def parse_hash_dictionary(buf: np.ndarray, pieces: Sequence[Piece], cap: int = L
                 extra.append(raw)
                 at_extra += len(raw)
     keys, s, e = _last_of_each(value[reach], vs[reach], ve[reach])
-    return HashDictionary(keys, s, e, data + b"".join(extra), int(len(valid) - reach.sum())), issues
+    return HashDictionary(keys, s, e, data + b"".join(extra) if extra else data,
+                          int(np.count_nonzero(valid)) - int(np.count_nonzero(reach))), issues
+
+
+def dict_keys(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray
+              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(colon, fast, value, reach) of the lines buf[starts[i]:ends[i]]: colon, the offset of a
+    line's first ':' (-1: none); fast, a key (the bytes before it) of 1 to KEY_DIGITS ASCII digits;
+    value, that key as a uint64; reach, a fast key some uint64 spells. The C function
+    (native/_native.c) when the C implementation is in use, else `py_dict_keys`."""
+    if not native_impl.c_chosen():
+        return py_dict_keys(buf, starts, ends)
+    colon, value, flags = _native.dict_keys(np.ascontiguousarray(buf, dtype=np.uint8),
+                                            np.ascontiguousarray(starts, dtype=np.int64),
+                                            np.ascontiguousarray(ends, dtype=np.int64))
+    bits = np.frombuffer(flags, dtype=np.uint8)
+    return (np.frombuffer(colon, dtype=np.int64), (bits & 1) != 0, np.frombuffer(value, dtype=np.uint64),
+            (bits & 2) != 0)
+
+
+def py_dict_keys(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray
+                 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pure-Python twin of `_native.dict_keys`, as `dict_keys` returns it."""
+    colons = np.flatnonzero(buf == ord(":"))
+    j = np.searchsorted(colons, starts)
+    colon = colons[np.minimum(j, len(colons) - 1)] if len(colons) else np.zeros(len(starts), np.int64)
+    has = (j < len(colons)) & (colon < ends)
+    klen = np.where(has, colon - starts, 0)
+    fast, value, reach = _read_keys(buf, starts, klen)
+    return np.where(has, colon, -1).astype(np.int64), fast, value, reach
 
 
 KEY_ROWS = 1 << 16  # lines whose keys are read at a time (KEY_DIGITS bytes each, and their weights)

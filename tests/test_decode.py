@@ -234,3 +234,38 @@ def test_tensor_ops_by_windows_of_timestamps_match_the_whole_stream(window, tmp_
         assert np.array_equal(np.sort(ops["pos"][half]) % len(order), np.sort(first))
     joined = dict(want)
     assert joined[9][3] == '"1,9;1,9;1,9"' and joined[3][3] == '"1,3;1,3"' and joined[2][0] == '"3,2"'
+
+
+def test_span_twins_agree():
+    """_native.gather_spans / spans_equal and their Python twins: empty and zero-length spans,
+    spans at the ends, a bytearray, one byte changed, spans out of range refused alike."""
+    from msprof_kit import native_impl
+    from msprof_kit.ingest import tensors
+    if not native_impl.available():
+        pytest.skip("the C extension is not built")
+    from msprof_kit import _native
+    rnd = np.random.default_rng(3)
+    for size in (0, 1, 7, 300, 70_000):
+        blob = bytearray(rnd.integers(0, 4, size, dtype=np.uint8).tobytes())
+        for count in (0, 1, 5, 2000):
+            start = rnd.integers(0, size + 1, count).astype(np.int64)
+            lengths = np.minimum(rnd.integers(0, 9, count), size - start).astype(np.int64)
+            got = _native.gather_spans(blob, start, lengths)
+            assert got == tensors.py_gather_spans(blob, start, lengths)
+            copy = bytes(blob) + got  # the same spans, twice
+            at = len(blob) + np.cumsum(lengths) - lengths
+            assert _native.spans_equal(blob, start, copy, at, lengths) is True
+            assert tensors.py_spans_equal(blob, start, copy, at, lengths) is True
+            if int(lengths.sum()):
+                changed = bytearray(copy)
+                changed[len(blob) + int(rnd.integers(0, int(lengths.sum())))] ^= 0x10
+                assert _native.spans_equal(blob, start, changed, at, lengths) is False
+                assert tensors.py_spans_equal(blob, start, bytes(changed), at, lengths) is False
+    for bad in ((np.array([3], np.int64), np.array([2], np.int64)), (np.array([-1], np.int64), np.array([1], np.int64)),
+                (np.array([0], np.int64), np.array([-1], np.int64))):
+        for fn in (_native.gather_spans, tensors.py_gather_spans):
+            with pytest.raises(ValueError):
+                fn(b"abcd", *bad)
+        for fn in (_native.spans_equal, tensors.py_spans_equal):
+            with pytest.raises(ValueError):
+                fn(b"abcd", bad[0], b"abcd", np.zeros(1, np.int64), bad[1])

@@ -84,3 +84,49 @@ def test_ends_with_is_str_endswith():
     texts = np.array(["xAicpuKernel", "AivKernel", "Aiv", "", "\u00e9AivKernel", "a\udcff"], dtype=object)
     want = [t.endswith(("AicpuKernel", "AivKernel")) for t in texts]
     assert ends_with(texts, ("AicpuKernel", "AivKernel")).tolist() == want
+
+
+@pytest.mark.skipif(not hashdic.native_impl.available(), reason="the C extension is not built")
+def test_dict_keys_twins_agree_on_awkward_and_random_lines():
+    """_native.dict_keys and py_dict_keys: the same colons, keys and flags, lines cut anywhere
+    (ends before the '\\n', lines without ':', empty ones, 20-digit keys around the largest uint64)."""
+    from msprof_kit import _native
+    rnd = random.Random(9)
+    alphabet = [b"1", b"8", b"0", b":", b"\r", b"a", b"\xff", b"9", b"5", b"\n"]
+    raws = AWKWARD + [b"18446744073709551615:a\n18446744073709551614:b\n18446744073709551616:c\n"
+                      b"28446744073709551615:d\n012345678901234567890:e\n1:"]
+    raws += [b"".join(rnd.choice(alphabet) for _ in range(rnd.randrange(0, 80))) for _ in range(1500)]
+    for raw in raws:
+        buf = np.frombuffer(raw, np.uint8)
+        starts = np.array(sorted(rnd.randrange(0, len(raw) + 1) for _ in range(rnd.randrange(0, 6))), np.int64)
+        ends = np.minimum(starts + np.array([rnd.randrange(0, 30) for _ in starts], np.int64), len(raw))
+        if raw in AWKWARD:
+            starts, ends, _ = hashdic.line_ranges(buf)
+        colon, value, flags = _native.dict_keys(buf, starts, ends)
+        want = hashdic.py_dict_keys(buf, starts, ends)
+        bits = np.frombuffer(flags, np.uint8)
+        got = (np.frombuffer(colon, np.int64), (bits & 1) != 0, np.frombuffer(value, np.uint64), (bits & 2) != 0)
+        for g, w in zip(got, want):
+            assert g.tolist() == w.tolist(), raw
+    with pytest.raises(ValueError):
+        _native.dict_keys(b"12:a", np.array([0], np.int64), np.array([9], np.int64))
+
+
+@pytest.mark.skipif(not hashdic.native_impl.available(), reason="the C extension is not built")
+def test_decode_spans_twins_agree():
+    """_native.decode_spans and py_decode_spans: valid and broken UTF-8 (cut sequences, lone
+    continuation bytes, surrogates' encodings), empty spans, spans out of range refused alike."""
+    from msprof_kit import _native
+    rnd = random.Random(4)
+    pieces = [b"a", "\u00e9".encode(), "\u4e2d".encode(), "\U0001f600".encode(), b"\xff", b"\x80", b"\xed\xa0\x80",
+              b"\xe4\xb8", b"\x00", b":"]
+    data = b"".join(rnd.choice(pieces) for _ in range(3000))
+    starts = np.array(sorted(rnd.randrange(0, len(data) + 1) for _ in range(500)), np.int64)
+    ends = np.minimum(starts + np.array([rnd.randrange(0, 12) for _ in starts], np.int64), len(data))
+    got = _native.decode_spans(data, starts, ends)
+    assert got == hashdic.py_decode_spans(data, starts, ends) and "\ufffd" in "".join(got)
+    assert _native.decode_spans(data, starts[:0], ends[:0]) == [] == hashdic.py_decode_spans(data, starts[:0], ends[:0])
+    for s, e in (([3], [2]), ([-1], [1]), ([0], [len(data) + 1])):
+        for fn in (_native.decode_spans, hashdic.py_decode_spans):
+            with pytest.raises(ValueError):
+                fn(data, np.array(s, np.int64), np.array(e, np.int64))

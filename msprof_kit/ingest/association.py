@@ -4,7 +4,7 @@ Windowed: the association goes a window of API begins at a time, carrying what a
 needs (Association)."""
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, Optional, Protocol, Tuple
 
 import numpy as np
 import pandas as pd
@@ -13,7 +13,7 @@ from ..arrays import isin, last_seen
 from ..timebase import Clock
 from .columns import (INVALID_CTX, KERNEL_FALLBACK, LEVEL_MODEL, LEVEL_NODE, MIX_TYPES, NO_MODEL, TREE_LEVELS,
                       Columns, frame_of, text_array)
-from .names import HashTable, ge_names, hash_names, map_names, map_text, where_text
+from .names import HashTable, ge_names, map_names
 
 
 class WindowHook(Protocol):
@@ -219,7 +219,7 @@ class Association:
             "model_id": np.where(has_model, cand["item"].astype(np.int64)[at_model], NO_MODEL),
             "request_id": np.where(has_model, cand["reserve"].astype(np.int64)[at_model], -1),
             "conn": np.where(has_parent, cand["conn"][at_parent].astype(np.int64), -1),
-            "kernel": hash_names(cols["kernel_name"], self.hashes),
+            "kernel": self.hashes.positions(cols["kernel_name"]),  # hash_dic positions (HashTable.at)
             "type_raw": cols["task_type"], "kernel_raw": cols["kernel_name"],
             "data_len": cols["data_len"], "num_blocks": cols["num_blocks"], "ratio": cols["ratio"]})
         out.index = pd.Index(cols["pos"])
@@ -235,20 +235,22 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
     launch's first node_basic_info / tensor_info / context_id_info), or kernel tracks without a
     launch (named by their kernel). The op records carry their launch API (`conn`), in stream
     order; `tensors`' texts are rows of the tensor table. `info_ts`: the time stamp (host ticks)
-    of the node_basic_info the op info comes from, -1 without one."""
-    names = tracks["type_name"].to_numpy()
-    kernel_like = where_text(names, lambda t: t.startswith(("KERNEL", "STARS_COMMON")) or t == "FFTS_PLUS")
+    of the node_basic_info the op info comes from, -1 without one. Op names and types, as the
+    tracks' kernels, are hash_dic positions (HashTable.positions; -1 reads "")."""
+    names, raw = tracks["type_name"].to_numpy(), tracks["type_raw"].to_numpy()
+    kernel_like = _per_type(raw, names, lambda t: t.startswith(("KERNEL", "STARS_COMMON")) or t == "FFTS_PLUS")
     under_node = tracks["parent_level"].to_numpy() == LEVEL_NODE
-    fallback = ~under_node & where_text(names, lambda t: t in KERNEL_FALLBACK)
+    fallback = ~under_node & _per_type(raw, names, lambda t: t in KERNEL_FALLBACK)
     chosen = (under_node & kernel_like) | fallback
-    sel = tracks.loc[chosen, ["device_id", "stream_id", "task_low", "batch", "kernel", "type_name",
+    sel = tracks.loc[chosen, ["device_id", "stream_id", "task_low", "batch", "kernel", "type_name", "type_raw",
                               "data_len", "num_blocks", "ratio", "model_id", "request_id", "conn"]]
     parents = sel["conn"].to_numpy()
     sel_fallback = fallback[chosen]
     n = len(sel)
     # op info by the launch API the track hangs under
-    op_name = text_array(n, "")
-    op_type = text_array(n, "")
+    kernel = sel["kernel"].to_numpy()
+    op_name = kernel.copy()  # (rows without op info: their kernel)
+    op_type = kernel.copy()
     ge_type = text_array(n, "")
     block: np.ndarray = np.zeros(n, dtype=np.int64)
     mix: np.ndarray = np.zeros(n, dtype=np.int64)
@@ -261,21 +263,20 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
         found = (src >= 0) & ~sel_fallback
         src = src[found]
         info_ts[found] = nbi["timestamp"].to_numpy()[src].astype(np.int64)
-        op_name[found] = hash_names(nbi["op_name"].to_numpy()[src], hashes)
-        op_type[found] = hash_names(nbi["op_type"].to_numpy()[src], hashes)
+        op_name[found] = hashes.positions(nbi["op_name"].to_numpy()[src])
+        op_type[found] = hashes.positions(nbi["op_type"].to_numpy()[src])
         ge_type[found] = ge_names(nbi["task_type"].to_numpy()[src])
         bd = nbi["block_dim"].to_numpy()[src].astype(np.int64)
         block[found] = bd & 0xFFFF
         mix[found] = (bd & 0xFFFF) * (bd >> 16)
-        flag[found] = np.where(nbi["op_flag"].to_numpy()[src] != 0, "YES", "NO")
-        state[found] = np.where(nbi["aging"].to_numpy()[src], "dynamic", "static")
+        # (one str object per text, not one per row: the pools hash each object once)
+        flag[found] = np.array(["NO", "YES"], dtype=object)[(nbi["op_flag"].to_numpy()[src] != 0).astype(np.intp)]
+        state[found] = np.array(["static", "dynamic"], dtype=object)[nbi["aging"].to_numpy()[src].astype(np.intp)]
         has_info = found
-    kernel = sel["kernel"].to_numpy()
-    type_name = sel["type_name"].to_numpy()
+    type_name, type_raw = sel["type_name"].to_numpy(), sel["type_raw"].to_numpy()
     no_info = ~has_info
-    op_name[no_info] = kernel[no_info]
-    op_type[no_info] = kernel[no_info]
-    ge_type[no_info] = map_text(type_name[no_info], lambda t: KERNEL_FALLBACK.get(t, "N/A"))
+    ge_type[no_info] = _per_type(type_raw[no_info], type_name[no_info], lambda t: KERNEL_FALLBACK.get(t, "N/A"),
+                                 object)
     ext = sel["data_len"].to_numpy() == 40
     block = np.where(ext, sel["num_blocks"].to_numpy().astype(np.int64), block)
     mix = np.where(ext, sel["num_blocks"].to_numpy().astype(np.int64) * sel["ratio"].to_numpy().astype(np.int64), mix)
@@ -284,7 +285,7 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
         src = _first_under(tensors["conn"].to_numpy(), parents)
         found = (src >= 0) & has_info
         text_row[found] = tensors["text"].to_numpy()[src[found]]
-    ctx_id = np.where(where_text(type_name, lambda t: t in MIX_TYPES), 0, INVALID_CTX).astype(np.int64)
+    ctx_id = np.where(_per_type(type_raw, type_name, lambda t: t in MIX_TYPES), 0, INVALID_CTX).astype(np.int64)
     if not ctx.empty:
         src = _first_under(ctx["conn"].to_numpy(), parents)
         found = (src >= 0) & has_info
@@ -298,6 +299,16 @@ def _compute_tasks(tracks: pd.DataFrame, nbi: pd.DataFrame, tensors: pd.DataFram
         "conn": sel["conn"].to_numpy(), "info_ts": info_ts,
     })
     return out
+
+
+def _per_type(raw: np.ndarray, names: np.ndarray, fn: Callable[[str], Any], dtype: type = bool) -> np.ndarray:
+    """`fn` of each track's type name (`names`, a function of its raw type code `raw`), called once
+    per distinct code: what where_text / map_text give, without hashing a million texts."""
+    if not len(raw):
+        return np.zeros(0, dtype=dtype)
+    codes, _ = pd.factorize(raw, use_na_sentinel=False)
+    first = np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)  # each code's first row
+    return np.array([fn(str(names[i])) for i in first.tolist()], dtype=dtype)[codes]
 
 
 def _first_under(api: np.ndarray, parents: np.ndarray) -> np.ndarray:

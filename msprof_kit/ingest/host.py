@@ -26,8 +26,8 @@ from .columns import (ACL_API_TAGS, INVALID_CTX, LEVEL_ACL, LEVEL_HCCL, LEVEL_MO
                       Columns, DataFiles, frame_of)
 from .hccl import INFO_FIELDS, OP_INFO_FIELDS, HcclHost, HcclHostData
 from .matching import HostTasks
-from .names import (HashTable, TypeTable, code_text, distinct, group_paths, hash_names, map_names, read_dictionary,
-                    read_hashes, type_name_of, where_text)
+from .names import (HashTable, TypeTable, code_text, distinct, group_paths, hash_names, per_distinct, read_dictionary,
+                    read_hashes, type_name_of)
 from .sink import TableSink
 from .streams import compact_stream
 from .tasks import StringPool
@@ -98,7 +98,7 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
             records.runs["tensor"], tensor_table = read_tensors()
             models = _model_names(rd, files, hashes, diag)
         if records.runs["track"].rows:
-            host_tasks = HostTasks(scratch, types)
+            host_tasks = HostTasks(scratch, types, hashes)
         hccl = HcclHost(clock, types, scratch)
         assoc = Association(clock, types, hashes, host_tasks.add, hccl) if host_tasks is not None else None
         if not apis.count:
@@ -205,7 +205,9 @@ def _spill_records(files: DataFiles, types: Dict[str, str], records: _HostRecord
     """The task tracks, node_basic_info and context_id_info records into `records`, a chunk at a
     time."""
     for _, c in _chunks(files, "task_track", diag):
-        kept = where_text(map_names(c["task_type"], types), lambda t: t != "MAINTENANCE")
+        # (map_names' names, tested once per distinct code: no million texts made and hashed)
+        kept = per_distinct(c["task_type"], lambda u: type_name_of(types, f"5000_{int(u)}", str(int(u)))
+                            != "MAINTENANCE", bool)
         records.add("track", {k: c[k][kept] for k in TRACK_FIELDS})
     for group, c in _chunks(files, "node_basic_info", diag):
         records.add("nbi", {**{k: c[k] for k in NBI_FIELDS},
@@ -277,8 +279,14 @@ def _api_texts(apis: Columns, names: np.ndarray, hashes: HashTable, types: Dict[
     step_info = np.array([t == STEP_INFO_API for t in names.tolist()], dtype=bool)
     by_number = (level == LEVEL_MODEL) | ((level == LEVEL_NODE) & step_info[name])
     item_codes, values = pd.factorize(apis["item"], use_na_sentinel=False)
-    # the table: each distinct item as a number, then as its hash text
-    item_texts = np.concatenate([np.asarray(values).astype(str).astype(object), hashes.texts_or_ids(values)])
+    values = np.asarray(values)
+    # the table: each distinct item as a number, then as its hash text (made for the items read so only)
+    item_texts: np.ndarray = np.full(2 * len(values), None, dtype=object)
+    shown: np.ndarray = np.zeros(2 * len(values), dtype=bool)
+    shown[np.where(by_number, item_codes, len(values) + item_codes)] = True
+    as_number, as_text = np.flatnonzero(shown[:len(values)]), np.flatnonzero(shown[len(values):])
+    item_texts[as_number] = values[as_number].astype(str).astype(object)
+    item_texts[len(values) + as_text] = hashes.texts_or_ids(values[as_text])
     apis["mode"] = mode
     apis["item_text"] = np.where(by_number, item_codes, len(values) + item_codes).astype(np.int32)
     return {"name": names, "mode": np.array(modes, dtype=object), "item_text": item_texts}

@@ -12,7 +12,7 @@ from ..arrays import first_seen, last_seen
 from ..spill import Runs
 from . import limits
 from .columns import INVALID_CTX, MIX_TYPES, Columns, frame_of
-from .names import distinct, ends_with
+from .names import HashTable, distinct, ends_with
 from .sink import TableSink
 from .tasks import GID_KEYS, GlobalIds, StringPool, gid_ctx
 from .tensors import TensorTable
@@ -21,6 +21,7 @@ MATCH_CTX_INVALID, MATCH_CTX_OTHER = 0x10000, 0x10001
 ENTRY_PAYLOAD = ("type", "conn", "model_id", "request_id", "batch", "kernel", "thread_id", "ts_ns", "block", "mix",
                  "info_ts")
 COMPUTE_TEXTS = ("op_name", "ge_type", "op_type", "state", "hf32")
+HASHED_TEXTS = ("op_name", "op_type")  # of COMPUTE_TEXTS, those the association gives as hash_dic positions
 
 
 def match_keys(stream: np.ndarray, task: np.ndarray, ctx: np.ndarray) -> np.ndarray:
@@ -47,13 +48,19 @@ class HostTasks:
     context 0 when it is a MIX kernel whose context is not 0. Entries are spilled per device, by
     time, with what a matched device task takes of the track (ENTRY_PAYLOAD); `first` keeps each
     key's first entry (for device tasks that begin before any entry of their key). Compute tasks
-    are spilled by track position. Task types are coded by `types`, the other texts by `texts`."""
+    are spilled by track position. Task types are coded by `types`; kernel names, op names and op
+    types come as hash_dic positions p (-1: "") and are coded p + 1, so 1M distinct names are never
+    made into texts a window at a time; the other texts are coded past them by `texts`
+    (`text_table` reads every code)."""
 
-    def __init__(self, folder: str, types: Dict[str, str]) -> None:
+    def __init__(self, folder: str, types: Dict[str, str], hashes: HashTable) -> None:
         self.folder = folder
         self.type_name = lambda u: types.get(f"5000_{int(u)}", str(int(u)))  # as map_names names them
         self.types = StringPool()
-        self.texts = StringPool([""])
+        self.hashes = hashes
+        self.named: np.ndarray = np.zeros(len(hashes), dtype=bool)  # the positions coded so far
+        self.texts = StringPool()  # code 1 + len(hashes) + its id
+        self._table: Optional[np.ndarray] = None
         self.entries: Dict[int, Runs] = {}
         self.first: Dict[int, Columns] = {}
         self.compute = Runs(folder, "compute", "track", limits.SAMPLE_EVERY)
@@ -75,7 +82,7 @@ class HostTasks:
         codes, names = distinct(tracks["type_raw"].to_numpy(), self.type_name)
         type_code = np.array([self.types.id(t) for t in names], dtype=np.int64)[codes]
         is_mix = np.array([t in MIX_TYPES for t in names], dtype=bool)[codes]
-        kernel_code = self.texts.ids_of(tracks["kernel"].to_numpy())  # (the association's hash_names)
+        kernel_code = self._name_codes(tracks["kernel"].to_numpy())  # (hash_dic positions)
         del codes, names
         has_ctx = np.flatnonzero(ctx_of != INVALID_CTX)
         zero = np.flatnonzero(is_mix & (ctx_of != 0))
@@ -114,17 +121,31 @@ class HostTasks:
             c = {k: compute[k].to_numpy() for k in ("track", "device_id", "stream_id", "task_id", "batch", "ctx",
                                                    "block", "mix", "tensors")}
             for k in COMPUTE_TEXTS:
-                c[k] = self.texts.ids_of(compute[k].to_numpy())
+                c[k] = self._name_codes(compute[k].to_numpy()) if k in HASHED_TEXTS else \
+                    1 + len(self.named) + self.texts.ids_of(compute[k].to_numpy())
             for k in GID_KEYS:
                 values = gid_ctx(c[k]) if k == "ctx" else c[k].astype(np.int64)
                 self.largest[k] = max(self.largest[k], int(values.max(initial=0)))
             self.compute.add(c)
 
+    def _name_codes(self, positions: np.ndarray) -> np.ndarray:
+        """Codes of hash_dic positions (-1: "", code 0), the positions noted as used."""
+        pos = np.asarray(positions, dtype=np.int64)
+        self.named[pos[pos >= 0]] = True
+        self._table = None
+        return pos + 1
+
     def text_table(self) -> np.ndarray:
-        """The texts by code (kernel names and the compute tasks' texts)."""
-        out: np.ndarray = np.empty(len(self.texts.ids), dtype=object)
-        out[:] = list(self.texts.ids)
-        return out
+        """The texts by code (kernel names and the compute tasks' texts); the hash_dic texts
+        decoded once, those of the positions coded only (the others are None)."""
+        if self._table is None:
+            named = np.flatnonzero(self.named)
+            out: np.ndarray = np.empty(1 + len(self.named) + len(self.texts.ids), dtype=object)
+            out[0] = ""
+            out[1 + named] = self.hashes.at(named)
+            out[1 + len(self.named):] = list(self.texts.ids)
+            self._table = out
+        return self._table
 
     def type_table(self) -> np.ndarray:
         """The task type names by code."""

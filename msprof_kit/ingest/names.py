@@ -91,6 +91,26 @@ class HashTable:
         self.misses.update(uniq[lost & (uniq != 0)].tolist())
         return out[codes]
 
+    def positions(self, values: np.ndarray) -> np.ndarray:
+        """The dictionary position (int64) of each hash id, -1 where it has none: what `texts` reads
+        with missing="" without making the texts (`at` gives them); the misses are noted alike."""
+        codes, uniq = _int_codes(values)
+        pos = self._find(uniq)
+        self.misses.update(uniq[(pos < 0) & (uniq != 0)].tolist())
+        return pos[codes]
+
+    def __len__(self) -> int:
+        """Entries with a findable id (the range of `positions`)."""
+        return len(self.entries)
+
+    def at(self, positions: np.ndarray) -> np.ndarray:
+        """The texts (object array) of dictionary positions, "" for -1."""
+        pos = np.asarray(positions, dtype=np.int64)
+        out: np.ndarray = np.full(len(pos), "", dtype=object)
+        found = np.flatnonzero(pos >= 0)
+        out[found] = self.entries.texts(pos[found])
+        return out
+
     def lookup(self, values: np.ndarray) -> np.ndarray:
         """Texts (object array) of hash ids, None where the dictionary lacks one (id 0 included;
         not noted as misses): what dict.get gives over the ids' decimal texts."""
@@ -106,9 +126,12 @@ class HashTable:
         dictionary lacks it, "0" for id 0 (not noted as misses)."""
         codes, uniq = _int_codes(values)
         pos = self._find(uniq)
-        out: np.ndarray = uniq.astype(str).astype(object)
-        found = np.flatnonzero((pos >= 0) & (uniq != 0))
-        out[found] = self.entries.texts(pos[found])
+        out: np.ndarray = np.empty(len(uniq), dtype=object)
+        found = (pos >= 0) & (uniq != 0)
+        at = np.flatnonzero(found)
+        out[at] = self.entries.texts(pos[at])
+        at = np.flatnonzero(~found)
+        out[at] = uniq[at].astype(str).astype(object)
         return out[codes]
 
 

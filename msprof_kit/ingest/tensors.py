@@ -8,13 +8,15 @@ hands the main process is small: a code per op and column, and each column's dis
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple, cast
+from typing import Dict, List, Optional, Tuple, Union, cast
 
 import numpy as np
+import pandas as pd
 
 from ..errors import Diagnostics
 from ..layout import ResultDir
-from ..native_impl import TextTable, fnv_hashes, text_table
+from .. import native_impl
+from ..native_impl import TextTable, _native, fnv_hashes, text_table
 from ..parsers import host as host_parsers
 from ..parsers.records import TENSOR_INFO
 from ..spill import Runs
@@ -59,44 +61,42 @@ class InternedTexts:
 
     def _by_hash(self, blob: bytes, start: np.ndarray, end: np.ndarray, hashes: np.ndarray
                  ) -> Tuple[np.ndarray, np.ndarray]:
-        """(the code of each text by its hash, new hashes' texts added; which texts were copied)."""
-        uniq, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+        """(the code of each text by its hash, new hashes' texts added; which texts were copied).
+        The hashes are told apart by pandas' hash table (in the order of their first row), and the
+        new ones merged into the sorted `known` (no sort of all the texts seen so far)."""
+        rows, uniq = pd.factorize(hashes, use_na_sentinel=False)
+        uniq = np.asarray(uniq, dtype=np.uint64)
+        first = np.flatnonzero(np.diff(np.maximum.accumulate(rows), prepend=-1) > 0)  # each hash's first row
         pos = cast(np.ndarray, np.searchsorted(self.known, uniq))  # (numpy's stubs read it as a scalar)
         found: np.ndarray = pos < len(self.known)
         found[found] = self.known[pos[found]] == uniq[found]
         codes: np.ndarray = np.empty(len(uniq), dtype=np.int64)
         codes[found] = self.code_of[pos[found]]
-        new = np.flatnonzero(~found)
+        new = np.flatnonzero(~found)  # (new texts numbered in the order of their first row)
         if len(new):
-            new = new[np.argsort(first[new])]  # new texts numbered in the order of their first row
             codes[new] = np.arange(len(self), len(self) + len(new))
             fresh = first[new]
             self._append(blob, start[fresh], end[fresh])
-            known = np.concatenate([self.known, uniq[new]])
-            order = np.argsort(known, kind="stable")
-            self.known, self.code_of = known[order], np.concatenate([self.code_of, codes[new]])[order]
+            order = np.argsort(uniq[new])
+            added, added_codes = uniq[new][order], codes[new][order]
+            at = np.searchsorted(self.known, added)
+            self.known, self.code_of = np.insert(self.known, at, added), np.insert(self.code_of, at, added_codes)
         copied: np.ndarray = np.zeros(len(hashes), dtype=bool)
         copied[first[new]] = True
-        return codes[inverse.ravel()], copied
+        return codes[rows], copied
 
     def _append(self, blob: bytes, start: np.ndarray, end: np.ndarray) -> None:
-        data = np.frombuffer(blob, dtype=np.uint8)
         lengths = end - start
-        self.blob += data[_spans(start, lengths)].tobytes()
+        self.blob += gather_spans(blob, start, lengths)
         self.ends += (self.ends[-1] + np.cumsum(lengths)).tolist()
 
     def _same(self, blob: bytes, start: np.ndarray, end: np.ndarray, codes: np.ndarray) -> bool:
         """Whether each text reads the same as the text of its code."""
         offsets = self.offsets()
-        mine, theirs = np.frombuffer(blob, dtype=np.uint8), np.frombuffer(self.blob, dtype=np.uint8)
-        for lo in range(0, len(codes), COMPARE_TEXTS):
-            s, e, c = start[lo:lo + COMPARE_TEXTS], end[lo:lo + COMPARE_TEXTS], codes[lo:lo + COMPARE_TEXTS]
-            lengths = e - s
-            if not np.array_equal(lengths, offsets[c + 1] - offsets[c]):
-                return False
-            if not np.array_equal(mine[_spans(s, lengths)], theirs[_spans(offsets[c], lengths)]):
-                return False
-        return True
+        lengths = end - start
+        if not np.array_equal(lengths, offsets[codes + 1] - offsets[codes]):
+            return False
+        return spans_equal(blob, start, self.blob, offsets[codes], lengths)
 
     def _by_text(self, blob: bytes, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         # only after a 64-bit hash collision: a loop over the texts, in Python
@@ -119,6 +119,48 @@ class InternedTexts:
     def table(self) -> TextTable:
         """The texts, by code."""
         return TextTable(bytes(self.blob), self.offsets())
+
+
+def gather_spans(blob: Union[bytes, bytearray], start: np.ndarray, lengths: np.ndarray) -> bytes:
+    """blob[start[i]:start[i] + lengths[i]] of every i, one after the other: the C function
+    (native/_native.c) when the C implementation is in use, else `py_gather_spans`."""
+    args = (np.ascontiguousarray(start, dtype=np.int64), np.ascontiguousarray(lengths, dtype=np.int64))
+    if native_impl.c_chosen():
+        return _native.gather_spans(blob, *args)
+    return py_gather_spans(blob, *args)
+
+
+def py_gather_spans(blob: Union[bytes, bytearray], start: np.ndarray, lengths: np.ndarray) -> bytes:
+    """The pure-Python twin of `_native.gather_spans`."""
+    if len(start) and (start.min() < 0 or lengths.min() < 0 or (start + lengths).max() > len(blob)):
+        raise ValueError("gather_spans: a span is not within its bytes")
+    return np.frombuffer(blob, dtype=np.uint8)[_spans(start, lengths)].tobytes()
+
+
+def spans_equal(a: Union[bytes, bytearray], a_start: np.ndarray, b: Union[bytes, bytearray], b_start: np.ndarray,
+                lengths: np.ndarray) -> bool:
+    """Whether a[a_start[i]:][:lengths[i]] reads as b[b_start[i]:][:lengths[i]] for every i: the
+    C function (native/_native.c) when the C implementation is in use, else `py_spans_equal`."""
+    args = (np.ascontiguousarray(a_start, dtype=np.int64), np.ascontiguousarray(b_start, dtype=np.int64),
+            np.ascontiguousarray(lengths, dtype=np.int64))
+    if native_impl.c_chosen():
+        return _native.spans_equal(a, args[0], b, args[1], args[2])
+    return py_spans_equal(a, args[0], b, args[1], args[2])
+
+
+def py_spans_equal(a: Union[bytes, bytearray], a_start: np.ndarray, b: Union[bytes, bytearray],
+                   b_start: np.ndarray, lengths: np.ndarray) -> bool:
+    """The pure-Python twin of `_native.spans_equal` (COMPARE_TEXTS spans at a time)."""
+    for blob, start in ((a, a_start), (b, b_start)):
+        if len(start) and (start.min() < 0 or lengths.min() < 0 or (start + lengths).max() > len(blob)):
+            raise ValueError("spans_equal: a span is not within its bytes")
+    mine, theirs = np.frombuffer(a, dtype=np.uint8), np.frombuffer(b, dtype=np.uint8)
+    for lo in range(0, len(lengths), COMPARE_TEXTS):
+        n = lengths[lo:lo + COMPARE_TEXTS]
+        if not np.array_equal(mine[_spans(a_start[lo:lo + COMPARE_TEXTS], n)],
+                              theirs[_spans(b_start[lo:lo + COMPARE_TEXTS], n)]):
+            return False
+    return True
 
 
 def _spans(start: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -217,10 +259,12 @@ def _tensor_stream(paths: List[str], recs: Runs, out: Runs, columns: List[Intern
         c = recs.window(w)
         if c is None:
             continue
-        order = np.argsort(c["seq"], kind="stable")
+        order = np.argsort(c["seq"], kind="stable")  # stream order (the payload stays as read: its
+        payload = c.pop("payload")                   # records are taken through `order`)
         c = {k: v[order] for k, v in c.items()}
         _, members, starts = host_parsers.group_ops(c["op_name"], c["timestamp"], c["thread_id"])
-        texts, hashes = host_parsers.render_ops(c["payload"], members, starts)
+        texts, hashes = host_parsers.render_ops(payload, order[members], starts)
+        del payload
         m = len(starts) - 1
         offsets = texts.offsets
         codes: np.ndarray = np.empty((m, len(columns)), dtype=np.int32)
