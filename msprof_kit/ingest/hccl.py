@@ -269,5 +269,7 @@ class HcclDevice:
         return out
 
     def frame(self) -> pd.DataFrame:
-        """The matched device tasks: api, device_id_dev, and the columns given to `take`."""
-        return _concat(self.parts, ["api", "device_id_dev", "gid", "start_ns", "end_ns", "ctx", "row"])
+        """The matched device tasks: api, device_id_dev, and the columns given to `take` (the parts
+        let go: the frame is their one copy)."""
+        parts, self.parts = self.parts, []
+        return _concat(parts, ["api", "device_id_dev", "gid", "start_ns", "end_ns", "ctx", "row"])
