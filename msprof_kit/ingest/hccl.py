@@ -58,7 +58,7 @@ class HcclHost:
 
     def __init__(self, clock: Clock, types: Dict[str, str], scratch: str) -> None:
         self.clock, self.types = clock, types
-        self.apis: List[pd.DataFrame] = []
+        self.apis = Runs(scratch, "hccl.api", "api")  # level-5500 APIs (one a communication task)
         self.tracks = Runs(scratch, "hccl.track", "pos")
         self.infos = Runs(scratch, "hccl.info", "pos")
         self.op_infos: List[pd.DataFrame] = []
@@ -76,8 +76,7 @@ class HcclHost:
         kinds = window["type"][hccl]
         master = per_distinct(kinds, lambda t: type_name_of(self.types, f"{LEVEL_HCCL}_{int(t)}", "") == MASTER,
                               bool)
-        self.apis.append(frame_of({"api": window["conn"][hccl].astype(np.int64),
-                                   "is_master": master.astype(np.int64)}))
+        self.apis.add({"api": window["conn"][hccl].astype(np.int64), "is_master": master.astype(np.int8)})
 
     def step(self, cand: Columns, tracks: pd.DataFrame, track_cols: Optional[Columns], op_info: Optional[Columns],
              info: Optional[Columns], nbi: pd.DataFrame) -> None:
@@ -141,7 +140,9 @@ class HcclHost:
             if not self.tracks.rows and not self.infos.rows and not self.orphans:
                 return None
             tasks = self._tasks()
-            apis = _concat(self.apis, ["api", "is_master"]).drop_duplicates("api")
+            apis = pd.DataFrame({name: self.apis.read(name, 0, self.apis.rows) if self.apis.rows
+                                 else np.zeros(0, dtype=np.int64) for name in ("api", "is_master")}) \
+                .drop_duplicates("api")
             _attach(tasks, "api", apis, ("is_master",))
             tasks["is_master"] = _narrowed(tasks["is_master"].to_numpy())
             untracked = self._attach_infos(tasks)
@@ -198,6 +199,7 @@ class HcclHost:
 
     def close(self) -> None:
         """Remove the spilled runs."""
+        self.apis.close()
         self.tracks.close()
         self.infos.close()
 
