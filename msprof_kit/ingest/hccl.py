@@ -244,6 +244,9 @@ def _concat(frames: List[pd.DataFrame], columns: List[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
 
 
+DEVICE_COLUMNS = ("gid", "start_ns", "end_ns", "ctx")  # what HcclDevice keeps of a matched device task
+
+
 class HcclDevice:
     """The device tasks matched with communication tasks' tracks (by the level-5500 API the track
     hangs under), a window of device tasks at a time. Their TASK connectionId becomes the node
@@ -256,22 +259,25 @@ class HcclDevice:
         self.parts: List[pd.DataFrame] = []
 
     def take(self, device_id: int, matched: np.ndarray, conn: np.ndarray, cols: Dict[str, np.ndarray]) -> np.ndarray:
-        """Note the window's communication tasks (`cols`: gid, start_ns, end_ns, ctx, row, per
-        task) and return the connection ids TASK should hold (-1 where not matched)."""
+        """Note the window's communication tasks (`cols`: gid, start_ns, end_ns, ctx, per task;
+        other columns are not kept) and return the connection ids TASK should hold (-1 where not
+        matched)."""
         out = np.where(matched, conn.astype(np.int64), -1)
         if not len(self.apis):
             return out
         pos = np.clip(np.searchsorted(self.apis, out), 0, len(self.apis) - 1)
         hit = matched & (self.apis[pos] == out)
         if hit.any():
-            self.parts.append(frame_of({"api": out[hit], "device_id_dev": device_id,
-                                        **{k: np.asarray(v)[hit] for k, v in cols.items()}}))
+            self.parts.append(frame_of({"api": out[hit],
+                                        "device_id_dev": np.full(int(hit.sum()), device_id, dtype=np.int32),
+                                        **{k: np.asarray(cols[k])[hit] for k in DEVICE_COLUMNS}}))
             node = self.nodes[pos[hit]]
             out[hit] = np.where(node >= 0, node, out[hit])
         return out
 
     def frame(self) -> pd.DataFrame:
-        """The matched device tasks: api, device_id_dev, and the columns given to `take` (the parts
-        let go: the frame is their one copy)."""
+        """The matched device tasks: api, device_id_dev, and DEVICE_COLUMNS (once the device tasks
+        are all taken: the parts and the sorted tracks are let go, the frame is their one copy)."""
         parts, self.parts = self.parts, []
-        return _concat(parts, ["api", "device_id_dev", "gid", "start_ns", "end_ns", "ctx", "row"])
+        self.apis = self.nodes = np.zeros(0, dtype=np.int64)
+        return _concat(parts, ["api", "device_id_dev", *DEVICE_COLUMNS])

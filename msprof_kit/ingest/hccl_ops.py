@@ -206,7 +206,7 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, star
     hccl_code = np.where(has_info, item_code, len(items)).astype(np.int32)
     del item_code
     name_code = name_code.astype(np.int32)
-    group: np.ndarray = codes.group.astype(np.int32)
+    group = codes.group
     group_text = codes.group_text
     iteration = iteration.astype(np.int32)
     # the texts' ids, column by column in the order of the rows' first use (STRING_IDS numbers them
@@ -389,7 +389,8 @@ class Joined:
         rows = frame_of({"api": tasks["api"].to_numpy(), "left": np.arange(len(tasks), dtype=np.int64)}).merge(
             frame_of({"api": device["api"].to_numpy(), "right": np.arange(len(device), dtype=np.int64)}),
             on="api", how="inner")
-        return cls(tasks, device, rows["left"].to_numpy(), rows["right"].to_numpy())
+        # row numbers as int32 (a collection's tasks are far fewer than 2**31)
+        return cls(tasks, device, rows["left"].to_numpy().astype(np.int32), rows["right"].to_numpy().astype(np.int32))
 
     def __len__(self) -> int:
         return len(self.left)
@@ -442,7 +443,7 @@ def _combine(*parts: np.ndarray) -> np.ndarray:
 @dataclass
 class NameCodes:
     """The texts of the tasks' ops, made once per distinct value: each task's raw op name (`raw`,
-    a code into `raw_text`; `aicpu` per raw code) and group (`group`, a code into `group_text`, the
+    an int32 code into `raw_text`; `aicpu` per raw code) and group (`group`, a code into `group_text`, the
     raw hash in decimal or N/A, and into `group_name`, its resolved text)."""
     raw: np.ndarray
     raw_text: np.ndarray
@@ -484,9 +485,9 @@ def _name_codes(items: np.ndarray, op_has: np.ndarray, op_group: np.ndarray, has
                           dtype=object)
     resolved = hash_names(np.array([0 if t == NA else int(t) for t in group_text.tolist()], dtype=np.uint64), hashes)
     group_name = np.where(resolved == "", group_text, resolved).astype(object)
-    return NameCodes(raw=raw_canon[item_code].astype(np.int64), raw_text=raw_text,
+    return NameCodes(raw=raw_canon[item_code].astype(np.int32), raw_text=raw_text,
                      aicpu=np.array(["AicpuKernel" in str(t) for t in raw_text.tolist()], dtype=bool),
-                     group=group, group_text=group_text, group_name=group_name)
+                     group=group.astype(np.int32), group_text=group_text, group_name=group_name)
 
 
 def _op_keys(name_code: np.ndarray, name_text: np.ndarray, group: np.ndarray, group_text: np.ndarray,
