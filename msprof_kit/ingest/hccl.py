@@ -53,8 +53,9 @@ TRACK_COLUMNS = ("pos", "api", "node", "thread", "host_ns", "stream_id", "task_i
 class HcclHost:
     """Collects the communication records over the association's windows (`add_apis` from each
     window of APIs, `step` from each association step) and puts them together (`finish`). The
-    task tracks and hccl_info records, one a communication task, are spilled to `scratch` as
-    they come (runs by record position) and read back a column at a time by `finish`."""
+    level-5500 APIs, task tracks and hccl_info records, one a communication task each, are spilled
+    to `scratch` as they come (runs by connection id or record position) and read back a column at
+    a time by `finish`."""
 
     def __init__(self, clock: Clock, types: Dict[str, str], scratch: str) -> None:
         self.clock, self.types = clock, types
