@@ -89,19 +89,25 @@ class HcclHost:
         if len(tracks) and track_cols is not None:
             under = tracks["parent_level"].to_numpy() == LEVEL_HCCL
             if under.any():
-                sel = tracks[under]
-                raw = pd.Series(track_cols["timestamp"], index=track_cols["pos"]).loc[sel.index].to_numpy()
-                found = contain(sel["thread_id"].to_numpy().astype(np.int64), raw, n_thread, n_begin, n_end)
+                rows = np.flatnonzero(under)  # the window's columns taken at these rows (no frame copied)
+                pos = tracks.index.to_numpy()[rows]
+
+                def take(name: str) -> np.ndarray:
+                    return tracks[name].to_numpy()[rows]
+                by_pos = np.argsort(track_cols["pos"], kind="stable")  # the raw tracks' times by position
+                raw = track_cols["timestamp"][by_pos[np.searchsorted(track_cols["pos"][by_pos], pos)]]
+                del by_pos
+                thread: np.ndarray = take("thread_id").astype(np.int64)
+                found = contain(thread, raw, n_thread, n_begin, n_end)
+                del raw
                 ok = found >= 0
                 at = node[np.clip(found, 0, None)]
                 # int64 throughout (the users widen to it), so every run has the same types
                 self.tracks.add({name: np.asarray(values).astype(np.int64) for name, values in {
-                    "pos": sel.index.to_numpy(), "api": sel["conn"].to_numpy(),
-                    "node": np.where(ok, cand["conn"][at].astype(np.int64), -1),
-                    "thread": sel["thread_id"].to_numpy(), "host_ns": sel["ts_ns"].to_numpy(),
-                    "stream_id": sel["stream_id"].to_numpy(), "task_id": sel["task_low"].to_numpy(),
-                    "batch": sel["batch"].to_numpy(), "device_id": sel["device_id"].to_numpy(),
-                    "model_id": sel["model_id"].to_numpy()}.items()})
+                    "pos": pos, "api": take("conn"), "node": np.where(ok, cand["conn"][at].astype(np.int64), -1),
+                    "thread": thread, "host_ns": take("ts_ns"), "stream_id": take("stream_id"),
+                    "task_id": take("task_low"), "batch": take("batch"), "device_id": take("device_id"),
+                    "model_id": take("model_id")}.items()})
                 self._add_nodes(cand, at[ok])
         if op_info is not None and len(op_info["timestamp"]):
             found = contain(op_info["thread_id"].astype(np.int64), op_info["timestamp"], n_thread, n_begin, n_end)

@@ -47,9 +47,10 @@ NA = "N/A"
 RDMA_SEND_PAYLOAD = 1
 NA_ENUM, INVALID_ENUM = 65534, 65535
 TASK_BLOCK = 1 << 16  # COMMUNICATION_TASK_INFO and KIT_HCCL_TASK rows made at a time
-# free heap left in place once the ops are written: above it, the pages freed by the host's windows
-# and the ops' steps go back to the system, so the tasks' rows and the store's writer thread (whose
-# memory lies beside the heap) do not come on top of the import's high-water mark. (Trimmed when
+# free heap left in place once the ops are formed: above it, the pages freed by the host's windows
+# and the ops' steps go back to the system, so the ops' and the tasks' rows (their texts, and the
+# store's writer thread, whose memory lies beside the heap) do not come on top of the import's
+# high-water mark. (Trimmed when
 # write_hccl starts instead, the ops' steps scatter their arrays over the free heap and touch it
 # all again: 706 -> 452 -> 711 MiB at 1.1M tasks.)
 KEEP_FREE = 64 << 20
@@ -188,6 +189,7 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, star
     op_id_of[op_index] = op_rows["opId"].to_numpy()
     task_op = op_id_of[op_code].astype(np.int32)
     del op_code, op_id_of
+    memory.give_back(KEEP_FREE)
     row = op_rows["row"].to_numpy()
     _write_ops(op_rows, ops.iloc[_rows_of(ops["node"].to_numpy().astype(np.int64), joined.at("node", row)
                                           .astype(np.int64))],
@@ -196,7 +198,6 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, star
     # held narrow or gathered a block at a time
     keep = (start_arr >= start_ns) & (task_op >= 0)
     del k, host_ns, start_arr, device_id
-    memory.give_back(KEEP_FREE)
     order = np.flatnonzero(keep)
     del keep
     order = order[np.argsort(joined.at("gid", order), kind="stable")]
