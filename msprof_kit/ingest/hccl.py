@@ -53,12 +53,13 @@ TRACK_COLUMNS = ("pos", "api", "node", "thread", "host_ns", "stream_id", "task_i
 class HcclHost:
     """Collects the communication records over the association's windows (`add_apis` from each
     window of APIs, `step` from each association step) and puts them together (`finish`). The
-    task tracks and hccl_info records, one a communication task, are spilled to `scratch` as
-    they come (runs by record position) and read back a column at a time by `finish`."""
+    level-5500 APIs, task tracks and hccl_info records, one a communication task each, are spilled
+    to `scratch` as they come (runs by connection id or record position) and read back a column at
+    a time by `finish`."""
 
     def __init__(self, clock: Clock, types: Dict[str, str], scratch: str) -> None:
         self.clock, self.types = clock, types
-        self.apis: List[pd.DataFrame] = []
+        self.apis = Runs(scratch, "hccl.api", "api")  # level-5500 APIs (one a communication task)
         self.tracks = Runs(scratch, "hccl.track", "pos")
         self.infos = Runs(scratch, "hccl.info", "pos")
         self.op_infos: List[pd.DataFrame] = []
@@ -76,8 +77,7 @@ class HcclHost:
         kinds = window["type"][hccl]
         master = per_distinct(kinds, lambda t: type_name_of(self.types, f"{LEVEL_HCCL}_{int(t)}", "") == MASTER,
                               bool)
-        self.apis.append(frame_of({"api": window["conn"][hccl].astype(np.int64),
-                                   "is_master": master.astype(np.int64)}))
+        self.apis.add({"api": window["conn"][hccl].astype(np.int64), "is_master": master.astype(np.int8)})
 
     def step(self, cand: Columns, tracks: pd.DataFrame, track_cols: Optional[Columns], op_info: Optional[Columns],
              info: Optional[Columns], nbi: pd.DataFrame) -> None:
@@ -89,19 +89,25 @@ class HcclHost:
         if len(tracks) and track_cols is not None:
             under = tracks["parent_level"].to_numpy() == LEVEL_HCCL
             if under.any():
-                sel = tracks[under]
-                raw = pd.Series(track_cols["timestamp"], index=track_cols["pos"]).loc[sel.index].to_numpy()
-                found = contain(sel["thread_id"].to_numpy().astype(np.int64), raw, n_thread, n_begin, n_end)
+                rows = np.flatnonzero(under)  # the window's columns taken at these rows (no frame copied)
+                pos = tracks.index.to_numpy()[rows]
+
+                def take(name: str) -> np.ndarray:
+                    return tracks[name].to_numpy()[rows]
+                by_pos = np.argsort(track_cols["pos"], kind="stable")  # the raw tracks' times by position
+                raw = track_cols["timestamp"][by_pos[np.searchsorted(track_cols["pos"][by_pos], pos)]]
+                del by_pos
+                thread: np.ndarray = take("thread_id").astype(np.int64)
+                found = contain(thread, raw, n_thread, n_begin, n_end)
+                del raw
                 ok = found >= 0
                 at = node[np.clip(found, 0, None)]
                 # int64 throughout (the users widen to it), so every run has the same types
                 self.tracks.add({name: np.asarray(values).astype(np.int64) for name, values in {
-                    "pos": sel.index.to_numpy(), "api": sel["conn"].to_numpy(),
-                    "node": np.where(ok, cand["conn"][at].astype(np.int64), -1),
-                    "thread": sel["thread_id"].to_numpy(), "host_ns": sel["ts_ns"].to_numpy(),
-                    "stream_id": sel["stream_id"].to_numpy(), "task_id": sel["task_low"].to_numpy(),
-                    "batch": sel["batch"].to_numpy(), "device_id": sel["device_id"].to_numpy(),
-                    "model_id": sel["model_id"].to_numpy()}.items()})
+                    "pos": pos, "api": take("conn"), "node": np.where(ok, cand["conn"][at].astype(np.int64), -1),
+                    "thread": thread, "host_ns": take("ts_ns"), "stream_id": take("stream_id"),
+                    "task_id": take("task_low"), "batch": take("batch"), "device_id": take("device_id"),
+                    "model_id": take("model_id")}.items()})
                 self._add_nodes(cand, at[ok])
         if op_info is not None and len(op_info["timestamp"]):
             found = contain(op_info["thread_id"].astype(np.int64), op_info["timestamp"], n_thread, n_begin, n_end)
@@ -141,7 +147,9 @@ class HcclHost:
             if not self.tracks.rows and not self.infos.rows and not self.orphans:
                 return None
             tasks = self._tasks()
-            apis = _concat(self.apis, ["api", "is_master"]).drop_duplicates("api")
+            apis = pd.DataFrame({name: self.apis.read(name, 0, self.apis.rows) if self.apis.rows
+                                 else np.zeros(0, dtype=np.int64) for name in ("api", "is_master")}) \
+                .drop_duplicates("api")
             _attach(tasks, "api", apis, ("is_master",))
             tasks["is_master"] = _narrowed(tasks["is_master"].to_numpy())
             untracked = self._attach_infos(tasks)
@@ -198,6 +206,7 @@ class HcclHost:
 
     def close(self) -> None:
         """Remove the spilled runs."""
+        self.apis.close()
         self.tracks.close()
         self.infos.close()
 
@@ -242,6 +251,9 @@ def _concat(frames: List[pd.DataFrame], columns: List[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
 
 
+DEVICE_COLUMNS = ("gid", "start_ns", "end_ns", "ctx")  # what HcclDevice keeps of a matched device task
+
+
 class HcclDevice:
     """The device tasks matched with communication tasks' tracks (by the level-5500 API the track
     hangs under), a window of device tasks at a time. Their TASK connectionId becomes the node
@@ -254,20 +266,25 @@ class HcclDevice:
         self.parts: List[pd.DataFrame] = []
 
     def take(self, device_id: int, matched: np.ndarray, conn: np.ndarray, cols: Dict[str, np.ndarray]) -> np.ndarray:
-        """Note the window's communication tasks (`cols`: gid, start_ns, end_ns, ctx, row, per
-        task) and return the connection ids TASK should hold (-1 where not matched)."""
+        """Note the window's communication tasks (`cols`: gid, start_ns, end_ns, ctx, per task;
+        other columns are not kept) and return the connection ids TASK should hold (-1 where not
+        matched)."""
         out = np.where(matched, conn.astype(np.int64), -1)
         if not len(self.apis):
             return out
         pos = np.clip(np.searchsorted(self.apis, out), 0, len(self.apis) - 1)
         hit = matched & (self.apis[pos] == out)
         if hit.any():
-            self.parts.append(frame_of({"api": out[hit], "device_id_dev": device_id,
-                                        **{k: np.asarray(v)[hit] for k, v in cols.items()}}))
+            self.parts.append(frame_of({"api": out[hit],
+                                        "device_id_dev": np.full(int(hit.sum()), device_id, dtype=np.int32),
+                                        **{k: np.asarray(cols[k])[hit] for k in DEVICE_COLUMNS}}))
             node = self.nodes[pos[hit]]
             out[hit] = np.where(node >= 0, node, out[hit])
         return out
 
     def frame(self) -> pd.DataFrame:
-        """The matched device tasks: api, device_id_dev, and the columns given to `take`."""
-        return _concat(self.parts, ["api", "device_id_dev", "gid", "start_ns", "end_ns", "ctx", "row"])
+        """The matched device tasks: api, device_id_dev, and DEVICE_COLUMNS (once the device tasks
+        are all taken: the parts and the sorted tracks are let go, the frame is their one copy)."""
+        parts, self.parts = self.parts, []
+        self.apis = self.nodes = np.zeros(0, dtype=np.int64)
+        return _concat(parts, ["api", "device_id_dev", *DEVICE_COLUMNS])

@@ -32,6 +32,7 @@ from typing import Dict, Tuple
 import numpy as np
 import pandas as pd
 
+from .. import memory
 from ..cxx_order import cxx_sort_order, unordered_map_order
 from ..errors import Diagnostics
 from ..schema import ENUM_ROWS
@@ -46,6 +47,13 @@ NA = "N/A"
 RDMA_SEND_PAYLOAD = 1
 NA_ENUM, INVALID_ENUM = 65534, 65535
 TASK_BLOCK = 1 << 16  # COMMUNICATION_TASK_INFO and KIT_HCCL_TASK rows made at a time
+# free heap left in place once the ops are formed: above it, the pages freed by the host's windows
+# and the ops' steps go back to the system, so the ops' and the tasks' rows (their texts, and the
+# store's writer thread, whose memory lies beside the heap) do not come on top of the import's
+# high-water mark. (Trimmed when
+# write_hccl starts instead, the ops' steps scatter their arrays over the free heap and touch it
+# all again: 706 -> 452 -> 711 MiB at 1.1M tasks.)
+KEEP_FREE = 64 << 20
 Intervals = Dict[int, Tuple[np.ndarray, np.ndarray]]  # device id -> (starts, ends) of its ops
 
 
@@ -57,18 +65,19 @@ def _enum(raw: np.ndarray, table: str, has: np.ndarray) -> np.ndarray:
     return np.where(has, np.where(np.isin(values, known), values, INVALID_ENUM), NA_ENUM)
 
 
-def _group_count(frame: pd.DataFrame, start_ns: int) -> np.ndarray:
-    """`k` of each task (frame in the reference's task order, with `aicpu`, `group`, `first_ns`
-    and `start_ns`): per (aicpu, group), how many times an eligible task (starting after the
-    collection start) brought a later op start than the group's last, minus one."""
-    keys = [frame["aicpu"], frame["group"]]
-    eligible = frame["start_ns"].to_numpy() > start_ns
-    first = frame["first_ns"].to_numpy().astype(np.int64)
-    seen = pd.Series(np.where(eligible, first, np.iinfo(np.int64).min), index=frame.index)
-    best = seen.groupby(keys, sort=False).cummax()
-    before = best.groupby(keys, sort=False).shift(1).fillna(np.iinfo(np.int64).min).to_numpy()
+def _group_count(key: np.ndarray, first_ns: np.ndarray, start: np.ndarray, start_ns: int) -> np.ndarray:
+    """`k` of each task (the arrays in the reference's task order: `key` codes (aicpu, group), its
+    op's first launch time and its device start): per key, how many times an eligible task
+    (starting after the collection start) brought a later op start than the key's last, minus one."""
+    eligible = start > start_ns
+    first: np.ndarray = first_ns.astype(np.int64)
+    seen = pd.Series(np.where(eligible, first, np.iinfo(np.int64).min))
+    best = seen.groupby(key, sort=False).cummax()
+    del seen
+    before = best.groupby(key, sort=False).shift(1).fillna(np.iinfo(np.int64).min).to_numpy()
+    del best
     new = eligible & (first > np.maximum(before, 0))
-    return pd.Series(new.astype(np.int64), index=frame.index).groupby(keys, sort=False).cumsum().to_numpy() - 1
+    return pd.Series(new.astype(np.int64)).groupby(key, sort=False).cumsum().to_numpy() - 1
 
 
 def _bandwidth(frame: pd.DataFrame, jumps: np.ndarray) -> np.ndarray:
@@ -135,82 +144,78 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, star
         joined = joined.where(joined["node"].to_numpy() >= 0)
     if not len(joined):
         return {}
-    op_at = _rows_of(host.ops["node"].to_numpy().astype(np.int64), joined["node"].to_numpy().astype(np.int64))
-
-    def op_col(key: str) -> np.ndarray:
-        return host.ops[key].to_numpy()[op_at]
-    # texts are made per distinct value; the tasks hold codes into them (NameCodes)
-    codes = _name_codes(op_col("item"), op_col("has_op_info") == 1, op_col("group_name"),
-                        joined["has_info"].to_numpy() == 1, joined["group_name"].to_numpy(), hashes)
+    ops = host.ops
+    op_at = _rows_of(ops["node"].to_numpy().astype(np.int64), joined["node"].to_numpy().astype(np.int64))
     has_info = joined["has_info"].to_numpy() == 1
+    # texts are made per distinct value; the tasks hold codes into them (NameCodes)
+    codes = _name_codes(ops["item"].to_numpy()[op_at], ops["has_op_info"].to_numpy()[op_at] == 1,
+                        ops["group_name"].to_numpy()[op_at], has_info, joined["group_name"].to_numpy(), hashes)
+    first_ns: np.ndarray = ops["begin_ns"].to_numpy().astype(np.int64)[op_at]
+    del op_at
     host_ns = joined["host_ns"].to_numpy().astype(np.int64)
     start_arr = joined["start_ns"].to_numpy().astype(np.int64)
-    end_arr = joined["end_ns"].to_numpy().astype(np.int64)
-    first_ns: np.ndarray = op_col("begin_ns").astype(np.int64)
-    # iteration: per (stream, task, batch, context), in op order then task order
-    keys = frame_of({f"key_{c}": joined[c].to_numpy().astype(np.int64) for c in ("stream_id", "task_id", "batch", "ctx")})
-    by_op = np.lexsort((start_arr, host_ns, first_ns))
-    iteration: np.ndarray = np.empty(len(joined), dtype=np.int64)
-    iteration[by_op] = keys.iloc[by_op].groupby(list(keys.columns), sort=False).cumcount().to_numpy() + 1
-    del keys
+    iteration = _iteration(joined, first_ns, host_ns, start_arr)
     by_task = np.lexsort((start_arr, host_ns))
     k: np.ndarray = np.empty(len(joined), dtype=np.int64)
-    k[by_task] = _group_count(frame_of({"aicpu": codes.aicpu[codes.raw][by_task], "group": codes.group[by_task],
-                                        "first_ns": first_ns[by_task], "start_ns": start_arr[by_task]}), start_ns)
+    k[by_task] = _group_count((codes.group * 2 + codes.aicpu[codes.raw])[by_task], first_ns[by_task],
+                              start_arr[by_task], start_ns)
+    del by_task, first_ns
     name_code, name_text = codes.names(k, iteration)
-    rdma = joined["rdma_type"].fillna(-1).to_numpy().astype(np.int64)
-    size = np.where(has_info, joined["data_size"].fillna(0).to_numpy().astype(np.float64), 0).astype(np.int64)
-    plane = np.where(has_info, joined["plane_id"].fillna(-1).to_numpy(), -1).astype(np.int64)
-    by_start = np.argsort(start_arr, kind="stable")
-    bandwidth = np.empty(len(joined))
-    bandwidth[by_start] = _bandwidth(frame_of({
-        "name": name_code[by_start], "plane": plane[by_start], "size": size[by_start], "start_ns": start_arr[by_start],
-        "end_ns": end_arr[by_start], "rdma": rdma[by_start], "has_info": has_info[by_start].astype(np.int64)}),
-        per_distinct(name_text, lambda t: 3 if ("send" in str(t).lower() or "receive" in str(t).lower()) else 5,
-                     np.int64))
+    end_arr = joined["end_ns"].to_numpy().astype(np.int64)
+    bandwidth = _task_bandwidth(joined, has_info, name_code, name_text, start_arr, end_arr)
     device_id = joined["device_id_dev"].to_numpy().astype(np.int64)
-    is_master = joined["is_master"].to_numpy().astype(np.int64)
     # ops: (name, group, device), the C++ key; spans over master tasks
     op_code, op_text = _op_keys(name_code, name_text, codes.group, codes.group_text, device_id)
-    kept = start_arr >= start_ns
-    spans = frame_of({"key": op_code, "start": start_arr, "end": end_arr})
-    master = spans[is_master == 1].groupby("key", sort=False).agg(start=("start", "min"), end=("end", "max"))
-    del spans
-    by_start_op = op_code[by_start]
-    seen, first_at = np.unique(by_start_op, return_index=True)
+    master_rows = joined["is_master"].to_numpy() == 1
+    master = frame_of({"key": op_code[master_rows], "start": start_arr[master_rows], "end": end_arr[master_rows]}) \
+        .groupby("key", sort=False).agg(start=("start", "min"), end=("end", "max"))
+    del master_rows, end_arr
+    by_start = np.argsort(start_arr, kind="stable")
+    seen, first_at = np.unique(op_code[by_start], return_index=True)
     first_row = pd.Series(by_start[first_at], index=seen)  # each op's first task by device start
+    del by_start, seen, first_at
     op_rows = master.join(first_row.rename("row"), how="inner")
     op_rows = op_rows[op_rows["start"] >= start_ns].sort_values(["start", "end"], kind="stable")
     no_master = len(first_row) - len(master)
     if no_master:
         diag.warn(f"{no_master} communication ops have no master task; they are left out of COMMUNICATION_OP")
+    del first_row, master
     op_rows["opId"] = np.arange(len(op_rows), dtype=np.int64)
     reference = _reference_op_order(op_code, op_text, host_ns, start_arr, device_id)
     op_index = op_rows.index.to_numpy().astype(np.int64)
     op_rows["cppOrder"] = reference[op_index]
+    del reference
     op_id_of: np.ndarray = np.full(len(op_text), -1, dtype=np.int64)
     op_id_of[op_index] = op_rows["opId"].to_numpy()
-    task_op = op_id_of[op_code]
-    keep = kept & (task_op >= 0)
-    _write_ops(op_rows, host.ops.iloc[op_at[op_rows["row"].to_numpy()]], joined, codes, name_code, name_text, k,
-               host_ns, start_arr, hashes, strings, put)
-    # the per-task arrays of the ops' steps are done with before the tasks' rows are made
-    del k, first_ns, by_start, by_start_op, op_code, kept, reference, op_id_of, first_row, seen, first_at
-    gid = joined["gid"].to_numpy().astype(np.int64)
+    task_op = op_id_of[op_code].astype(np.int32)
+    del op_code, op_id_of
+    memory.give_back(KEEP_FREE)
+    row = op_rows["row"].to_numpy()
+    _write_ops(op_rows, ops.iloc[_rows_of(ops["node"].to_numpy().astype(np.int64), joined.at("node", row)
+                                          .astype(np.int64))],
+               joined, codes, name_code, name_text, k, host_ns, start_arr, hashes, strings, put)
+    # the ops' per-task arrays are done with before the tasks' rows are made; what the rows need is
+    # held narrow or gathered a block at a time
+    keep = (start_arr >= start_ns) & (task_op >= 0)
+    del k, host_ns, start_arr, device_id
     order = np.flatnonzero(keep)
     del keep
-    order = order[np.argsort(gid[order], kind="stable")]
+    order = order[np.argsort(joined.at("gid", order), kind="stable")]
     # the tasks' HCCL names as codes into their texts, made per distinct item id (N/A last)
     item_code, items = pd.factorize(joined["item_id"].fillna(0).to_numpy().astype(np.uint64))
     hccl_text = np.append(hash_names(np.asarray(items, dtype=np.uint64), hashes).astype(object), NA).astype(object)
-    hccl_code: np.ndarray = np.where(has_info, item_code, len(items)).astype(np.int64)
+    hccl_code = np.where(has_info, item_code, len(items)).astype(np.int32)
     del item_code
-
-    # the texts' ids first, column by column over all rows (STRING_IDS numbers them in this order)
-    ids = {"name": strings.ids_of(CodedTexts(name_code[order], name_text)),
-           "taskType": strings.ids_of(CodedTexts(hccl_code[order], hccl_text)),
-           "groupName": strings.ids_of(CodedTexts(codes.group[order], codes.group_name))}
-    del name_code
+    name_code = name_code.astype(np.int32)
+    group = codes.group
+    group_text = codes.group_text
+    iteration = iteration.astype(np.int32)
+    # the texts' ids, column by column in the order of the rows' first use (STRING_IDS numbers them
+    # so); each column's distinct codes looked up once, the rows' ids read per block
+    id_of = {"name": _ids_by_first_row(strings, name_code, order, name_text),
+             "taskType": _ids_by_first_row(strings, hccl_code, order, hccl_text),
+             "groupName": _ids_by_first_row(strings, group, order, codes.group_name)}
+    del codes
     # a block of rows at a time, one table after the other (the store writes a table's pages in one go)
     for table in ("COMMUNICATION_TASK_INFO", "KIT_HCCL_TASK"):
         for lo in range(0, len(order), TASK_BLOCK):
@@ -223,42 +228,102 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, star
             def raw(key: str) -> np.ndarray:
                 return joined.at(key, rows).astype(np.int64)
             notify = np.where(info, _filled(joined.at("notify_id", rows), 0).astype(np.uint64).view(np.int64), -1)
+            plane = _plane(joined.at("plane_id", rows), info)
+            size = _size(joined.at("data_size", rows), info)
+            op_id = task_op[rows].astype(np.int64)
             if table == "COMMUNICATION_TASK_INFO":
                 put(table, frame_of({
-                    "name": ids["name"][lo:lo + len(rows)], "globalTaskId": gid[rows],
-                    "taskType": ids["taskType"][lo:lo + len(rows)], "planeId": plane[rows],
-                    "groupName": ids["groupName"][lo:lo + len(rows)], "notifyId": notify,
-                    "rdmaType": _enum(rdma[rows], "ENUM_HCCL_RDMA_TYPE", info), "srcRank": col("local_rank", 0),
-                    "dstRank": col("remote_rank", 0),
+                    "name": id_of["name"][name_code[rows]], "globalTaskId": raw("gid"),
+                    "taskType": id_of["taskType"][hccl_code[rows]], "planeId": plane,
+                    "groupName": id_of["groupName"][group[rows]], "notifyId": notify,
+                    "rdmaType": _enum(_filled(joined.at("rdma_type", rows), -1), "ENUM_HCCL_RDMA_TYPE", info),
+                    "srcRank": col("local_rank", 0), "dstRank": col("remote_rank", 0),
                     "transportType": _enum(_filled(joined.at("transport_type", rows), 0), "ENUM_HCCL_TRANSPORT_TYPE",
                                            info),
-                    "size": size[rows], "dataType": _enum(_filled(joined.at("data_type", rows), 0),
-                                                          "ENUM_HCCL_DATA_TYPE", info),
+                    "size": size, "dataType": _enum(_filled(joined.at("data_type", rows), 0),
+                                                    "ENUM_HCCL_DATA_TYPE", info),
                     "linkType": _enum(_filled(joined.at("link_type", rows), 0), "ENUM_HCCL_LINK_TYPE", info),
-                    "opId": task_op[rows], "isMaster": is_master[rows],
+                    "opId": op_id, "isMaster": raw("is_master"),
                     "bandwidth": bandwidth[rows] * 1000 * 1000 * 1000}), last=False)
                 continue
             put(table, frame_of({
-                "globalTaskId": gid[rows], "opId": task_op[rows], "deviceId": device_id[rows],
+                "globalTaskId": raw("gid"), "opId": op_id, "deviceId": raw("device_id_dev"),
                 "streamId": raw("stream_id"), "taskId": raw("task_id"), "contextId": raw("ctx"),
-                "batchId": raw("batch"), "startNs": start_arr[rows], "endNs": end_arr[rows], "hostNs": host_ns[rows],
+                "batchId": raw("batch"), "startNs": raw("start_ns"), "endNs": raw("end_ns"), "hostNs": raw("host_ns"),
                 "threadId": raw("thread"), "modelId": raw("model_id"), "connectionId": raw("node"),
-                "hcclName": hccl_text[hccl_code[rows]], "groupHash": codes.group_text[codes.group[rows]],
-                "planeId": plane[rows], "isMaster": is_master[rows],
+                "hcclName": hccl_text[hccl_code[rows]], "groupHash": group_text[group[rows]],
+                "planeId": plane, "isMaster": raw("is_master"),
                 "durationEstimated": np.where(info, _filled(joined.at("duration_estimated", rows), 0), 0.0),
                 "localRank": col("local_rank"), "remoteRank": col("remote_rank"), "rankSize": col("rank_size"),
                 "notifyId": notify, "stage": col("stage"), "role": col("role"), "workFlowMode": col("work_flow_mode"),
-                "size": size[rows], "reduceOp": col("op_type"), "dataType": col("data_type"),
+                "size": size, "reduceOp": col("op_type"), "dataType": col("data_type"),
                 "linkType": col("link_type"), "transportType": col("transport_type"), "rdmaType": col("rdma_type"),
-                "bandwidth": bandwidth[rows], "iteration": iteration[rows]}), last=False)
+                "bandwidth": bandwidth[rows], "iteration": iteration[rows].astype(np.int64)}), last=False)
         put(table, None, last=True)
     spans_out: Intervals = {}
-    op_device = device_id[op_rows["row"].to_numpy()]
+    op_device: np.ndarray = joined.at("device_id_dev", row).astype(np.int64)
     for dev in np.unique(op_device):
         mine = op_device == dev
         spans_out[int(dev)] = (op_rows["start"].to_numpy()[mine].astype(np.int64),
                                op_rows["end"].to_numpy()[mine].astype(np.int64))
     return spans_out
+
+
+def _plane(values: np.ndarray, info: np.ndarray) -> np.ndarray:
+    """planeId: the hccl_info's plane, -1 without a record."""
+    return np.where(info, _filled(values, -1), -1).astype(np.int64)
+
+
+def _size(values: np.ndarray, info: np.ndarray) -> np.ndarray:
+    """size: the hccl_info's data size in bytes, 0 without a record."""
+    return np.where(info, _filled(values, 0).astype(np.float64), 0).astype(np.int64)
+
+
+def _iteration(joined: "Joined", first_ns: np.ndarray, host_ns: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Each task's iteration: how many tasks of its (stream, task, batch, context) come up to it
+    (itself included), the tasks in op order (its launch's begin), then track time, then device
+    start."""
+    key: np.ndarray = np.zeros(len(joined), dtype=np.int64)
+    for name in ("stream_id", "task_id", "batch", "ctx"):
+        part = pd.factorize(joined[name].to_numpy().astype(np.int64))[0]
+        key = pd.factorize(key * (int(part.max()) + 1 if len(part) else 1) + part)[0].astype(np.int64)
+        del part
+    by_op = np.lexsort((start, host_ns, first_ns))
+    ordered = key[by_op]
+    del key
+    same = np.argsort(ordered, kind="stable")  # each key's tasks together, in op order
+    ordered = ordered[same]
+    heads = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    del ordered
+    count = np.arange(1, len(same) + 1, dtype=np.int64) - np.repeat(heads, np.diff(np.r_[heads, len(same)]))
+    out: np.ndarray = np.empty(len(same), dtype=np.int64)
+    out[by_op[same]] = count
+    return out
+
+
+def _task_bandwidth(joined: "Joined", has_info: np.ndarray, name_code: np.ndarray, name_text: np.ndarray,
+                    start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Each task's bandwidth (GB/s, _bandwidth over the tasks in device start order)."""
+    rows = by_start = np.argsort(start, kind="stable")
+    out: np.ndarray = np.empty(len(joined))
+    out[by_start] = _bandwidth(frame_of({
+        "name": name_code[by_start], "plane": _plane(joined.at("plane_id", rows), has_info[rows]),
+        "size": _size(joined.at("data_size", rows), has_info[rows]), "start_ns": start[by_start],
+        "end_ns": end[by_start], "rdma": _filled(joined.at("rdma_type", rows), -1).astype(np.int64),
+        "has_info": has_info[by_start].astype(np.int64)}),
+        per_distinct(name_text, lambda t: 3 if ("send" in str(t).lower() or "receive" in str(t).lower()) else 5,
+                     np.int64))
+    return out
+
+
+def _ids_by_first_row(strings: StringPool, codes: np.ndarray, order: np.ndarray, texts: np.ndarray) -> np.ndarray:
+    """The STRING_IDS id of each code's text (-1 for codes no row uses), numbering new texts in the
+    order rows `order` first use them, as `strings.ids_of` over the whole column would."""
+    out: np.ndarray = np.full(len(texts), -1, dtype=np.int64)
+    used = pd.unique(codes[order])
+    if len(used):
+        out[used] = strings.ids_of(CodedTexts(used, texts))
+    return out
 
 
 def _write_ops(op_rows: pd.DataFrame, info: pd.DataFrame, joined: "Joined", codes: "NameCodes",
@@ -325,7 +390,8 @@ class Joined:
         rows = frame_of({"api": tasks["api"].to_numpy(), "left": np.arange(len(tasks), dtype=np.int64)}).merge(
             frame_of({"api": device["api"].to_numpy(), "right": np.arange(len(device), dtype=np.int64)}),
             on="api", how="inner")
-        return cls(tasks, device, rows["left"].to_numpy(), rows["right"].to_numpy())
+        # row numbers as int32 (a collection's tasks are far fewer than 2**31)
+        return cls(tasks, device, rows["left"].to_numpy().astype(np.int32), rows["right"].to_numpy().astype(np.int32))
 
     def __len__(self) -> int:
         return len(self.left)
@@ -378,7 +444,7 @@ def _combine(*parts: np.ndarray) -> np.ndarray:
 @dataclass
 class NameCodes:
     """The texts of the tasks' ops, made once per distinct value: each task's raw op name (`raw`,
-    a code into `raw_text`; `aicpu` per raw code) and group (`group`, a code into `group_text`, the
+    an int32 code into `raw_text`; `aicpu` per raw code) and group (`group`, a code into `group_text`, the
     raw hash in decimal or N/A, and into `group_name`, its resolved text)."""
     raw: np.ndarray
     raw_text: np.ndarray
@@ -420,9 +486,9 @@ def _name_codes(items: np.ndarray, op_has: np.ndarray, op_group: np.ndarray, has
                           dtype=object)
     resolved = hash_names(np.array([0 if t == NA else int(t) for t in group_text.tolist()], dtype=np.uint64), hashes)
     group_name = np.where(resolved == "", group_text, resolved).astype(object)
-    return NameCodes(raw=raw_canon[item_code].astype(np.int64), raw_text=raw_text,
+    return NameCodes(raw=raw_canon[item_code].astype(np.int32), raw_text=raw_text,
                      aicpu=np.array(["AicpuKernel" in str(t) for t in raw_text.tolist()], dtype=bool),
-                     group=group, group_text=group_text, group_name=group_name)
+                     group=group.astype(np.int32), group_text=group_text, group_name=group_name)
 
 
 def _op_keys(name_code: np.ndarray, name_text: np.ndarray, group: np.ndarray, group_text: np.ndarray,
