@@ -18,8 +18,10 @@ from conftest import COMPARE, GOLDEN, copy_input, needs_shared
 
 from msprof_kit import cli
 from msprof_kit.exporters.timeline import communication, writer
-from msprof_kit.ingest import hccl_ops
+from msprof_kit.ingest import hccl_ops, limits
+from msprof_kit.ingest.api_windows import ApiWindows, bounded_edges
 from msprof_kit.ingest.hccl import INFO_FIELDS, TRACK_COLUMNS, HcclHost, _narrowed
+from msprof_kit.spill import Runs
 from msprof_kit.timebase import Clock
 from test_hccl_golden import rank_of
 
@@ -43,12 +45,16 @@ def _tracks(pos, api):
     return cols
 
 
-def _infos(pos, api, item):
-    n = len(pos)
-    cols = {"api": np.array(api, np.int64), "pos": np.array(pos, np.int64)}
-    cols.update({name: np.zeros(n, np.uint32) for name in INFO_FIELDS})
-    cols["item_id"] = np.array(item, np.uint64)
-    cols["duration_estimated"] = np.array(item, np.float64) / 4
+def _infos(pos, api):
+    return {"api": np.array(api, np.int64), "pos": np.array(pos, np.int64)}
+
+
+def _info_fields(items):
+    """Every hccl_info record's fields in record order: `items` their item ids."""
+    n = len(items)
+    cols = {name: np.zeros(n, np.uint32) for name in INFO_FIELDS}
+    cols["item_id"] = np.array(items, np.uint64)
+    cols["duration_estimated"] = np.array(items, np.float64) / 4
     return cols
 
 
@@ -56,12 +62,17 @@ def test_host_records_spilled_and_put_together_by_record_position(tmp_path):
     """Two association windows whose records come out of position order: the tasks in record
     order, each with the last hccl_info under its API by position (API 20 has two: pos 12's, item
     5, wins over pos 4's), API 40's info without a track counted as untracked, API 30 without
-    info; the scratch files removed."""
+    info; the records' fields read back by position from their own spill (two chunks, positions
+    following on); the scratch files removed."""
     host = HcclHost(cast(Clock, None), {}, str(tmp_path))
+    items = [0] * 14
+    items[12], items[2], items[4], items[13] = 5, 8, 6, 9
+    host.add_info_fields(_info_fields(items[:5]))
+    host.add_info_fields(_info_fields(items[5:]))
     host.tracks.add(_tracks([9, 3], [30, 20]))
-    host.infos.add(_infos([12, 2], [20, 10], [5, 8]))
+    host.infos.add(_infos([12, 2], [20, 10]))
     host.tracks.add(_tracks([1], [10]))
-    host.infos.add(_infos([4, 13], [20, 40], [6, 9]))
+    host.infos.add(_infos([4, 13], [20, 40]))
     assert os.listdir(tmp_path)
     data = host.finish()
     assert data is not None
@@ -120,3 +131,37 @@ def test_910b_hccl_2ranks_timeline_with_tiny_blocks(tmp_path, capsys, monkeypatc
         res = subprocess.run([sys.executable, COMPARE, prof, os.path.join(GOLDEN, "910b_hccl_2ranks", f"cpp_rank{rank}"),
                               "--kinds", "timeline"], capture_output=True, text=True)
         assert res.stdout.strip().splitlines()[-1].startswith("verdict: equal"), (rank, res.stdout)
+
+
+def test_windows_cut_by_tracks_as_well_as_by_apis():
+    """Windows of at most 40 sampled API begins and 10 sampled track times, whichever comes first:
+    the tracks (dense before 30) cut at 10 and 20, then the APIs at 60 (40 begins after 20), and
+    no track is left for a cut; one sample of distinct keys gives Runs.edges's sample[step::step];
+    equal keys are never split (the window at 1 holds four)."""
+    apis, tracks = np.arange(100), np.arange(30)
+    assert bounded_edges([(apis, 40), (tracks, 10)]).tolist() == [10, 20, 60]
+    assert bounded_edges([(apis, 40)]).tolist() == apis[40::40].tolist() == [40, 80]
+    assert bounded_edges([(np.array([1, 1, 1, 1, 2, 3]), 2)]).tolist() == [1, 2]
+    assert bounded_edges([(np.zeros(0, np.int64), 3)]).tolist() == []
+
+
+def test_a_communication_collection_is_cut_by_its_tracks(tmp_path, monkeypatch):
+    """ApiWindows.edges with the tracks' runs (1.35 APIs a track): windows of at most 1000 APIs
+    and 400 tracks hold no more of either, where the APIs alone let a window hold more than 400
+    tracks."""
+    monkeypatch.setattr(limits, "WINDOW_TRACKS", 400)
+    times = np.arange(0, 2700, dtype=np.int64) * 10
+    apis = Runs(str(tmp_path), "a", "begin", 4)
+    apis.add({"begin": np.sort(np.concatenate([times, times[::3] + 1]))[:2700]})
+    tracks = Runs(str(tmp_path), "t", "timestamp", 4)
+    tracks.add({"timestamp": times[:2000] + 2})
+    windows = ApiWindows.__new__(ApiWindows)
+    windows.runs = apis
+    alone = windows.edges(1000)
+    cut = windows.edges(1000, tracks)
+    track_times, api_times = tracks.read("timestamp", 0, tracks.rows), apis.read("begin", 0, apis.rows)
+    per_window = np.diff(np.searchsorted(track_times, np.concatenate([[0], cut, [1 << 40]])))
+    assert per_window.max() <= 400 < np.diff(np.searchsorted(track_times, np.concatenate([[0], alone]))).max()
+    assert np.diff(np.searchsorted(api_times, np.concatenate([[0], cut, [1 << 40]]))).max() <= 1000
+    apis.close()
+    tracks.close()

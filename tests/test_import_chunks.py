@@ -42,13 +42,14 @@ def test_chunks_of_a_few_records_import_the_same_store(case, tmp_path, capsys, m
 
 
 def _windows_of(monkeypatch, rows: int) -> None:
-    """APIs sorted, device records paired, tensor records grouped and device tasks matched (with
+    """APIs sorted (and host tracks associated), device records paired, tensor records grouped and device tasks matched (with
     their PMU and overlap) `rows` at a time, their windows' edges placed from every key."""
     monkeypatch.setattr(api_windows, "WINDOW_ROWS", rows)
     monkeypatch.setattr(api_windows, "SAMPLE_EVERY", 1)
     monkeypatch.setattr(pairing, "WINDOW_ROWS", rows)
     monkeypatch.setattr(limits, "SAMPLE_EVERY", 1)
     monkeypatch.setattr(limits, "TASK_ROWS", rows)
+    monkeypatch.setattr(limits, "WINDOW_TRACKS", rows)
     monkeypatch.setattr(limits, "SPILL_ROWS", rows)
 
 

@@ -4,13 +4,14 @@ A collection of ten million tasks holds some thirty million API records; sorting
 connection-id order in memory took gigabytes. Here the api_event stream is read a chunk at a
 time: each chunk's Event records are paired with the open ones of earlier chunks, and the merged
 APIs are sorted by begin and appended to scratch files (one run a chunk). The begins are then cut
-into windows of about WINDOW_ROWS APIs (equal begins never split), and each window is gathered
+into windows of about WINDOW_ROWS APIs (equal begins never split; fewer when the window's times would
+hold more than limits.WINDOW_TRACKS task tracks, see `bounded_edges`), and each window is gathered
 from the runs and sorted into connection-id order: the windows, one after the other, are the
 whole sorted table.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterator, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from ..errors import Diagnostics
 from ..parsers import host, records
 from ..parsers.stream import locate
 from ..spill import Runs
+from . import limits
 from .streams import RecordStream
 
 Columns = Dict[str, np.ndarray]
@@ -64,6 +66,33 @@ class _Pairing:
 
     def unpaired(self) -> int:
         return 0 if self.open is None else len(self.open["order"])
+
+
+def bounded_edges(samples: Sequence[Tuple[np.ndarray, int]]) -> np.ndarray:
+    """Edges of windows (ascending, distinct keys) each holding at most `step` sampled keys of
+    every (sorted sample, step) of `samples`, whichever bound is reached first: from the last
+    edge, each sample's key `step` keys on, the least of them (a key equal to the edge gives way
+    to the next greater one). With one sample of distinct keys: Runs.edges's `sample[step::step]`.
+    One pass a window (windows are few)."""
+    out: List[int] = []
+    edge: Optional[int] = None
+    while True:
+        nearest: Optional[int] = None
+        for keys, step in samples:
+            at = (0 if edge is None else int(np.searchsorted(keys, edge, side="left"))) + step
+            if at >= len(keys):
+                continue
+            key = int(keys[at])
+            if edge is not None and key <= edge:  # equal keys past the step: the next greater one
+                at = int(np.searchsorted(keys, edge, side="right"))
+                if at >= len(keys):
+                    continue
+                key = int(keys[at])
+            nearest = key if nearest is None else min(nearest, key)
+        if nearest is None:
+            return np.array(out, dtype=np.int64)
+        out.append(nearest)
+        edge = nearest
 
 
 class ApiWindows:
@@ -127,10 +156,16 @@ class ApiWindows:
             diag.warn(f"{path}: offset {offset}: api_event record ends before it begins{more}; dropped, as its "
                       f"duration would be negative")
 
-    def edges(self, rows: Optional[int] = None) -> np.ndarray:
+    def edges(self, rows: Optional[int] = None, tracks: Optional[Runs] = None) -> np.ndarray:
         """Begins at which windows start (after the first): about `rows` (WINDOW_ROWS) APIs
-        apart, distinct."""
-        return self.runs.edges(rows or WINDOW_ROWS)
+        apart, distinct; with `tracks` (the task tracks' runs by time, sampled), cut sooner where a
+        window would hold more than limits.WINDOW_TRACKS of them."""
+        rows = rows or WINDOW_ROWS
+        if tracks is None or not tracks.sample or not self.runs.sample:
+            return self.runs.edges(rows)
+        return bounded_edges([(np.sort(np.concatenate(self.runs.sample)), max(1, rows // self.runs.sample_every)),
+                              (np.sort(np.concatenate(tracks.sample)),
+                               max(1, limits.WINDOW_TRACKS // tracks.sample_every))])
 
     def windows(self, edges: np.ndarray) -> Iterator[Columns]:
         """The APIs of each window of begins (COLUMNS but `order`, with `conn`: the connection

@@ -55,19 +55,29 @@ class HcclHost:
     window of APIs, `step` from each association step) and puts them together (`finish`). The
     level-5500 APIs, task tracks and hccl_info records, one a communication task each, are spilled
     to `scratch` as they come (runs by connection id or record position) and read back a column at
-    a time by `finish`."""
+    a time by `finish`. The hccl_info records' fields come apart from their times, all of them in
+    record order (`add_info_fields`, before the windows): the windows carry only thread, time and
+    position, and `finish` reads the fields of the records it keeps by position."""
 
     def __init__(self, clock: Clock, types: Dict[str, str], scratch: str) -> None:
         self.clock, self.types = clock, types
         self.apis = Runs(scratch, "hccl.api", "api")  # level-5500 APIs (one a communication task)
         self.tracks = Runs(scratch, "hccl.track", "pos")
-        self.infos = Runs(scratch, "hccl.info", "pos")
+        self.infos = Runs(scratch, "hccl.info", "pos")  # the hccl_info records under level-5500 APIs: api, pos
+        self.info_fields = Runs(scratch, "hccl.info_fields", "pos")  # every hccl_info record's INFO_FIELDS
         self.op_infos: List[pd.DataFrame] = []
         self.nodes: List[pd.DataFrame] = []
         self.nbi: List[pd.DataFrame] = []
         self.node_conns: np.ndarray = np.zeros(0, dtype=np.int64)  # launches known to hold communication
         self.orphans = 0
         self.info_where = ""
+
+    def add_info_fields(self, cols: Columns) -> None:
+        """The INFO_FIELDS of the next hccl_info records, in record order (positions follow on)."""
+        n = len(cols[INFO_FIELDS[0]])
+        if n:
+            start = self.info_fields.rows
+            self.info_fields.add({"pos": np.arange(start, start + n, dtype=np.int64), **cols})
 
     def add_apis(self, window: Columns) -> None:
         """The level-5500 APIs of a window of APIs (connection id, master or not)."""
@@ -83,7 +93,8 @@ class HcclHost:
              info: Optional[Columns], nbi: pd.DataFrame) -> None:
         """One association window: `cand` the tree APIs that can contain its records (TREE_COLUMNS,
         host ticks), `tracks` its associated tracks (indexed by pos), `track_cols` the raw tracks,
-        the window's hccl_op_info and hccl_info records, and its node_basic_info rows ready (`conn`)."""
+        the window's hccl_op_info and hccl_info records (of these: thread, time, position), and its
+        node_basic_info rows ready (`conn`)."""
         node = np.flatnonzero(cand["level"] == LEVEL_NODE)
         n_thread, n_begin, n_end = cand["thread"][node].astype(np.int64), cand["begin"][node], cand["end"][node]
         if len(tracks) and track_cols is not None:
@@ -123,7 +134,7 @@ class HcclHost:
             ok = found >= 0
             self.orphans += int((~ok).sum())
             self.infos.add({"api": cand["conn"][hapi[found[ok]]].astype(np.int64),
-                            "pos": info["pos"][ok].astype(np.int64), **{k: info[k][ok] for k in INFO_FIELDS}})
+                            "pos": info["pos"][ok].astype(np.int64)})
         if len(nbi) and len(self.node_conns):
             mine = isin(nbi["conn"].to_numpy().astype(np.int64), self.node_conns)
             if mine.any():
@@ -183,21 +194,24 @@ class HcclHost:
         without one) and `has_info` to `tasks`, a field at a time; returns how many APIs with an
         hccl_info record have no task track."""
         rows = self.infos.rows
-        keep: np.ndarray = np.zeros(0, dtype=np.int64)
+        keep: np.ndarray = np.zeros(0, dtype=np.int64)  # the kept records' positions
         keys: np.ndarray = np.zeros(0, dtype=np.int64)
         if rows:
             api = self.infos.read("api", 0, rows)
-            by_pos = np.argsort(self.infos.read("pos", 0, rows), kind="stable")
+            pos = self.infos.read("pos", 0, rows)
+            by_pos = np.argsort(pos, kind="stable")
             back = api[by_pos][::-1]  # the last record of each API: its first seen backwards
-            keep = by_pos[len(back) - 1 - np.unique(back, return_index=True)[1]]
-            keys = api[keep]
+            kept = by_pos[len(back) - 1 - np.unique(back, return_index=True)[1]]
+            keys, keep = api[kept], pos[kept]
+            del api, pos, by_pos, back, kept
         wanted = tasks["api"].to_numpy().astype(np.int64)
         untracked = int((~isin(keys, wanted)).sum())
         order = np.argsort(keys, kind="stable")
         at = np.clip(np.searchsorted(keys[order], wanted), 0, max(len(keys) - 1, 0))
         hit = (keys[order][at] == wanted) if len(keys) else np.zeros(len(wanted), dtype=bool)
         for name in INFO_FIELDS:
-            values = self.infos.read(name, 0, rows)[keep][order] if rows else np.zeros(0, dtype=np.int64)
+            values = self.info_fields.read(name, 0, self.info_fields.rows)[keep][order] if rows \
+                else np.zeros(0, dtype=np.int64)
             out = np.zeros(len(wanted), dtype=values.dtype)
             out[hit] = values[at[hit]]
             tasks[name] = _narrowed(out) if name in NARROW_TASK_COLUMNS else out
@@ -209,6 +223,7 @@ class HcclHost:
         self.apis.close()
         self.tracks.close()
         self.infos.close()
+        self.info_fields.close()
 
 
 # the task frame's integer columns held narrow (not the hashes, ids and sizes, which need 64 bits)

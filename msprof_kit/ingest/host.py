@@ -19,6 +19,7 @@ from ..parsers import host as host_parsers
 from ..progress import label
 from ..spill import Runs
 from ..timebase import Clock
+from . import limits
 from .api_windows import ApiWindows
 from .association import OP_KINDS, TREE_COLUMNS, Association, LatestEnds, tree_mask
 from .clocks import host_clock_of
@@ -91,20 +92,20 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
         reading.close()
         raise
     records = _HostRecords(scratch)
+    hccl = HcclHost(clock, types, scratch)
     host_tasks = None
     try:
         with reading:
-            _spill_records(files, types, records, diag)
+            _spill_records(files, types, records, hccl, diag)
             records.runs["tensor"], tensor_table = read_tensors()
             models = _model_names(rd, files, hashes, diag)
         if records.runs["track"].rows:
             host_tasks = HostTasks(scratch, types, hashes)
-        hccl = HcclHost(clock, types, scratch)
         assoc = Association(clock, types, hashes, host_tasks.add, hccl) if host_tasks is not None else None
         if not apis.count:
             diag.warn(f"{rd.data_dir}: no api_event records; CANN_API and api_statistic stay empty, and without "
                       f"launch APIs the device tasks are named by their kernels only")
-        edges = apis.edges()
+        edges = apis.edges(tracks=records.runs["track"])
         records.cut(edges)
         latest = LatestEnds()
         with diag.progress.phase(f"{name}: host APIs", total=int(apis.count), unit="APIs") as phase:
@@ -129,6 +130,7 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
     except BaseException:
         if host_tasks is not None:
             host_tasks.close()
+        hccl.close()
         raise
     finally:
         apis.close()
@@ -166,11 +168,12 @@ class _HostRecords:
     """The host's task tracks (maintenance ones left out) and op records, spilled sorted by time
     (host ticks) and read back a window of times at a time. `pos` numbers each kind's records in
     stream order, unaging files first: the order the call tree's rules take the first of. The
-    tensor_info ops come spilled already (`tensor_texts`), as `runs["tensor"]`."""
+    tensor_info ops come spilled already (`tensor_texts`), as `runs["tensor"]`. The tracks' times
+    are sampled: the windows are cut by tracks as well as by APIs (ApiWindows.edges)."""
 
     def __init__(self, folder: str) -> None:
-        self.runs = {kind: Runs(folder, kind, "timestamp") for kind in ("track",) + OP_KINDS + HCCL_KINDS
-                     if kind != "tensor"}
+        self.runs = {kind: Runs(folder, kind, "timestamp", limits.SAMPLE_EVERY if kind == "track" else 0)
+                     for kind in ("track",) + OP_KINDS + HCCL_KINDS if kind != "tensor"}
 
     def add(self, kind: str, cols: Columns) -> None:
         runs = self.runs[kind]
@@ -201,9 +204,11 @@ def _chunks(files: DataFiles, kind: str, diag: Diagnostics) -> Iterator[Tuple[st
         diag.extend(stream.issues)
 
 
-def _spill_records(files: DataFiles, types: Dict[str, str], records: _HostRecords, diag: Diagnostics) -> None:
-    """The task tracks, node_basic_info and context_id_info records into `records`, a chunk at a
-    time."""
+def _spill_records(files: DataFiles, types: Dict[str, str], records: _HostRecords, hccl: HcclHost,
+                   diag: Diagnostics) -> None:
+    """The task tracks, node_basic_info, hccl_op_info, hccl_info and context_id_info records into
+    `records`, a chunk at a time; of the hccl_info records only thread and time ride in the
+    windows, their fields go to `hccl` by record position (only HcclHost reads them)."""
     for _, c in _chunks(files, "task_track", diag):
         # (map_names' names, tested once per distinct code: no million texts made and hashed)
         kept = per_distinct(c["task_type"], lambda u: type_name_of(types, f"5000_{int(u)}", str(int(u)))
@@ -215,7 +220,8 @@ def _spill_records(files: DataFiles, types: Dict[str, str], records: _HostRecord
     for _, c in _chunks(files, "hccl_op_info", diag):
         records.add("hop", {k: c[k] for k in ("thread_id", "timestamp") + OP_INFO_FIELDS})
     for _, c in _chunks(files, "hccl_info", diag):
-        records.add("hinfo", {k: c[k] for k in ("thread_id", "timestamp") + INFO_FIELDS})
+        hccl.add_info_fields({k: c[k] for k in INFO_FIELDS})  # (in record order: the same positions)
+        records.add("hinfo", {"thread_id": c["thread_id"], "timestamp": c["timestamp"]})
     for _, c in _chunks(files, "context_id_info", diag):
         first = np.where(c["ctx_num"] > 0, c["ctx_ids"][:, 0] if len(c["ctx_num"]) else 0, INVALID_CTX)
         records.add("ctx", {"thread_id": c["thread_id"], "timestamp": c["timestamp"],
