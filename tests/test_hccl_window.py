@@ -134,21 +134,19 @@ def test_910b_hccl_2ranks_timeline_with_tiny_blocks(tmp_path, capsys, monkeypatc
 
 
 def test_windows_cut_by_tracks_as_well_as_by_apis():
-    """Windows of at most 40 sampled API begins and 10 sampled track times, whichever comes first:
-    the tracks (dense before 30) cut at 10 and 20, then the APIs at 60 (40 begins after 20), and
-    no track is left for a cut; one sample of distinct keys gives Runs.edges's sample[step::step];
-    equal keys are never split (the window at 1 holds four)."""
-    apis, tracks = np.arange(100), np.arange(30)
-    assert bounded_edges([(apis, 40), (tracks, 10)]).tolist() == [10, 20, 60]
-    assert bounded_edges([(apis, 40)]).tolist() == apis[40::40].tolist() == [40, 80]
-    assert bounded_edges([(np.array([1, 1, 1, 1, 2, 3]), 2)]).tolist() == [1, 2]
-    assert bounded_edges([(np.zeros(0, np.int64), 3)]).tolist() == []
+    """The APIs' edges 40 and 80, and windows of at most 10 sampled track times: the tracks (dense
+    before 30) cut at 10 and 20 first, then the APIs' edges are kept, no track being left for a
+    cut; equal keys are never split (the window at 1 holds four); no tracks: the APIs' edges."""
+    assert bounded_edges(np.array([40, 80]), np.arange(30), 10).tolist() == [10, 20, 40, 80]
+    assert bounded_edges(np.array([15]), np.arange(30), 10).tolist() == [10, 15, 25]
+    assert bounded_edges(np.zeros(0, np.int64), np.array([1, 1, 1, 1, 2, 3]), 2).tolist() == [1, 2]
+    assert bounded_edges(np.array([5]), np.zeros(0, np.int64), 3).tolist() == [5]
 
 
 def test_a_communication_collection_is_cut_by_its_tracks(tmp_path, monkeypatch):
     """ApiWindows.edges with the tracks' runs (1.35 APIs a track): windows of at most 1000 APIs
-    and 400 tracks hold no more of either, where the APIs alone let a window hold more than 400
-    tracks."""
+    and 400 tracks hold no more of either (of the tracks, give or take the sampling: one time in
+    4 is kept), where the APIs alone let a window hold 740 tracks."""
     monkeypatch.setattr(limits, "WINDOW_TRACKS", 400)
     times = np.arange(0, 2700, dtype=np.int64) * 10
     apis = Runs(str(tmp_path), "a", "begin", 4)
@@ -161,7 +159,7 @@ def test_a_communication_collection_is_cut_by_its_tracks(tmp_path, monkeypatch):
     cut = windows.edges(1000, tracks)
     track_times, api_times = tracks.read("timestamp", 0, tracks.rows), apis.read("begin", 0, apis.rows)
     per_window = np.diff(np.searchsorted(track_times, np.concatenate([[0], cut, [1 << 40]])))
-    assert per_window.max() <= 400 < np.diff(np.searchsorted(track_times, np.concatenate([[0], alone]))).max()
+    assert per_window.max() <= 400 + 4 and 700 < np.diff(np.searchsorted(track_times, np.concatenate([[0], alone]))).max()
     assert np.diff(np.searchsorted(api_times, np.concatenate([[0], cut, [1 << 40]]))).max() <= 1000
     apis.close()
     tracks.close()

@@ -11,7 +11,7 @@ whole sorted table.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
@@ -68,31 +68,31 @@ class _Pairing:
         return 0 if self.open is None else len(self.open["order"])
 
 
-def bounded_edges(samples: Sequence[Tuple[np.ndarray, int]]) -> np.ndarray:
-    """Edges of windows (ascending, distinct keys) each holding at most `step` sampled keys of
-    every (sorted sample, step) of `samples`, whichever bound is reached first: from the last
-    edge, each sample's key `step` keys on, the least of them (a key equal to the edge gives way
-    to the next greater one). With one sample of distinct keys: Runs.edges's `sample[step::step]`.
-    One pass a window (windows are few)."""
+def bounded_edges(edges: np.ndarray, keys: np.ndarray, step: int) -> np.ndarray:
+    """`edges` (ascending, distinct) cut further where a window would hold more than `step` of
+    the sorted sampled keys `keys`, whichever bound comes first: from each edge, the key `step`
+    keys on when it comes before the next of `edges` (a key equal to the edge gives way to the
+    next greater one). One pass a window (windows are few)."""
     out: List[int] = []
     edge: Optional[int] = None
+    i = 0  # the next of `edges`
     while True:
-        nearest: Optional[int] = None
-        for keys, step in samples:
-            at = (0 if edge is None else int(np.searchsorted(keys, edge, side="left"))) + step
-            if at >= len(keys):
-                continue
-            key = int(keys[at])
-            if edge is not None and key <= edge:  # equal keys past the step: the next greater one
+        upcoming = int(edges[i]) if i < len(edges) else None
+        cut: Optional[int] = None
+        at = (0 if edge is None else int(np.searchsorted(keys, edge, side="left"))) + step
+        if at < len(keys):
+            cut = int(keys[at])
+            if edge is not None and cut <= edge:  # equal keys past the step: the next greater one
                 at = int(np.searchsorted(keys, edge, side="right"))
-                if at >= len(keys):
-                    continue
-                key = int(keys[at])
-            nearest = key if nearest is None else min(nearest, key)
-        if nearest is None:
+                cut = int(keys[at]) if at < len(keys) else None
+        if cut is not None and (upcoming is None or cut < upcoming):
+            edge = cut
+        elif upcoming is not None:
+            edge = upcoming
+            i += 1
+        else:
             return np.array(out, dtype=np.int64)
-        out.append(nearest)
-        edge = nearest
+        out.append(edge)
 
 
 class ApiWindows:
@@ -160,12 +160,11 @@ class ApiWindows:
         """Begins at which windows start (after the first): about `rows` (WINDOW_ROWS) APIs
         apart, distinct; with `tracks` (the task tracks' runs by time, sampled), cut sooner where a
         window would hold more than limits.WINDOW_TRACKS of them."""
-        rows = rows or WINDOW_ROWS
-        if tracks is None or not tracks.sample or not self.runs.sample:
-            return self.runs.edges(rows)
-        return bounded_edges([(np.sort(np.concatenate(self.runs.sample)), max(1, rows // self.runs.sample_every)),
-                              (np.sort(np.concatenate(tracks.sample)),
-                               max(1, limits.WINDOW_TRACKS // tracks.sample_every))])
+        edges = self.runs.edges(rows or WINDOW_ROWS)
+        if tracks is None or not tracks.sample:
+            return edges
+        return bounded_edges(edges, np.sort(np.concatenate(tracks.sample)),
+                             max(1, limits.WINDOW_TRACKS // tracks.sample_every))
 
     def windows(self, edges: np.ndarray) -> Iterator[Columns]:
         """The APIs of each window of begins (COLUMNS but `order`, with `conn`: the connection
