@@ -63,7 +63,7 @@ def test_host_records_spilled_and_put_together_by_record_position(tmp_path):
     order, each with the last hccl_info under its API by position (API 20 has two: pos 12's, item
     5, wins over pos 4's), API 40's info without a track counted as untracked, API 30 without
     info; the records' fields read back by position from their own spill (two chunks, positions
-    following on); the scratch files removed."""
+    following on); the runs removed, the task columns spilled until closed."""
     host = HcclHost(cast(Clock, None), {}, str(tmp_path))
     items = [0] * 14
     items[12], items[2], items[4], items[13] = 5, 8, 6, 9
@@ -85,6 +85,10 @@ def test_host_records_spilled_and_put_together_by_record_position(tmp_path):
     assert tasks["stream_id"].dtype == np.int8 and tasks["item_id"].dtype == np.uint64
     assert "pos" not in tasks
     assert data.untracked == 1
+    assert all(name.startswith("hccl.task.") for name in os.listdir(tmp_path))  # the task columns, spilled
+    tasks.hold = True
+    assert tasks["api"] is tasks["api"]
+    tasks.close()
     assert os.listdir(tmp_path) == []
 
 

@@ -9,14 +9,15 @@ association hands over only the records under level-5500 APIs and node launches 
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
 from ..arrays import isin
-from ..spill import Runs
+from ..spill import Runs, scratch_error
 from ..timebase import Clock
 from .association import contain
 from .columns import LEVEL_HCCL, LEVEL_NODE, Columns, frame_of
@@ -29,6 +30,73 @@ INFO_FIELDS = ("item_id", "group_name", "local_rank", "remote_rank", "rank_size"
 OP_INFO_FIELDS = ("flags", "data_type", "alg_type", "count", "group_name")
 
 
+class TaskColumns:
+    """The communication tasks' columns (HcclHostData.tasks), one scratch file each (`folder`),
+    read whole when asked for: the 1.1M tasks' frame (about 100 MiB) is not held through the
+    device matching and write_hccl's ops steps, which read a few columns each. With `hold` set, a
+    column once read is kept (write_hccl's blocks of rows read every column again and again)."""
+
+    def __init__(self, folder: str, prefix: str = "hccl.task") -> None:
+        self.folder, self.prefix = folder, prefix
+        self.dtypes: Dict[str, np.dtype] = {}
+        self.rows = 0
+        self.hold = False
+        self.held: Dict[str, np.ndarray] = {}
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.folder, f"{self.prefix}.{name}")
+
+    def put(self, name: str, values: np.ndarray) -> None:
+        """Spill column `name` (every column as long as the first)."""
+        values = np.ascontiguousarray(values)
+        if self.dtypes and len(values) != self.rows:
+            raise ValueError(f"task column {name} has {len(values)} rows, not {self.rows}")
+        path = self._path(name)
+        try:
+            with open(path, "wb") as f:
+                f.write(values.data.cast("B"))
+        except OSError as exc:
+            raise scratch_error(exc, path) from exc
+        self.dtypes[name], self.rows = values.dtype, len(values)
+        self.held.pop(name, None)
+
+    @property
+    def columns(self) -> Tuple[str, ...]:
+        """The columns' names, in the order they were put."""
+        return tuple(self.dtypes)
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.dtypes
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        """Column `name`, read from its file (or the one held)."""
+        got = self.held.get(name)
+        if got is not None:
+            return got
+        dtype = self.dtypes[name]
+        out = np.empty(self.rows, dtype=dtype)
+        with open(self._path(name), "rb") as f:
+            if f.readinto(out.data.cast("B")) != self.rows * dtype.itemsize:
+                raise OSError(f"{self._path(name)}: scratch file shorter than written")
+        if self.hold:
+            self.held[name] = out
+        return out
+
+    def close(self) -> None:
+        """Let go of the held columns and remove the files."""
+        self.held.clear()
+        for name in self.dtypes:
+            try:
+                os.remove(self._path(name))
+            except FileNotFoundError:
+                pass
+        self.dtypes.clear()
+        self.rows = 0
+
+
 @dataclass
 class HcclHostData:
     """The host's communication tasks and the launches (ops) they hang under.
@@ -39,8 +107,9 @@ class HcclHostData:
     ops: one row per node launch holding communication tasks: `node`, thread, `begin_ns`,
     `end_ns`, `item` (hash of the raw op name), the first hccl_op_info's fields (`has_op_info`)
     and the first node_basic_info's op type hash (`nbi_op_type`, 0: none).
-    orphan_infos: hccl_info records under no level-5500 API."""
-    tasks: pd.DataFrame
+    orphan_infos: hccl_info records under no level-5500 API. The tasks' columns are spilled
+    (TaskColumns): whoever is done with them closes them (write_hccl)."""
+    tasks: TaskColumns
     ops: pd.DataFrame
     orphan_infos: int
     info_where: str
@@ -60,7 +129,7 @@ class HcclHost:
     position, and `finish` reads the fields of the records it keeps by position."""
 
     def __init__(self, clock: Clock, types: Dict[str, str], scratch: str) -> None:
-        self.clock, self.types = clock, types
+        self.clock, self.types, self.folder = clock, types, scratch
         self.apis = Runs(scratch, "hccl.api", "api")  # level-5500 APIs (one a communication task)
         self.tracks = Runs(scratch, "hccl.track", "pos")
         self.infos = Runs(scratch, "hccl.info", "pos")  # the hccl_info records under level-5500 APIs: api, pos
@@ -153,21 +222,30 @@ class HcclHost:
                                     "end_ns": self.clock.to_ns(cand["end"][at]), "item": cand["item"][at]}))
 
     def finish(self) -> Optional[HcclHostData]:
-        """The tasks and ops, or None without communication records. Removes the spilled runs."""
+        """The tasks and ops, or None without communication records. Removes the spilled runs;
+        the tasks' columns are spilled again, as TaskColumns."""
+        tasks = TaskColumns(self.folder)
         try:
             if not self.tracks.rows and not self.infos.rows and not self.orphans:
                 return None
-            tasks = self._tasks()
+            api = self._tasks(tasks)
             apis = pd.DataFrame({name: self.apis.read(name, 0, self.apis.rows) if self.apis.rows
                                  else np.zeros(0, dtype=np.int64) for name in ("api", "is_master")}) \
                 .drop_duplicates("api")
-            _attach(tasks, "api", apis, ("is_master",))
-            tasks["is_master"] = _narrowed(tasks["is_master"].to_numpy())
-            untracked = self._attach_infos(tasks)
+            pos, hit = _lookup(apis["api"].to_numpy().astype(np.int64), api)
+            tasks.put("is_master", _narrowed(_gathered(apis["is_master"].to_numpy(), pos, hit)))
+            del apis, pos, hit
+            untracked = self._attach_infos(tasks, api)
+            del api
+            task_nodes = tasks["node"]
+        except BaseException:
+            tasks.close()
+            raise
         finally:
             self.close()
         nodes = _concat(self.nodes, ["node", "thread", "begin_ns", "end_ns", "item"]).drop_duplicates("node")
-        ops = nodes[isin(nodes["node"].to_numpy(), tasks["node"].to_numpy())].reset_index(drop=True)
+        ops = nodes[isin(nodes["node"].to_numpy(), task_nodes)].reset_index(drop=True)
+        del task_nodes
         op_infos = _concat(self.op_infos, ["node", "pos", *OP_INFO_FIELDS]).sort_values("pos", kind="stable") \
             .drop_duplicates("node")
         ops["has_op_info"] = _attach(ops, "node", op_infos, OP_INFO_FIELDS)
@@ -176,23 +254,27 @@ class HcclHost:
         return HcclHostData(tasks=tasks, ops=ops.reset_index(drop=True), orphan_infos=self.orphans,
                             info_where=self.info_where, untracked=untracked)
 
-    def _tasks(self) -> pd.DataFrame:
-        """The task tracks in record order, a column at a time from the runs (the small integer
-        columns narrowed)."""
+    def _tasks(self, tasks: TaskColumns) -> np.ndarray:
+        """The task tracks in record order into `tasks`, a column at a time from the runs (the small
+        integer columns narrowed); returns their `api` column."""
         rows = self.tracks.rows
         if not rows:
-            return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in TRACK_COLUMNS[1:]})
+            for name in TRACK_COLUMNS[1:]:
+                tasks.put(name, np.zeros(0, dtype=np.int64))
+            return np.zeros(0, dtype=np.int64)
         order = np.argsort(self.tracks.read("pos", 0, rows), kind="stable")
-        columns = {}
+        api: np.ndarray = np.zeros(0, dtype=np.int64)
         for name in TRACK_COLUMNS[1:]:
             values = self.tracks.read(name, 0, rows)[order]
-            columns[name] = _narrowed(values) if name in NARROW_TASK_COLUMNS else values
-        return pd.DataFrame(columns, copy=False)
+            if name == "api":
+                api = values
+            tasks.put(name, _narrowed(values) if name in NARROW_TASK_COLUMNS else values)
+        return api
 
-    def _attach_infos(self, tasks: pd.DataFrame) -> int:
-        """Add each task's hccl_info fields (the last record under its API, by record position; 0
-        without one) and `has_info` to `tasks`, a field at a time; returns how many APIs with an
-        hccl_info record have no task track."""
+    def _attach_infos(self, tasks: TaskColumns, wanted: np.ndarray) -> int:
+        """Add each task's hccl_info fields (the last record under its API `wanted`, by record
+        position; 0 without one) and `has_info` to `tasks`, a field at a time; returns how many APIs
+        with an hccl_info record have no task track."""
         rows = self.infos.rows
         keep: np.ndarray = np.zeros(0, dtype=np.int64)  # the kept records' positions
         keys: np.ndarray = np.zeros(0, dtype=np.int64)
@@ -204,18 +286,14 @@ class HcclHost:
             kept = by_pos[len(back) - 1 - np.unique(back, return_index=True)[1]]
             keys, keep = api[kept], pos[kept]
             del api, pos, by_pos, back, kept
-        wanted = tasks["api"].to_numpy().astype(np.int64)
         untracked = int((~isin(keys, wanted)).sum())
-        order = np.argsort(keys, kind="stable")
-        at = np.clip(np.searchsorted(keys[order], wanted), 0, max(len(keys) - 1, 0))
-        hit = (keys[order][at] == wanted) if len(keys) else np.zeros(len(wanted), dtype=bool)
+        at, hit = _lookup(keys, wanted)
         for name in INFO_FIELDS:
-            values = self.info_fields.read(name, 0, self.info_fields.rows)[keep][order] if rows \
+            values = self.info_fields.read(name, 0, self.info_fields.rows)[keep] if rows \
                 else np.zeros(0, dtype=np.int64)
-            out = np.zeros(len(wanted), dtype=values.dtype)
-            out[hit] = values[at[hit]]
-            tasks[name] = _narrowed(out) if name in NARROW_TASK_COLUMNS else out
-        tasks["has_info"] = hit.astype(np.int8)
+            out = _gathered(values, at, hit)
+            tasks.put(name, _narrowed(out) if name in NARROW_TASK_COLUMNS else out)
+        tasks.put("has_info", hit.astype(np.int8))
         return untracked
 
     def close(self) -> None:
@@ -241,6 +319,21 @@ def _narrowed(values: np.ndarray) -> np.ndarray:
         if np.iinfo(kind).min <= low and high <= np.iinfo(kind).max:
             return values.astype(kind) if np.dtype(kind).itemsize < values.dtype.itemsize else values
     return values
+
+
+def _lookup(keys: np.ndarray, wanted: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(where in `keys` (distinct) each wanted key is, whether it is there)."""
+    order = np.argsort(keys, kind="stable")
+    at = np.clip(np.searchsorted(keys[order], wanted), 0, max(len(keys) - 1, 0))
+    hit = (keys[order][at] == wanted) if len(keys) else np.zeros(len(wanted), dtype=bool)
+    return order[at] if len(keys) else at, hit
+
+
+def _gathered(values: np.ndarray, at: np.ndarray, hit: np.ndarray) -> np.ndarray:
+    """values[at] where `hit`, else 0, in the type of `values`."""
+    out = np.zeros(len(at), dtype=values.dtype)
+    out[hit] = values[at[hit]]
+    return out
 
 
 def _attach(frame: pd.DataFrame, key: str, other: pd.DataFrame, fields: Sequence[str]) -> np.ndarray:
@@ -275,9 +368,11 @@ class HcclDevice:
     launch's, as the reference's (an HCCL task carries its op's connection id)."""
 
     def __init__(self, host: HcclHostData) -> None:
-        order = np.argsort(host.tasks["api"].to_numpy(), kind="stable")
-        self.apis = host.tasks["api"].to_numpy()[order]
-        self.nodes = host.tasks["node"].to_numpy()[order]
+        api = host.tasks["api"]
+        order = np.argsort(api, kind="stable")
+        self.apis = api[order]
+        del api
+        self.nodes = host.tasks["node"][order]
         self.parts: List[pd.DataFrame] = []
 
     def take(self, device_id: int, matched: np.ndarray, conn: np.ndarray, cols: Dict[str, np.ndarray]) -> np.ndarray:

@@ -27,7 +27,7 @@ the store keeps the C++ path's tables, which the golden unified DB is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Tuple
+from typing import Dict, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -38,7 +38,8 @@ from ..errors import Diagnostics
 from ..schema import ENUM_ROWS
 from ..store import CodedTexts
 from .columns import frame_of
-from .hccl import HcclHostData
+from ..arrays import isin
+from .hccl import HcclHostData, TaskColumns
 from .names import HashTable, hash_names, per_distinct
 from .sink import TableSink
 from .tasks import StringPool
@@ -120,7 +121,15 @@ def _bandwidth(frame: pd.DataFrame, jumps: np.ndarray) -> np.ndarray:
 def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, start_ns: int,
                strings: StringPool, put: TableSink, diag: Diagnostics) -> Intervals:
     """The four tables of the collection's communication; returns each device's op spans (for
-    OVERLAP_ANALYSIS)."""
+    OVERLAP_ANALYSIS). Closes the host's task columns."""
+    try:
+        return _write_hccl(host, device, hashes, start_ns, strings, put, diag)
+    finally:
+        host.tasks.close()
+
+
+def _write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, start_ns: int,
+                strings: StringPool, put: TableSink, diag: Diagnostics) -> Intervals:
     tasks = host.tasks
     if host.orphan_infos:
         diag.warn(f"{host.info_where}: {host.orphan_infos} hccl_info records lie under no communication API "
@@ -134,7 +143,7 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, star
         diag.warn(f"{no_info} communication tasks have no hccl_info record; they are kept with N/A names and "
                   f"the group of their op")
     joined = Joined.of(tasks, device)
-    lost = len(tasks) - int(tasks["api"].isin(device["api"]).sum())
+    lost = len(tasks) - int(isin(tasks["api"], device["api"].to_numpy()).sum())
     if lost:
         diag.warn(f"{lost} communication tasks (task tracks under a level-5500 API) have no device task; "
                   f"they are left out of COMMUNICATION_TASK_INFO")
@@ -190,6 +199,7 @@ def write_hccl(host: HcclHostData, device: pd.DataFrame, hashes: HashTable, star
     task_op = op_id_of[op_code].astype(np.int32)
     del op_code, op_id_of
     memory.give_back(KEEP_FREE)
+    tasks.hold = True  # the ops' rows and the tasks' blocks read the task columns again and again
     row = op_rows["row"].to_numpy()
     _write_ops(op_rows, ops.iloc[_rows_of(ops["node"].to_numpy().astype(np.int64), joined.at("node", row)
                                           .astype(np.int64))],
@@ -378,16 +388,17 @@ def _write_ops(op_rows: pd.DataFrame, info: pd.DataFrame, joined: "Joined", code
 @dataclass
 class Joined:
     """The host tasks joined with their device tasks on `api` (inner, in the order pandas' merge
-    gives), a column gathered only when asked for: never the whole joined frame at once."""
-    tasks: pd.DataFrame
+    gives), a column gathered only when asked for: never the whole joined frame at once. The
+    tasks' columns are a frame's or spilled ones (TaskColumns, read when asked for)."""
+    tasks: Union[pd.DataFrame, TaskColumns]
     device: pd.DataFrame
     left: np.ndarray   # the tasks' row of each joined row
     right: np.ndarray  # the device tasks' row
 
     @classmethod
-    def of(cls, tasks: pd.DataFrame, device: pd.DataFrame) -> "Joined":
+    def of(cls, tasks: Union[pd.DataFrame, TaskColumns], device: pd.DataFrame) -> "Joined":
         """The join, its order that of `tasks.merge(device, on="api", how="inner")`."""
-        rows = frame_of({"api": tasks["api"].to_numpy(), "left": np.arange(len(tasks), dtype=np.int64)}).merge(
+        rows = frame_of({"api": np.asarray(tasks["api"]), "left": np.arange(len(tasks), dtype=np.int64)}).merge(
             frame_of({"api": device["api"].to_numpy(), "right": np.arange(len(device), dtype=np.int64)}),
             on="api", how="inner")
         # row numbers as int32 (a collection's tasks are far fewer than 2**31)
@@ -398,13 +409,13 @@ class Joined:
 
     def __getitem__(self, name: str) -> pd.Series:
         if name in self.tasks.columns:
-            return pd.Series(self.tasks[name].to_numpy()[self.left], copy=False)
+            return pd.Series(np.asarray(self.tasks[name])[self.left], copy=False)
         return pd.Series(self.device[name].to_numpy()[self.right], copy=False)
 
     def at(self, name: str, rows: np.ndarray) -> np.ndarray:
         """A column at joined rows `rows`."""
         if name in self.tasks.columns:
-            return self.tasks[name].to_numpy()[self.left[rows]]
+            return np.asarray(self.tasks[name])[self.left[rows]]
         return self.device[name].to_numpy()[self.right[rows]]
 
     def where(self, keep: np.ndarray) -> "Joined":
