@@ -6,7 +6,7 @@ import itertools
 import json
 import os
 import sqlite3
-from typing import Dict, Optional, cast
+from typing import Dict, Iterator, List, Optional, Tuple, cast
 
 import numpy as np
 
@@ -19,13 +19,15 @@ class SpilledColumn:
     """One KIT_COLUMNS column of a table written in parts: the parts' values appended to a scratch
     file, put into its BLOB when the table ends. A text column keeps its distinct texts in the
     order of their first row over all parts (as `text_codes` gives them of the whole column) and
-    spills int32 codes; a mirrored integer column spills int64 and is narrowed at the end."""
+    spills int32 codes; a mirrored integer column spills each part in the narrowest type that
+    holds it, and is narrowed as a whole at the end."""
 
     COPY_ROWS = 1 << 20  # values moved from the scratch file into the BLOB at a time
 
     def __init__(self, path: str, mirror: bool) -> None:
         self.path, self.mirror = path, mirror
         self.file = open(path, "w+b")
+        self.parts: List[Tuple[np.dtype, int]] = []  # each part's type and row count in the file
         self.dtype: Optional[np.dtype] = None
         self.labels: Optional[Dict[str, int]] = None  # the labels in order, each with its key (`_label_ids`)
         self._keys: np.ndarray = np.zeros(0, dtype=np.int64)  # the labels' keys, ascending
@@ -55,24 +57,26 @@ class SpilledColumn:
     def add(self, values: ColumnValues) -> None:
         """Append a part's values (rows in order)."""
         if self.mirror:
-            arr = np.asarray(values).astype("<i8")
+            arr = np.asarray(values).astype("<i8", copy=False)
             if len(arr):
                 lo, hi = int(arr.min()), int(arr.max())
                 self.lo = lo if self.lo is None else min(self.lo, lo)
                 self.hi = hi if self.hi is None else max(self.hi, hi)
+                arr = arr.astype(narrowest_type(lo, hi))
         else:
             arr, labels = column_array(values)
             if labels is not None:  # the part's codes renumbered into the labels of all parts
                 arr = self._label_ids(labels).astype("<i4")[arr]
-        if self.dtype is None:
-            self.dtype = arr.dtype
-        elif arr.dtype != self.dtype:
-            raise StoreError(f"internal: column {os.path.basename(self.path)} is {arr.dtype} in one part, "
-                             f"{self.dtype} in another")
+            if self.dtype is None:
+                self.dtype = arr.dtype
+            elif arr.dtype != self.dtype:
+                raise StoreError(f"internal: column {os.path.basename(self.path)} is {arr.dtype} in one part, "
+                                 f"{self.dtype} in another")
         try:
             self.file.write(memoryview(np.ascontiguousarray(arr)))
         except OSError as exc:  # a full disk
             raise scratch_error(exc, self.path) from exc
+        self.parts.append((arr.dtype, len(arr)))
         self.n += len(arr)
 
     def stored_dtype(self) -> np.dtype:
@@ -82,6 +86,14 @@ class SpilledColumn:
                 else np.dtype("<i8")
         return self.dtype if self.dtype is not None else np.dtype("<i4")
 
+    def _pieces(self, out: np.dtype) -> Iterator[np.ndarray]:
+        """The column's values in the stored type, part after part, a piece of a part at a time."""
+        self.file.seek(0)
+        for src, n in self.parts:
+            for lo in range(0, n, self.COPY_ROWS):
+                data = self.file.read(min(self.COPY_ROWS, n - lo) * src.itemsize)
+                yield np.ascontiguousarray(np.frombuffer(data, dtype=src).astype(out, copy=False))
+
     def write(self, conn: sqlite3.Connection, table: str, name: str) -> None:
         """The KIT_COLUMNS row of the column, its BLOB filled from the scratch file a piece at a time."""
         out = self.stored_dtype()
@@ -90,16 +102,11 @@ class SpilledColumn:
                              (table, name, out.str, self.n * out.itemsize, labels)).lastrowid
         if not self.n:
             return
-        src = self.dtype
-        assert src is not None  # set by the first part that had rows
-        self.file.seek(0)
-        pieces = (np.ascontiguousarray(np.frombuffer(self.file.read(min(self.COPY_ROWS, self.n - lo) * src.itemsize),
-                                                     dtype=src).astype(out, copy=False))
-                  for lo in range(0, self.n, self.COPY_ROWS))
+        pieces = self._pieces(out)
         if hasattr(conn, "blobopen"):
             with conn.blobopen("KIT_COLUMNS", "data", rowid) as blob:
                 for piece in pieces:
-                    blob.write(memoryview(piece))
+                    blob.write(piece.data)
         else:  # Python < 3.11 has no incremental BLOB I/O: the column is written whole
             whole = b"".join(piece.tobytes() for piece in pieces)
             conn.execute("UPDATE KIT_COLUMNS SET data = ? WHERE rowid = ?", (whole, rowid))
