@@ -9,10 +9,11 @@ import sqlite3
 from typing import Dict, Iterator, List, Optional, Tuple, cast
 
 import numpy as np
+import pandas as pd
 
 from ..errors import StoreError
 from ..spill import scratch_error
-from .columns import ColumnValues, column_array, narrowest_type
+from .columns import CodedTexts, ColumnValues, column_array, narrowest_type
 
 
 class SpilledColumn:
@@ -32,6 +33,8 @@ class SpilledColumn:
         self.labels: Optional[Dict[str, int]] = None  # the labels in order, each with its key (`_label_ids`)
         self._keys: np.ndarray = np.zeros(0, dtype=np.int64)  # the labels' keys, ascending
         self._looked = 0  # texts looked up in `labels` so far
+        self._texts: Optional[np.ndarray] = None  # the texts table of the last CodedTexts part,
+        self._label_of: np.ndarray = np.zeros(0, dtype=np.int64)  # and the label id of its codes (-1: not seen)
         self.n = 0
         self.lo: Optional[int] = None
         self.hi: Optional[int] = None
@@ -54,6 +57,21 @@ class SpilledColumn:
         self._looked += len(got)
         return cast(np.ndarray, np.searchsorted(self._keys, got))  # (numpy's stubs read it as a scalar)
 
+    def _coded(self, values: CodedTexts) -> np.ndarray:
+        """A part's CodedTexts as int32 ids among the labels of all parts. The id of each code of
+        its texts table is kept while the parts bring the same table, so that only codes not seen
+        yet are looked up by text (the same ids as `text_codes` and `_label_ids` give)."""
+        if values.texts is not self._texts:
+            self._texts = values.texts
+            self._label_of = np.full(len(values.texts), -1, dtype=np.int64)
+        rows, used = pd.factorize(values.codes, use_na_sentinel=False)
+        label = self._label_of[used]
+        new = np.flatnonzero(label < 0)
+        if len(new):
+            label[new] = self._label_ids(np.asarray(values.texts, dtype=object)[used[new]])
+            self._label_of[used[new]] = label[new]
+        return label.astype("<i4")[rows]
+
     def add(self, values: ColumnValues) -> None:
         """Append a part's values (rows in order)."""
         if self.mirror:
@@ -64,9 +82,12 @@ class SpilledColumn:
                 self.hi = hi if self.hi is None else max(self.hi, hi)
                 arr = arr.astype(narrowest_type(lo, hi))
         else:
-            arr, labels = column_array(values)
-            if labels is not None:  # the part's codes renumbered into the labels of all parts
-                arr = self._label_ids(labels).astype("<i4")[arr]
+            if isinstance(values, CodedTexts):
+                arr = self._coded(values)
+            else:
+                arr, labels = column_array(values)
+                if labels is not None:  # the part's codes renumbered into the labels of all parts
+                    arr = self._label_ids(labels).astype("<i4")[arr]
             if self.dtype is None:
                 self.dtype = arr.dtype
             elif arr.dtype != self.dtype:
