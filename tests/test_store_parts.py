@@ -98,3 +98,29 @@ def test_parts_of_one_column_in_two_types_are_an_internal_error(tmp_path):
             out.put("KIT_TASK", {c: np.zeros(2, np.int64) for c in schema.COLUMNAR["KIT_TASK"]}, last=False)
             out.put("KIT_TASK", {c: np.zeros(2, np.int32) for c in schema.COLUMNAR["KIT_TASK"]})
     assert os.listdir(tmp_path) == []
+
+
+def test_text_parts_in_shared_and_own_tables_write_what_one_put_writes(tmp_path):
+    """KIT_API's text columns in parts: CodedTexts over one shared table (texts in it twice, codes
+    never used), over tables of their own, and plain object arrays, one after the other: the
+    labels (first-row order over all parts) and codes are those of one put of the whole column."""
+    rng = np.random.default_rng(9)
+    shared = np.array(["b", "a", "b", "unused", "c" * 30, "\u7b97"], dtype=object)
+    own = np.array(["z", "a", "y", "y"], dtype=object)
+    parts = [CodedTexts(rng.choice([0, 1, 2, 4], 50), shared), CodedTexts(rng.integers(0, 4, 40), own),
+             CodedTexts(rng.choice([0, 2, 5], 30), shared), np.array(["q", "a", "c" * 30, "q"], dtype=object),
+             CodedTexts(rng.integers(0, 6, 60), shared)]
+    texts = np.concatenate([np.asarray(p.texts, dtype=object)[p.codes] if isinstance(p, CodedTexts) else p
+                            for p in parts])
+    n = len(texts)
+    with store.TableWriter(str(tmp_path / "whole.db")) as out:
+        out.put("KIT_API", {"connectionId": np.arange(n), "mode": texts, "itemId": texts})
+    with store.TableWriter(str(tmp_path / "parts.db")) as out:
+        at = 0
+        for p in parts:
+            m = len(p.codes) if isinstance(p, CodedTexts) else len(p)
+            out.put("KIT_API", {"connectionId": np.arange(at, at + m), "mode": p, "itemId": texts[at:at + m]},
+                    last=False)
+            at += m
+        out.put("KIT_API", None)
+    assert _dump(str(tmp_path / "parts.db")) == _dump(str(tmp_path / "whole.db"))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import queue
 import shutil
@@ -23,10 +22,9 @@ import pandas as pd
 
 from .. import schema
 from ..errors import Diagnostics, OutputError, StoreError
-from ..spill import scratch_error
 from . import pages
-from .columns import (CodedTexts, ColumnValues, Table, check_columnar, column_array, encode_columns, encode_ints,
-                      narrowest_type)
+from .columns import CodedTexts, ColumnValues, Table, check_columnar, encode_columns, encode_ints
+from .spilled import SpilledColumn
 from .paths import APPLICATION_ID, STORE_NAME, STORE_VERSION, file_uri, partial_path
 
 # errors that say a file cannot be written, whatever file it is (others, such as EIO, count when the
@@ -114,79 +112,6 @@ def _is_empty(frame: Optional[Table]) -> bool:
     return frame.empty
 
 
-class _SpilledColumn:
-    """One KIT_COLUMNS column of a table written in parts: the parts' values appended to a scratch
-    file, put into its BLOB when the table ends. A text column keeps its distinct texts in the
-    order of their first row over all parts (as `text_codes` gives them of the whole column) and
-    spills int32 codes; a mirrored integer column spills int64 and is narrowed at the end."""
-
-    COPY_ROWS = 1 << 20  # values moved from the scratch file into the BLOB at a time
-
-    def __init__(self, path: str, mirror: bool) -> None:
-        self.path, self.mirror = path, mirror
-        self.file = open(path, "w+b")
-        self.dtype: Optional[np.dtype] = None
-        self.labels: Optional[Dict[str, int]] = None
-        self.n = 0
-        self.lo: Optional[int] = None
-        self.hi: Optional[int] = None
-
-    def add(self, values: ColumnValues) -> None:
-        if self.mirror:
-            arr = np.asarray(values).astype("<i8")
-            if len(arr):
-                lo, hi = int(arr.min()), int(arr.max())
-                self.lo = lo if self.lo is None else min(self.lo, lo)
-                self.hi = hi if self.hi is None else max(self.hi, hi)
-        else:
-            arr, labels = column_array(values)
-            if labels is not None:  # the part's codes renumbered into the labels of all parts
-                known = self.labels = {} if self.labels is None else self.labels
-                arr = np.array([known.setdefault(str(x), len(known)) for x in labels], dtype="<i4")[arr]
-        if self.dtype is None:
-            self.dtype = arr.dtype
-        elif arr.dtype != self.dtype:
-            raise StoreError(f"internal: column {os.path.basename(self.path)} is {arr.dtype} in one part, "
-                             f"{self.dtype} in another")
-        try:
-            self.file.write(memoryview(np.ascontiguousarray(arr)))
-        except OSError as exc:  # a full disk
-            raise scratch_error(exc, self.path) from exc
-        self.n += len(arr)
-
-    def stored_dtype(self) -> np.dtype:
-        if self.mirror:  # as `narrowest` of the whole column
-            return narrowest_type(self.lo, self.hi) if self.lo is not None and self.hi is not None \
-                else np.dtype("<i8")
-        return self.dtype if self.dtype is not None else np.dtype("<i4")
-
-    def write(self, conn: sqlite3.Connection, table: str, name: str) -> None:
-        """The KIT_COLUMNS row of the column, its BLOB filled from the scratch file a piece at a time."""
-        out = self.stored_dtype()
-        labels = json.dumps(list(self.labels), ensure_ascii=False) if self.labels is not None else None
-        rowid = conn.execute("INSERT INTO KIT_COLUMNS VALUES (?, ?, ?, zeroblob(?), ?)",
-                             (table, name, out.str, self.n * out.itemsize, labels)).lastrowid
-        if not self.n:
-            return
-        src = self.dtype
-        assert src is not None  # set by the first part that had rows
-        self.file.seek(0)
-        pieces = (np.ascontiguousarray(np.frombuffer(self.file.read(min(self.COPY_ROWS, self.n - lo) * src.itemsize),
-                                                     dtype=src).astype(out, copy=False))
-                  for lo in range(0, self.n, self.COPY_ROWS))
-        if hasattr(conn, "blobopen"):
-            with conn.blobopen("KIT_COLUMNS", "data", rowid) as blob:
-                for piece in pieces:
-                    blob.write(memoryview(piece))
-        else:  # Python < 3.11 has no incremental BLOB I/O: the column is written whole
-            whole = b"".join(piece.tobytes() for piece in pieces)
-            conn.execute("UPDATE KIT_COLUMNS SET data = ? WHERE rowid = ?", (whole, rowid))
-
-    def close(self) -> None:
-        self.file.close()
-        os.remove(self.path)
-
-
 class _Parts:
     """A table being written in parts: its rows (sqlite, or the pages of an `Appender` kept open
     until the last part) and its KIT_COLUMNS columns (spilled)."""
@@ -195,7 +120,7 @@ class _Parts:
         self.table = table
         self.pages: Optional[pages.Appender] = None
         self.kinds: Optional[bytes] = None
-        self.columns: Dict[str, _SpilledColumn] = {}
+        self.columns: Dict[str, SpilledColumn] = {}
 
 
 class TableWriter:
@@ -390,7 +315,7 @@ class TableWriter:
         for name in names:
             col = parts.columns.get(name)
             if col is None:
-                col = parts.columns[name] = _SpilledColumn(os.path.join(folder, f"{table}.{name}"), mirror)
+                col = parts.columns[name] = SpilledColumn(os.path.join(folder, f"{table}.{name}"), mirror)
             values = frame[name]
             col.add(values.to_numpy() if isinstance(values, pd.Series) else values)
 
