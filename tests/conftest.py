@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import stat
 import subprocess
+from types import ModuleType
 from typing import Dict, List, Tuple
 
 import pytest
@@ -23,6 +25,15 @@ INTACT_CASES = ["min_910b", "910b_mixed", "310p_hwts", "910b_steps", "910b_two_d
 DEGRADED_CASES = ["degraded_a", "degraded_b", "degraded_c", "degraded_d", "degraded_e"]
 
 needs_shared = pytest.mark.skipif(not os.path.isdir(GOLDEN), reason="../shared/golden is not beside the repo")
+
+
+def bench_module(name: str) -> ModuleType:
+    """bench/NAME.py loaded as a module (bench/ is not a package): the tests of its helpers."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(HERE, "..", "bench", f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def copy_input(case: str, dest: str) -> str:

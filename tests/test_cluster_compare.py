@@ -4,7 +4,6 @@ tests/test_cluster_core.py on two folders of msprof-analyze text outputs, checke
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
 import shutil
@@ -12,18 +11,14 @@ from types import ModuleType
 
 import pytest
 
-from conftest import GOLDEN, HERE, needs_shared
+from conftest import GOLDEN, bench_module, needs_shared
 
 TEXT_ALL = os.path.join(GOLDEN, "910b_hccl_8ranks", "msprof_analyze", "text_all")
 ALL = "(0, 1, 2, 3, 4, 5, 6, 7)"
 
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_cluster", os.path.join(HERE, "..", "bench", "cluster.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("cluster")
 
 
 @needs_shared

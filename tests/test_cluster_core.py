@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from conftest import GOLDEN, needs_shared
+from conftest import GOLDEN, bench_module, needs_shared
 
 from msprof_kit.cluster.join import ClusterResult, join
 from msprof_kit.cluster.rank_tables import RankTables, rank_tables
@@ -65,23 +65,10 @@ def run(tmp_path_factory):
             "diag": diag}
 
 
-def _same(ours: Any, theirs: Any, where: str = "") -> List[str]:
-    """Differences between two JSON values: keys at every level, numbers within 1e-6 relative."""
-    if isinstance(theirs, dict):
-        if not isinstance(ours, dict):
-            return [f"{where}: not an object"]
-        out = [f"{where}: keys {sorted(set(ours) ^ set(theirs))} differ"] if set(ours) != set(theirs) else []
-        for key in set(ours) & set(theirs):
-            out += _same(ours[key], theirs[key], f"{where}/{key}")
-        return out
-    if isinstance(theirs, list):
-        if not isinstance(ours, list) or len(ours) != len(theirs):
-            return [f"{where}: list {ours!r} != {theirs!r}"]
-        return [d for i, (a, b) in enumerate(zip(ours, theirs)) for d in _same(a, b, f"{where}[{i}]")]
-    if isinstance(theirs, (int, float)) and not isinstance(theirs, bool):
-        ok = isinstance(ours, (int, float)) and abs(ours - theirs) <= 1e-6 * max(abs(theirs), abs(ours), 1e-300)
-        return [] if ok or ours == theirs else [f"{where}: {ours!r} != {theirs!r}"]
-    return [] if ours == theirs else [f"{where}: {ours!r} != {theirs!r}"]
+def _same(ours: Any, theirs: Any) -> List[str]:
+    """Differences between two JSON values: keys at every level, numbers within 1e-6 relative (the
+    rules bench/cluster.py's --compare applies)."""
+    return list(bench_module("cluster").json_differences(ours, theirs))
 
 
 def _load(folder: str, name: str) -> Any:
