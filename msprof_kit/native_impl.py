@@ -83,6 +83,33 @@ def text_table(texts: Iterable[str]) -> TextTable:
     return TextTable(b"".join(encoded), offsets)
 
 
+def csv_field(text: str) -> str:
+    """One CSV field, quoted only when it must be (csv.QUOTE_MINIMAL's rule)."""
+    if "," in text or '"' in text or "\n" in text or "\r" in text:
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def py_csv_table(texts: Sequence[str]) -> Tuple[bytes, bytes]:
+    """The pure-Python twin of `_native.csv_table`: (blob, int64 offsets bytes) of each text as a
+    CSV field, in UTF-8."""
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"csv_table: item {i} is not a str")
+    table = text_table(csv_field(t) for t in texts)
+    return table.blob, table.offsets.tobytes()
+
+
+def csv_table(texts: Sequence[str]) -> TextTable:
+    """A TextTable of `texts` as CSV fields (quoted when they must be), by the implementation in use."""
+    if c_chosen():
+        assert _native is not None
+        blob, offsets = _native.csv_table(texts)
+    else:
+        blob, offsets = py_csv_table(texts)
+    return TextTable(blob, np.frombuffer(offsets, dtype=np.int64))
+
+
 class Slot(NamedTuple):
     """One typed cell of a row template (see the module docstring)."""
     kind: int

@@ -975,6 +975,8 @@ static PyMethodDef METHODS[] = {
      "of each op of tensor_info records (native/tensor_texts.c)."},
     {"dict_keys", dict_keys, METH_VARARGS,
      "dict_keys(buf, starts, ends) -> (colon, value, flags): the keys of hash_dic lines (parsers/hashdic.py)."},
+    {"csv_table", csv_table, METH_VARARGS,
+     "csv_table(texts) -> (blob, offsets): the texts as CSV fields (quoted when they must be), UTF-8, with int64 offsets."},
     {"decode_spans", decode_spans, METH_VARARGS,
      "decode_spans(blob, starts, ends) -> list: the spans of blob decoded as UTF-8 (errors='replace')."},
     {"gather_spans", gather_spans, METH_VARARGS,

@@ -41,6 +41,10 @@ def spans_equal(a: Union[bytes, bytearray, np.ndarray], a_starts: np.ndarray, b:
     """Whether each span of `a` reads the same as its span of `b`."""
     ...
 
+def csv_table(texts: Sequence[str], /) -> Tuple[bytes, bytes]:
+    """The texts as CSV fields (quoted when they must be), UTF-8 one after the other; int64 offsets."""
+    ...
+
 def decode_spans(blob: Union[bytes, bytearray, np.ndarray], starts: np.ndarray, ends: np.ndarray, /) -> List[str]:
     """blob[starts[i]:ends[i]] of every i decoded as UTF-8, undecodable bytes as U+FFFD."""
     ...

@@ -262,3 +262,83 @@ no_starts:
     PyBuffer_Release(&blob);
     return result;
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * csv_table(texts) -> (blob, offsets): each str of the list `texts` as one CSV field (quoted as
+ * csv.QUOTE_MINIMAL quotes: in double quotes, its quotes doubled, when it holds a comma, a double
+ * quote, a CR or a LF), in UTF-8, one after the other in blob; offsets (int64 bytes, len + 1 items)
+ * where each starts. A text that is not a str is a TypeError; one UTF-8 cannot encode (a lone
+ * surrogate) a UnicodeEncodeError, as str.encode("utf-8") raises. Twin:
+ * native_impl.py_csv_table (the summary's Coded columns, exporters/summary/columns.py).
+ */
+static int needs_quotes(const char *p, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == ',' || c == '"' || c == '\n' || c == '\r')
+            return 1;
+    }
+    return 0;
+}
+
+PyObject *csv_table(PyObject *self, PyObject *args)
+{
+    PyObject *texts, *list = NULL, *blob = NULL, *offsets = NULL, *result = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O:csv_table", &texts))
+        return NULL;
+    list = PySequence_Fast(texts, "csv_table: texts must be a sequence of str");
+    if (!list)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(list);
+    PyObject **items = PySequence_Fast_ITEMS(list);
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {  /* the size of the blob: each text, its quotes and doubled quotes */
+        Py_ssize_t len;
+        const char *p;
+        if (!PyUnicode_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "csv_table: item %zd is not a str", i);
+            goto done;
+        }
+        p = PyUnicode_AsUTF8AndSize(items[i], &len);
+        if (!p)
+            goto done;
+        if (needs_quotes(p, len)) {
+            total += 2;
+            for (Py_ssize_t j = 0; j < len; j++)
+                total += p[j] == '"';
+        }
+        total += len;
+    }
+    blob = PyBytes_FromStringAndSize(NULL, total);
+    offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(int64_t));
+    if (!blob || !offsets)
+        goto done;
+    char *out = PyBytes_AS_STRING(blob);
+    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t len;
+        const char *p = PyUnicode_AsUTF8AndSize(items[i], &len);  /* cached by the first pass */
+        off[i] = at;
+        if (needs_quotes(p, len)) {
+            out[at++] = '"';
+            for (Py_ssize_t j = 0; j < len; j++) {
+                out[at++] = p[j];
+                if (p[j] == '"')
+                    out[at++] = '"';
+            }
+            out[at++] = '"';
+        } else {
+            memcpy(out + at, p, (size_t)len);
+            at += len;
+        }
+    }
+    off[n] = at;
+    result = PyTuple_Pack(2, blob, offsets);
+done:
+    Py_XDECREF(blob);
+    Py_XDECREF(offsets);
+    Py_DECREF(list);
+    return result;
+}

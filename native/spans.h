@@ -9,5 +9,6 @@ PyObject *dict_keys(PyObject *self, PyObject *args);
 PyObject *decode_spans(PyObject *self, PyObject *args);
 PyObject *gather_spans(PyObject *self, PyObject *args);
 PyObject *spans_equal(PyObject *self, PyObject *args);
+PyObject *csv_table(PyObject *self, PyObject *args);
 
 #endif

@@ -381,3 +381,28 @@ def test_tensor_texts_refuse_the_same_bad_calls(payload, order, starts):
         native_impl._native.tensor_texts(*args)
     with pytest.raises(ValueError):
         native_impl.py_tensor_texts(*args)
+
+
+def test_csv_table_twins_agree_and_quote_as_the_csv_module():
+    """_native.csv_table and py_csv_table: the same bytes on awkward texts (empty, quotes, commas,
+    CR/LF, non-ASCII, long); each field as Python's csv module writes it (QUOTE_MINIMAL, no
+    trailing CR/LF); a non-str item and a lone surrogate refused alike."""
+    import csv
+    import io
+    rng = np.random.default_rng(5)
+    alphabet = list("ab,\"\n\r ;é中\t")
+    texts = ["", ",", '"', '""', "a,b", "x\ny", "x\ry", "plain", "ünï,cödé", "1,2;3,4", "N/A", "a" * 100_000]
+    texts += ["".join(rng.choice(alphabet, int(rng.integers(0, 12)))) for _ in range(3000)]
+    blob, offsets = native_impl._native.csv_table(texts)
+    assert (blob, offsets) == native_impl.py_csv_table(texts)
+    off = np.frombuffer(offsets, np.int64).tolist()
+    got = [blob[a:b].decode("utf-8") for a, b in zip(off, off[1:])]
+    for text, field in zip(texts, got):
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\r\n").writerow([text])
+        assert field == (buf.getvalue()[:-2] if text else "")  # the csv module writes a lone "" as ""
+    assert native_impl._native.csv_table([]) == native_impl.py_csv_table([]) == (b"", np.zeros(1, np.int64).tobytes())
+    for bad, error in ((["a", 3], TypeError), (["a", "\ud800"], UnicodeEncodeError)):
+        for fn in (native_impl._native.csv_table, native_impl.py_csv_table):
+            with pytest.raises(error):
+                fn(bad)

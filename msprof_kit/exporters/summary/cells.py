@@ -13,6 +13,7 @@ import numpy as np
 from numpy.dtypes import StringDType
 
 from ... import native_impl
+from ...native_impl import csv_field
 from ...arrays import near_half, scaled_exact
 
 NA = "N/A"
@@ -98,13 +99,6 @@ def cpp_round3(value: float) -> float:
     if abs(scaled) - whole >= 0.5:
         whole += 1
     return math.copysign(whole, scaled) / 1000.0
-
-
-def csv_field(text: str) -> str:
-    """One CSV field, quoted only when it must be (as csv.QUOTE_MINIMAL)."""
-    if "," in text or '"' in text or "\n" in text or "\r" in text:
-        return '"' + text.replace('"', '""') + '"'
-    return text
 
 
 def csv_fields(texts: List[str]) -> List[str]:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ... import native_impl
-from ...native_impl import Slot, fixed_slot, int_slot, text_slot, text_table, trim_slot
+from ...native_impl import Slot, csv_table, fixed_slot, int_slot, text_slot, text_table, trim_slot
 from .cells import NA, SD, csv_fields, json_value
 
 CHUNK_ROWS = 50_000            # rows rendered and written at a time
@@ -41,8 +41,8 @@ class Coded:
 
     def slot(self, rows: slice) -> Slot:
         """The CSV fields of a slice of rows, as a TEXT slot."""
-        if self._table is None:
-            self._table = text_table(self._csv_texts().tolist())
+        if self._table is None:  # the CSV fields of the distinct texts, in C where it serves
+            self._table = csv_table([str(v) for v in self.labels.tolist()])
         return text_slot(self.codes[rows], self._table)
 
     def json(self, rows: slice) -> list:

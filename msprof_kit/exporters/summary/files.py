@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 from typing import List, Optional, Tuple
 
-from ...native_impl import format_rows
+from ...native_impl import csv_field, format_rows
 from ..context import ExportContext
-from .cells import csv_field
 from .columns import AnyTable
 
 CSV_LIMIT = 1_000_000          # data rows per CSV file (outputs.md §2.1)
