@@ -18,6 +18,33 @@ CHUNK_ROWS = 50_000            # rows rendered and written at a time
 BLOCK_ROWS = 250_000           # rows of a per-task summary built at a time (divides CSV_LIMIT)
 
 
+class CsvTexts:
+    """Texts that many Coded columns show (STRING_IDS' texts and N/A): their CSV fields made once, when
+    the first CSV slot asks, and shared by every block of every column drawn from them."""
+
+    def __init__(self, texts: np.ndarray) -> None:
+        self.texts = texts  # object array
+        self._table: Optional[native_impl.TextTable] = None
+        self._with: Dict[Tuple[str, ...], native_impl.TextTable] = {}  # a few texts added, every block
+
+    def table(self, extra: Sequence[object] = ()) -> native_impl.TextTable:
+        """The CSV fields of the texts, then those of `extra` (kept when they are few: the same
+        ones come with every block)."""
+        if self._table is None:
+            self._table = csv_table([str(v) for v in self.texts.tolist()])
+        more = tuple(str(v) for v in extra)
+        if not more:
+            return self._table
+        found = self._with.get(more)
+        if found is None:
+            tail = csv_table(more)
+            found = native_impl.TextTable(self._table.blob + tail.blob, np.concatenate(
+                [self._table.offsets[:-1], tail.offsets + len(self._table.blob)]))
+            if len(more) <= 8:
+                self._with[more] = found
+        return found
+
+
 @dataclass
 class Coded:
     """A text column drawn from a set of values: per-row codes into `labels`. CSV quoting and JSON
@@ -26,6 +53,7 @@ class Coded:
     codes: np.ndarray
     labels: np.ndarray  # object array of str
     number: bool = False
+    shared: Optional[CsvTexts] = field(default=None, repr=False)  # labels = shared.texts + more
     suffix = ""
     _csv: Optional[np.ndarray] = field(default=None, repr=False)
     _json: Optional[np.ndarray] = field(default=None, repr=False)
@@ -42,7 +70,8 @@ class Coded:
     def slot(self, rows: slice) -> Slot:
         """The CSV fields of a slice of rows, as a TEXT slot."""
         if self._table is None:  # the CSV fields of the distinct texts, in C where it serves
-            self._table = csv_table([str(v) for v in self.labels.tolist()])
+            self._table = self.shared.table(self.labels[len(self.shared.texts):].tolist()) \
+                if self.shared is not None else csv_table([str(v) for v in self.labels.tolist()])
         return text_slot(self.codes[rows], self._table)
 
     def json(self, rows: slice) -> list:
@@ -157,8 +186,11 @@ def string_codes(ids: np.ndarray, strings: np.ndarray) -> np.ndarray:
     return np.where((ids >= 0) & (ids < len(strings)), ids, len(strings))
 
 
-def from_strings(name: str, ids: np.ndarray, strings: np.ndarray) -> Coded:
-    """A column of STRING_IDS ids (-1: none, shown as N/A)."""
+def from_strings(name: str, ids: np.ndarray, strings: np.ndarray, shared: Optional[CsvTexts] = None) -> Coded:
+    """A column of STRING_IDS ids (-1: none, shown as N/A); `shared`: `strings` and N/A as CsvTexts,
+    made once for all the columns and blocks that show them."""
+    if shared is not None:
+        return Coded(name, string_codes(ids, strings), shared.texts, shared=shared)
     return Coded(name, string_codes(ids, strings), np.append(strings, NA))
 
 

@@ -11,7 +11,7 @@ from ...cxx_order import cxx_sort_order
 from ...native_impl import Slot, fixed_slot, int_slot, overlay, trim_slot
 from ..context import ExportContext
 from .cells import NA
-from .columns import BlockTable, Coded, Column, Rendered, coded, durations, from_strings, ints, stamps, string_codes
+from .columns import BlockTable, Coded, Column, CsvTexts, Rendered, coded, durations, from_strings, ints, stamps, string_codes
 from .communication import CommOps
 from .pmu import PmuReader, op_summary_pmu
 from .tasks import (INVALID_CONTEXT, Tasks, device_rank, graph_mode, keep_after_start, model_table, names_of, of_model,
@@ -123,6 +123,7 @@ def op_summary_table(ctx: ExportContext, tasks: Tasks, flavour: str,
     pos = _merged(tasks, idx, ops, comm, flavour) if ops is not None and len(comm) else idx
     devices = len(np.unique(np.concatenate([tasks.col("deviceId", idx), ops.device[comm] if ops else idx[:0]])))
     s = tasks.strings
+    s_csv = CsvTexts(np.append(s, NA).astype(object))  # every block's text columns show them
     graph = graph_mode(ctx)
     pmu = PmuReader(ctx, iteration=graph)
     model_names = model_table(ctx) if graph else {}
@@ -169,8 +170,8 @@ def op_summary_table(ctx: ExportContext, tasks: Tasks, flavour: str,
             task_type_codes[is_op] = len(s) + 1
         else:
             task_type_codes = string_codes(task_type, s)
-        op_names = np.concatenate([s, [NA], ops.name[op] if ops is not None else []]).astype(object)
-        task_types = np.concatenate([s, [NA, COMMUNICATION]]).astype(object)
+        op_names = np.concatenate([s_csv.texts, ops.name[op] if ops is not None else []]).astype(object)
+        task_types = np.concatenate([s_csv.texts, [COMMUNICATION]]).astype(object)
         block_num = info("blockNum")
         block_num[is_op] = 0
         mix_block = info("mixBlockNum")
@@ -188,20 +189,20 @@ def op_summary_table(ctx: ExportContext, tasks: Tasks, flavour: str,
             if ops is not None:
                 iteration[is_op] = ops.iteration[op]
             cols.append(coded("Infer ID", iteration.astype(str), number=True))
-        cols += [Coded("Op Name", name_codes, op_names),
-                 from_strings("OP Type", op_type, s),
-                 from_strings("OP State", info("opState"), s),
-                 Coded("Task Type", task_type_codes, task_types),
+        cols += [Coded("Op Name", name_codes, op_names, shared=s_csv),
+                 from_strings("OP Type", op_type, s, s_csv),
+                 from_strings("OP State", info("opState"), s, s_csv),
+                 Coded("Task Type", task_type_codes, task_types, shared=s_csv),
                  stamps("Task Start Time(us)", b_start),
                  durations("Task Duration(us)", dur, flavour),
                  _wait_cells(wait, first, flavour, top=lo == 0),
                  ints("Block Num", block_num),
                  Rendered("Mix Block Num", lambda rows: overlay(int_slot(mix_block[rows]), is_op[rows], NA)),
-                 from_strings("HF32 Eligible", info("hf32Eligible"), s)]
+                 from_strings("HF32 Eligible", info("hf32Eligible"), s, s_csv)]
         for header, key in (("Input Shapes", "inputShapes"), ("Input Data Types", "inputDataTypes"),
                             ("Input Formats", "inputFormats"), ("Output Shapes", "outputShapes"),
                             ("Output Data Types", "outputDataTypes"), ("Output Formats", "outputFormats")):
-            cols.append(from_strings(header, info(key), s))
+            cols.append(from_strings(header, info(key), s, s_csv))
         no_context = (ctx_id == INVALID_CONTEXT) | is_op
         cols.append(Rendered("Context ID", lambda rows: overlay(int_slot(ctx_id[rows]), no_context[rows], NA)))
         cols += op_summary_pmu(ctx, pmu, tasks.rows(at), dev, dur, task_types[task_type_codes], model, flavour,
