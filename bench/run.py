@@ -22,7 +22,9 @@ CANN install (its tools/profiler/profiler_tool/analysis). The reference's own st
 `export timeline`, `export summary` of analysis/msprof/msprof.py. A checkout has no
 msprof_analysis.so, so the reference runs its Python path there; a CANN install uses its C++
 library where it has one. The table then adds the reference's figures and the ratio of the wall
-times (reference / msprof-kit). A benchmark, not a test.
+times (reference / msprof-kit). The C++ library needs its securec library on LD_LIBRARY_PATH
+(libc_sec.so, built beside it: docs/benchmarks.md); a reference step that prints a traceback stops
+the run (the reference exits 0 when its workers fail). A benchmark, not a test.
 
 --steps chooses the steps (comma-separated) among import, export timeline, export summary,
 export db and analyze (the communication analysis); default the first three, `all` for the five.
@@ -252,10 +254,27 @@ def reference(script: str, python: str, prof: str, scratch: str, log: str,
     shutil.copytree(prof, copy)
     clear_outputs(copy)
     try:
-        return [measure([python, "-c", REFERENCE, script, *step.split(), "-dir", copy], dict(os.environ), log, pss)
-                for step in steps]
+        out = []
+        for step in steps:
+            start = os.path.getsize(log) if os.path.exists(log) else 0
+            out.append(measure([python, "-c", REFERENCE, script, *step.split(), "-dir", copy], dict(os.environ), log,
+                               pss))
+            _reference_succeeded(step, log, start)
+        return out
     finally:
         shutil.rmtree(copy, ignore_errors=True)
+
+
+def _reference_succeeded(step: str, log: str, start: int) -> None:
+    """Stop when the reference's step printed a traceback (from `start` of its log): it exits 0 when
+    its worker processes fail (its C++ library not found: LD_LIBRARY_PATH must reach libc_sec.so),
+    and its time would be that of a failure."""
+    with open(log, "rb") as f:
+        f.seek(start)
+        text = f.read().decode("utf-8", "replace")
+    if "Traceback (most recent call last)" in text:
+        last = [line for line in text.splitlines() if "Error" in line][-1:] or ["a traceback"]
+        raise SystemExit(f"the reference's {step} failed ({last[0].strip()}); see {log}")
 
 
 def machine() -> str:
