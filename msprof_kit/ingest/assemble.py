@@ -217,7 +217,7 @@ def _tasks_and_tables(coll: Collection, chip: Chip, host: Optional[HostData], de
             info_clock = _pmu_host_clock(rd, coll)
             if entries is not None:
                 entries.cut(edges)
-            match = Match(host_tasks.first.get(dev.device_id) if host_tasks is not None else None)
+            match = Match(host_tasks.first.pop(dev.device_id, None) if host_tasks is not None else None)
             pmu: Optional[Union[StarsPmu, HwtsPmu]] = None
             if rd in with_pmu:
                 pmu = StarsPmu(rd, dev, edges, rules, py_rules, freqs.get(dev.device_id)) if stars \

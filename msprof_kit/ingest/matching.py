@@ -263,9 +263,9 @@ class Match:
     def __init__(self, first: Optional[Columns]) -> None:
         self.carry: Optional[Columns] = None
         self.first = None
-        if first is not None:
+        if first is not None:  # (only what a lookup reads: the key and the payload)
             order = np.argsort(first["key"], kind="stable")
-            self.first = {k: v[order] for k, v in first.items()}
+            self.first = {k: first[k][order] for k in ("key",) + ENTRY_PAYLOAD}
 
     def window(self, key: np.ndarray, start_ns: np.ndarray, entries: Optional[Columns]
                ) -> Tuple[np.ndarray, Columns]:

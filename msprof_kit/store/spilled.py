@@ -51,9 +51,11 @@ class SpilledColumn:
         texts = map(str, labels)
         got: np.ndarray = np.fromiter(map(self.labels.setdefault, texts, itertools.count(self._looked)),
                                       dtype=np.int64, count=len(labels))
-        fresh = got[got >= self._looked]
+        # a text not seen before took its own place as key, so the fresh keys are those equal to their
+        # place: ascending and distinct, with no sort
+        fresh = got[got == np.arange(self._looked, self._looked + len(got))]
         if len(fresh):
-            self._keys = np.concatenate([self._keys, np.unique(fresh)])
+            self._keys = np.concatenate([self._keys, fresh])
         self._looked += len(got)
         return cast(np.ndarray, np.searchsorted(self._keys, got))  # (numpy's stubs read it as a scalar)
 
