@@ -24,7 +24,7 @@ from . import limits
 from .streams import RecordStream
 
 Columns = Dict[str, np.ndarray]
-WINDOW_ROWS = 1 << 20   # APIs sorted at a time (a window holds more when many share one begin)
+WINDOW_ROWS = 1 << 19   # APIs sorted at a time (a window holds more when many share one begin)
 SAMPLE_EVERY = 64       # one begin in this many kept in memory to place the windows' edges
 EVENT_KEYS = ("item", "reserve", "thread", "type", "level")
 COLUMNS = ("level", "type", "thread", "reserve", "begin", "end", "item", "order")

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..arrays import first_seen, last_seen
 from ..spill import Runs
+from ..store.columns import narrowest
 from . import limits
 from .columns import INVALID_CTX, MIX_TYPES, Columns, frame_of
 from .names import HashTable, distinct, ends_with
@@ -263,17 +264,22 @@ class Match:
     def __init__(self, first: Optional[Columns]) -> None:
         self.carry: Optional[Columns] = None
         self.first = None
+        self.dtypes: Dict[str, np.dtype] = {}  # each column's type as the entries bring it
         if first is not None:  # (only what a lookup reads: the key and the payload)
             order = np.argsort(first["key"], kind="stable")
-            self.first = {k: first[k][order] for k in ("key",) + ENTRY_PAYLOAD}
+            self.dtypes = {k: v.dtype for k, v in first.items()}
+            self.first = _narrowed({k: first[k][order] for k in ("key",) + ENTRY_PAYLOAD})
 
     def window(self, key: np.ndarray, start_ns: np.ndarray, entries: Optional[Columns]
                ) -> Tuple[np.ndarray, Columns]:
         """(whether each task matched, ENTRY_PAYLOAD of each task, zero where it did not) of tasks
         in start order; `entries` the window's."""
         n = len(key)
+        if entries is not None:
+            self.dtypes.update((k, v.dtype) for k, v in entries.items())
         parts = [c for c in (self.carry, entries) if c is not None]
-        right = _match_order({k: np.concatenate([p[k] for p in parts]) for k in parts[0]}) if parts else None
+        right = _match_order({k: np.concatenate([p[k] for p in parts], dtype=self.dtypes.get(k, parts[0][k].dtype),
+                                                casting="unsafe") for k in parts[0]}) if parts else None
         found: np.ndarray = np.full(n, -1, dtype=np.int64)
         if right is not None and n:
             got = pd.merge_asof(frame_of({"t": start_ns, "k": key}),
@@ -281,8 +287,7 @@ class Match:
                                 left_on="t", right_on="ts", by="k", direction="backward")["i"].to_numpy()
             hit = ~np.isnan(got)
             found[hit] = got[hit].astype(np.int64)
-        like = right if right is not None else self.first
-        out: Columns = {k: np.zeros(n, dtype=like[k].dtype if like is not None else np.int64) for k in ENTRY_PAYLOAD}
+        out: Columns = {k: np.zeros(n, dtype=self.dtypes.get(k, np.int64)) for k in ENTRY_PAYLOAD}
         hit = found >= 0
         if right is not None:
             for k in ENTRY_PAYLOAD:
@@ -297,5 +302,14 @@ class Match:
             hit[missing[ok]] = True
         if right is not None:
             last = last_seen(right["key"])
-            self.carry = {k: v[last] for k, v in right.items()}
+            self.carry = _narrowed({k: v[last] for k, v in right.items()})
         return hit, out
+
+
+def _narrowed(cols: Columns) -> Columns:
+    """Integer columns kept in the narrowest type that holds their values (Match's carry and first
+    entries: an entry of every key seen, a million keys at 1M tasks); `Match.dtypes` gives them
+    back their own type when they are read."""
+    return {k: narrowest(v) if v.dtype.kind in "iu" and v.dtype.itemsize > 1 and
+            (v.dtype.kind == "i" or not len(v) or int(v.max()) <= np.iinfo(np.int64).max) else v
+            for k, v in cols.items()}
