@@ -8,13 +8,12 @@ import sqlite3
 import sys
 from typing import Any, Dict, Iterator, List, Optional
 
-from . import __version__, importer, memory, progress, show, store
+from . import __version__, importer, memory, progress, store
 from .errors import BadOption, Diagnostics, MsprofKitError, StoreError
 from .forked import default_jobs
 from .interrupt import Terminated, terminate_as_interrupt
-from .exporters import analyze_store
-from .exporters import run as export_run
-from .exporters.scope import check_options
+from .exporters.analyze import RULES as ANALYZE_RULES
+from .show_options import DEFAULT_TOP, FORMATS
 
 
 WRITE_CHUNK = 1 << 16  # characters of show's output written at a time
@@ -108,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
                        "communication_matrix.json", description="Write PROF_xxx/analyze/<rule>.json as msprof.py "
                        "analyze does, from the collection's communication (HCCL) tasks (imports it first when needed).")
     _dir_arg(p)
-    p.add_argument("-rule", "--rule", default=",".join(analyze_store.analyze.RULES), metavar="RULES",
+    p.add_argument("-rule", "--rule", default=",".join(ANALYZE_RULES), metavar="RULES",
                    help="comma-separated: communication, communication_matrix (default: both)")
     p.set_defaults(run=cmd_analyze)
 
@@ -128,10 +127,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="op_summary, op_statistic, api_statistic, freq or communication; repeat or comma-separate "
                         "(default: every one that has data); on a cluster analysis output: slow_ranks, slow_links, "
                         "cluster")
-    p.add_argument("--top", type=int, default=show.DEFAULT_TOP, metavar="N",
-                   help=f"rows per table (default {show.DEFAULT_TOP}; 0 for all)")
+    p.add_argument("--top", type=int, default=DEFAULT_TOP, metavar="N",
+                   help=f"rows per table (default {DEFAULT_TOP}; 0 for all)")
     p.add_argument("--sort", metavar="COLUMN", help="order by this column (any case, or the start of its name)")
-    p.add_argument("--format", choices=show.FORMATS, default="table", help="table (default), csv or json")
+    p.add_argument("--format", choices=FORMATS, default="table", help="table (default), csv or json")
     _talk_args(p)
     p.set_defaults(run=cmd_show)
     p = sub.add_parser("plot", help="draw PNG charts: top operators, time by type, a per-stream Gantt, PMU "
@@ -336,6 +335,9 @@ def run_export(path: str, what: str, diag: Diagnostics, model_id: Optional[int] 
     collections imported where needed (as the reference parses before it exports), then exported
     from their stores (exporters.run.export_stores, which has the options' meaning). Returns the
     files written."""
+    from .exporters import run as export_run  # (a command imports only what it runs: start-up)
+    from .exporters.scope import check_options
+
     check_options(model_id, iteration_id)  # before anything is read or imported
     layers = export_run.read_reports(reports, diag) if reports else None
     paths = [coll.path for coll in importer.ensure_imported(path, diag, jobs)]
@@ -361,6 +363,8 @@ def cmd_export(args: argparse.Namespace, diag: Diagnostics) -> int:
 
 def cmd_analyze(args: argparse.Namespace, diag: Diagnostics) -> int:
     """`analyze --rule ...`: each collection imported where needed, then its analyze files written."""
+    from .exporters import analyze_store
+
     rules = analyze_store.check_rules(args.rule)  # before anything is read or imported
     written: List[str] = []
     for path in [coll.path for coll in importer.ensure_imported(args.dir, diag, args.jobs)]:
@@ -383,7 +387,9 @@ def cmd_query(args: argparse.Namespace, diag: Diagnostics) -> int:
 def _given_or_newest(path: Optional[str], doing: str, quiet: bool = False) -> str:
     """-dir, or the newest collection under the current directory (said on stderr)."""
     if path is None:
-        path = show.newest_collection(os.getcwd())
+        from .show import newest_collection
+
+        path = newest_collection(os.getcwd())
         if not quiet:
             print(f"{doing} {path} (the newest collection under {os.getcwd()})", file=sys.stderr)
     return path
@@ -391,6 +397,8 @@ def _given_or_newest(path: Optional[str], doing: str, quiet: bool = False) -> st
 
 def cmd_show(args: argparse.Namespace, diag: Diagnostics) -> int:
     """`msprof-kit show`: print a table of the collection's ops, tasks, APIs or frequency."""
+    from . import show
+
     path = _given_or_newest(args.dir, "Showing", args.quiet)
     text = show.render(path, diag, reports=args.report, top=args.top, sort=args.sort, fmt=args.format,
                        ensure=importer.imported_paths)

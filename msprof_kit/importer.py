@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 from . import forked, store
-from .ingest.assemble import build
 from .errors import Diagnostics, OutputError, UnreadableFile
-from .ingest.job import build_job
 from .layout import Collection, find_collections
 from .progress import Progress, label
 
@@ -34,6 +32,10 @@ def write_store(collection_path: str, coll: Collection, diag: Diagnostics, jobs:
     finishing = None
     try:
         with store.TableWriter(path, background=True) as out:
+            # (the ingest is imported here: an export of a collection already imported starts without it)
+            from .ingest.assemble import build
+            from .ingest.job import build_job
+
             if coll.kind == "job":
                 with diag.progress.phase(f"{label(coll.path)}: reading the JOB data"):
                     info = build_job(coll, diag, out.put)

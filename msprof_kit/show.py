@@ -36,10 +36,9 @@ import pandas as pd
 
 from . import sources
 from .errors import BadOption, Diagnostics, NoData
+from .show_options import DEFAULT_TOP, FORMATS
 from .sources import cluster as cluster_files
 
-DEFAULT_TOP = 20
-FORMATS = ("table", "csv", "json")
 TITLES = {"op_summary": "Op summary", "op_statistic": "Op statistic", "api_statistic": "API statistic",
           "freq": "AI Core frequency", "communication": "Communication", "memory": "Device memory",
           "slow_ranks": "Slow ranks", "slow_links": "Slow links", "cluster": "Cluster ranks"}

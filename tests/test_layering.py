@@ -44,7 +44,7 @@ ROOMS: Dict[str, Tuple[str, ...]] = {
     "exporters": ("exporters", "exporters.*"),
     "sources": ("sources", "sources.*"),
     "cluster": ("cluster", "cluster.*"),
-    "views": ("show", "plot", "plot.*", "compare"),
+    "views": ("show", "show_options", "plot", "plot.*", "compare"),
     "cluster": ("cluster", "cluster.*"),
     "collectors": ("collectors", "collectors.*"),
     "cli": ("cli", "__main__"),
