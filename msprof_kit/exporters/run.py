@@ -19,10 +19,6 @@ from . import soc
 from .context import OUTPUT_DIR, ExportContext, open_context
 from .readme import readme_path, write_readme
 from .scope import check_options, resolve
-from .step_trace import write_step_trace_csv
-from .summary.export import write_summary
-from .summary.tasks import summary_flavour
-from .timeline.export import write_timeline
 
 
 # tables whose presence makes a 910B export write the unified DB
@@ -35,6 +31,10 @@ Exporter = Callable[[ExportContext, str, Diagnostics], None]
 
 def _summary(ctx: ExportContext, fmt: str, diag: Diagnostics) -> None:
     """op_summary, op_statistic, task_time, api_statistic and step_trace_{ts}.csv."""
+    from .step_trace import write_step_trace_csv  # (each exporter imported when it runs: start-up)
+    from .summary.export import write_summary
+    from .summary.tasks import summary_flavour
+
     write_summary(ctx, fmt, diag)
     write_step_trace_csv(ctx, diag)
     if fmt == "json" and summary_flavour(ctx) == "cpp" and any(p.endswith(".csv") for p in ctx.written):
@@ -44,6 +44,8 @@ def _summary(ctx: ExportContext, fmt: str, diag: Diagnostics) -> None:
 
 def _timeline(ctx: ExportContext, fmt: str, diag: Diagnostics) -> None:
     """msprof_{ts}.json and step_trace_{ts}.json."""
+    from .timeline.export import write_timeline
+
     write_timeline(ctx)
 
 
