@@ -353,10 +353,17 @@ def _cpp_values(table: Tuple[Column, ...], events: Sequence[int], cyc: np.ndarra
     safe = np.where(has_cyc, cyc, 1.0)
     f = np.asarray(freq_hz, dtype=np.float64)
     out: Dict[str, np.ndarray] = {}
+    # each event's counter made once (only read below), and each events' ratio once for a _time
+    # column and its _ratio column (handed out as a column's values once at most)
+    counter: Dict[int, np.ndarray] = {}
+    ratios: Dict[Tuple[int, ...], np.ndarray] = {}
     for col in table:
-        r = [_counter(counters, events, e) for e in col.events]
+        r = [counter[e] if e in counter else counter.setdefault(e, _counter(counters, events, e)) for e in col.events]
         if col.kind in (RATIO, TIME):
-            ratio = np.where(has_cyc, sum(x / safe for x in r), 0.0)
+            got = ratios.pop(col.events, None) if col.kind == RATIO else ratios.get(col.events)
+            ratio = got if got is not None else np.where(has_cyc, sum(x / safe for x in r), 0.0)
+            if col.kind == TIME:
+                ratios[col.events] = ratio
             value = total_us * ratio * 1000.0 if col.kind == TIME else ratio
         elif col.kind == MISS:
             ok = has_cyc & (r[0] != 0) & (r[1] != 0)
