@@ -69,7 +69,8 @@ MAY_IMPORT: Dict[str, FrozenSet[str]] = {
 # moves or splits is named here by its new name.
 APART: Tuple[Tuple[Tuple[str, ...], Tuple[str, ...]], ...] = (
     (("ingest.assemble", "ingest.host", "ingest.names", "ingest.association", "ingest.tensors", "ingest.api_windows",
-      "ingest.device", "ingest.pairing", "ingest.matching", "ingest.pmu", "ingest.overlap"),  # the PROF build's
+      "ingest.device", "ingest.pairing", "ingest.matching", "ingest.pmu", "ingest.pmu_blocks",
+      "ingest.overlap"),  # the PROF build's
      ("ingest.job", "ingest.job_links")),  # the legacy JOB pipeline's
 )
 

@@ -23,6 +23,7 @@ from .clocks import device_clock_of
 from .columns import INVALID_CTX, Columns, frame_of
 from .names import code_text
 from .pairing import Pairing
+from .pmu_blocks import block_sums, context_records
 
 
 @dataclass
@@ -32,8 +33,9 @@ class DeviceData:
     tasks: Runs              # TASK_COLUMNS, spilled by start (syscnt)
     clock: Clock
     flips: device_parsers.Columns = field(default_factory=dict)  # ts_track task-id wrap records
-    ctx_pmu: Optional[Runs] = None   # FFTS context PMU records (STARS chips), spilled by end_syscnt
-    blk_pmu: Optional[Runs] = None   # FFTS block PMU records (STARS chips, MIX ops), spilled by end_syscnt
+    ctx_pmu: Optional[Runs] = None   # FFTS context PMU records (STARS chips; pmu_blocks.context_records), by end_ns
+    blk_pmu: Optional[Runs] = None   # FFTS block PMU records (STARS chips, MIX ops) summed per task and core
+    # (pmu_blocks.block_sums), spilled by the task's start_ns
     aic_pmu: Optional[device_parsers.Columns] = None   # AI Core PMU records (HWTS chips)
     step: Optional[device_parsers.Columns] = None      # ts_track step-trace records
 
@@ -51,9 +53,9 @@ DEV_TYPE_TABLES = (device_parsers.SQE_TYPES, device_parsers.SUBTASK_TYPES, devic
 # the dev_type codes of each table: 256 * its index in DEV_TYPE_TABLES + the type's value
 SQE_CODES, SUBTASK_CODES, HWTS_CODES = (256 * i for i in range(len(DEV_TYPE_TABLES)))
 TIE_FFTS = 1 << 32
-# the FFTS PMU records' columns pmu.StarsPmu does not read, left out of their runs (a block record
-# is 131 bytes spilled, 17 of them these)
-CTX_UNUSED = ("core_type", "start_syscnt")
+# the FFTS block PMU records' columns pmu_blocks.block_sums does not read, left out of their runs (a
+# block record is 131 bytes spilled, 17 of them these); context records are spilled as
+# pmu_blocks.context_records gives them
 BLK_UNUSED = ("subtask_type", "start_syscnt", "offset")
 
 
@@ -154,13 +156,18 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
                 def convert(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Columns]:
                     ctx, blk, over = device_parsers.ffts_columns(arr, offsets)
                     dropped[0] += int(over["overflow"].sum())
-                    for records, unused in ((ctx, CTX_UNUSED), (blk, BLK_UNUSED)):
+                    for records in (ctx, blk):
                         records["end_ns"] = clock.to_ns(records["end_syscnt"])
-                        for col in unused:
-                            del records[col]
-                    return ctx, blk
+                    for col in BLK_UNUSED:
+                        del blk[col]
+                    return context_records(ctx), blk
                 _spill_stream(stream, convert, (dev.ctx_pmu, dev.blk_pmu))
                 diag.extend(device_parsers.overflow_issues(stream.issues, dropped[0], stream.pieces))
+                blocks, dev.blk_pmu = dev.blk_pmu, None
+                try:
+                    dev.blk_pmu = block_sums(dev.tasks, blocks, clock, scratch, f"{name}.blk_sum")
+                finally:
+                    blocks.close()
         else:
             if ("hwts.data", "") in files:
                 stream = RecordStream(HWTS_LOG, files[("hwts.data", "")], *device_parsers.HWTS_VALID)

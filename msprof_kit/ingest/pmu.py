@@ -6,17 +6,15 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple, Union, cast
 
 import numpy as np
-import pandas as pd
 
 from .. import metrics
-from ..arrays import first_seen, last_seen, run_ranks
+from ..arrays import ascending, first_seen, run_ranks
 from ..errors import Diagnostics
 from ..layout import ResultDir
-from ..parsers import device as device_parsers
-from .columns import INVALID_CTX, Columns, frame_of
+from .columns import Columns
 from .device import DeviceData
 from .freq import FreqChanges
-from .matching import match_keys
+from .pmu_blocks import attach, ending_after, latest_tasks
 
 
 def metric_group(rd: ResultDir, core: str) -> Tuple[str, List[int]]:
@@ -41,35 +39,6 @@ def _number(info: Dict[str, object], key: str) -> Union[str, int, float]:
     """A number of DeviceInfo[0] (ResultDir.device_info keeps only usable ones: a JSON number or
     text), 0 when absent or empty."""
     return cast(Union[str, int, float], info.get(key, 0) or 0)
-
-
-def _attach(carry: Optional[Columns], tasks: Columns, key: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """For records of keys `key` at times `t`, the task (its `row`) of the same key whose [start,
-    end] holds t: of the tasks (carry, then the window's) the latest begun at or before t; -1 when
-    there is none or it ended before t."""
-    parts = [c for c in (carry, tasks) if c is not None]
-    out: np.ndarray = np.full(len(t), -1, dtype=np.int64)
-    if not len(t) or not parts:
-        return out
-    right = {k: np.concatenate([p[k] for p in parts]) for k in ("key", "start", "end", "row")}
-    by_start = np.argsort(right["start"], kind="stable")
-    left_order = np.argsort(t, kind="stable")
-    m = pd.merge_asof(frame_of({"t": t[left_order], "k": key[left_order]}),
-                      frame_of({"start": right["start"][by_start], "k": right["key"][by_start],
-                                "end": right["end"][by_start], "row": right["row"][by_start]}),
-                      left_on="t", right_on="start", by="k", direction="backward")
-    row = m["row"].to_numpy()
-    ok = ~np.isnan(row) & (m["t"].to_numpy() <= m["end"].fillna(-1).to_numpy())
-    out[left_order[ok]] = row[ok].astype(np.int64)
-    return out
-
-
-def _latest_tasks(carry: Optional[Columns], tasks: Columns) -> Columns:
-    """Each key's latest begun task (the last in task order) of the carry and the window's tasks."""
-    parts = [c for c in (carry, tasks) if c is not None]
-    both = {k: np.concatenate([p[k] for p in parts]) for k in ("key", "start", "end", "row")}
-    last = last_seen(both["key"])
-    return {k: v[last] for k, v in both.items()}
 
 
 class StarsPmu:
@@ -117,22 +86,20 @@ class StarsPmu:
         self.open = tasks if self.open is None else {k: np.concatenate([self.open[k], v]) for k, v in tasks.items()}
         ctx = self.ctx_runs.window(w) if self.ctx_runs is not None else None
         if ctx is not None:
-            pmu_ctx = np.where(ctx["ffts_type"] == device_parsers.FFTS_PLUS, ctx["subtask_id"], INVALID_CTX)
-            row = _attach(self.carry, tasks, match_keys(ctx["stream_id"], ctx["task_id"], pmu_ctx), ctx["end_syscnt"])
+            # (the records' key and is_aic made in the device's worker: pmu_blocks.context_records)
+            row = attach(self.carry, tasks, ctx["key"], ctx["end_syscnt"])
             self.lost += int((row < 0).sum())
             keep = row >= 0
-            is_aic = (ctx["ffts_type"] == 0) | ((ctx["ffts_type"] == device_parsers.FFTS_PLUS) & np.isin(ctx["subtask_type"], (0, 6))) \
-                | (ctx["ffts_type"] == 5)
             new = {"row": row[keep], "offset": ctx["offset"][keep], "cycles": ctx["total_cycle"][keep],
-                   "pmu": ctx["pmu"][keep], "is_aic": is_aic[keep], "end": ctx["end_syscnt"][keep]}
+                   "pmu": ctx["pmu"][keep], "is_aic": ctx["is_aic"][keep], "end": ctx["end_syscnt"][keep]}
             both = new if self.hits is None else {k: np.concatenate([self.hits[k], v]) for k, v in new.items()}
             order = np.lexsort((both["offset"], both["row"]))
             first = first_seen(both["row"][order])
             self.hits = {k: v[order[first]] for k, v in both.items()}  # by row, the first in stream order
         blk = self.blk_runs.window(w) if self.blk_runs is not None else None
         if blk is not None:
-            bctx = np.where(blk["ffts_type"] == device_parsers.FFTS_PLUS, blk["subtask_id"], INVALID_CTX)
-            row = _attach(self.carry, tasks, match_keys(blk["stream_id"], blk["task_id"], bctx), blk["end_syscnt"])
+            # (block sums per task and core, pmu_blocks.block_sums: each attaches to its task by the task's start)
+            row = attach(self.carry, tasks, blk["key"], blk["start"])
             at = cast(np.ndarray, np.searchsorted(self.open["row"], row))  # (numpy's stubs read an array of unknown dtype as a scalar)
             ok = (row >= 0) & (at < len(self.open["row"]))
             ok[ok] &= self.open["row"][at[ok]] == row[ok]
@@ -147,7 +114,7 @@ class StarsPmu:
             np.add.at(cycles, inverse, both["cycles"])
             np.add.at(pmu, inverse, both["pmu"])
             self.sums = {"row": rows, "cycles": cycles, "pmu": pmu}
-        self.carry = _latest_tasks(self.carry, tasks)
+        self.carry = ending_after(latest_tasks(self.carry, tasks, ("key", "start", "end", "row", "end_ns")), next_edge)
         # final: the rows before the first task that may still get records
         still = self.open["end_ns"] >= next_edge if next_edge is not None else np.zeros(len(self.open["row"]), bool)
         frontier = int(self.open["row"][still].min()) if still.any() else None
@@ -157,6 +124,10 @@ class StarsPmu:
         def split(cols: Optional[Columns]) -> Tuple[Optional[Columns], Optional[Columns]]:
             if cols is None or frontier is None:
                 return cols, None
+            # (open tasks, hits and sums are kept by ascending row: the rows before the frontier are a head)
+            if ascending(cols["row"]):
+                n = int(np.searchsorted(cols["row"], frontier))
+                return {k: v[:n] for k, v in cols.items()}, {k: v[n:] for k, v in cols.items()}
             done = cols["row"] < frontier
             return {k: v[done] for k, v in cols.items()}, {k: v[~done] for k, v in cols.items()}
         tasks, self.open = split(self.open)
@@ -165,7 +136,11 @@ class StarsPmu:
         if hits is None or not len(hits["row"]):
             return None
         assert tasks is not None
-        at = cast(np.ndarray, np.searchsorted(tasks["row"], hits["row"]))  # (numpy's stubs read an array of unknown dtype as a scalar)
+        rows = tasks["row"]
+        if len(rows) and bool((rows[1:] - rows[:-1] == 1).all()):  # (the tasks' rows run on, one after another)
+            at: np.ndarray = hits["row"] - rows[0]
+        else:
+            at = cast(np.ndarray, np.searchsorted(rows, hits["row"]))  # (numpy's stubs read an array of unknown dtype as a scalar)
         m = len(at)
         is_aic, is_mix = hits["is_aic"], tasks["is_mix"][at]
         block, mix = tasks["block"][at], tasks["mix"][at]
@@ -184,12 +159,9 @@ class StarsPmu:
             group, events = self.groups[core]
             main = is_aic if core == "aic" else ~is_aic
             # main core: its context record; MIX secondary core: block sums; otherwise zeros
-            cyc: np.ndarray = np.zeros(m, np.int64)
-            cnt: np.ndarray = np.zeros((m, 8), np.int64)
-            b: np.ndarray = np.zeros(m, np.int64)
-            cyc[main] = hits["cycles"][main]
-            cnt[main] = hits["pmu"][main]
-            b[main] = block[main]
+            cyc: np.ndarray = np.where(main, hits["cycles"], 0).astype(np.int64, copy=False)
+            cnt: np.ndarray = np.where(main[:, None], hits["pmu"], 0).astype(np.int64, copy=False)
+            b: np.ndarray = np.where(main, block, 0).astype(np.int64, copy=False)
             second = ~main[mixed]
             cyc[mixed[second]] = sum_cyc[second]
             cnt[mixed[second]] = sum_pmu[second]
