@@ -10,6 +10,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 import pandas as pd
 
+from msprof_kit.arrays import last_seen
 from msprof_kit.ingest import limits, pmu_blocks
 from msprof_kit.ingest.columns import INVALID_CTX, frame_of
 from msprof_kit.ingest.matching import match_keys
@@ -124,3 +125,19 @@ def test_block_sums_in_windows_are_the_whole_collection_s(tmp_path, monkeypatch)
     assert len(got) > 50
     assert got.keys() == want.keys()
     assert all((got[k] == want[k]).all() for k in want)
+
+
+def test_latest_is_each_key_s_last_task_in_task_order():
+    """KeyedTasks.latest keeps each key's last task of the carry and the window's, in their order,
+    whether their starts ascend (carry before the window's) or not."""
+    rng = np.random.default_rng(11)
+    for _ in range(500):
+        ordered = bool(rng.random() < 0.5)
+        carry = _tasks(rng, int(rng.integers(0, 6)), 4, 20, 1000, ordered) if rng.random() < 0.5 else None
+        tasks = _tasks(rng, int(rng.integers(0, 30)), 4, 20, 0, ordered)
+        if ordered and carry is not None:
+            carry["start"] = carry["start"] - 40
+        both = {k: np.concatenate([p[k] for p in (carry, tasks) if p is not None]) for k in tasks}
+        last = last_seen(both["key"])
+        got = pmu_blocks.KeyedTasks(carry, tasks, ("key", "start", "end", "row")).latest()
+        assert all((got[k] == both[k][last]).all() for k in both)

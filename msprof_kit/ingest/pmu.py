@@ -14,7 +14,7 @@ from ..layout import ResultDir
 from .columns import Columns
 from .device import DeviceData
 from .freq import FreqChanges
-from .pmu_blocks import attach, ending_after, latest_tasks
+from .pmu_blocks import KeyedTasks, ending_after
 
 
 def metric_group(rd: ResultDir, core: str) -> Tuple[str, List[int]]:
@@ -84,10 +84,11 @@ class StarsPmu:
     def step(self, w: int, tasks: Columns, next_edge: Optional[int]) -> Optional[Dict[str, np.ndarray]]:
         """`tasks`: the window's key, start, end, end_ns, row, is_mix, main_aic, block, mix, gid."""
         self.open = tasks if self.open is None else {k: np.concatenate([self.open[k], v]) for k, v in tasks.items()}
+        keyed = KeyedTasks(self.carry, tasks, ("key", "start", "end", "row", "end_ns"))
         ctx = self.ctx_runs.window(w) if self.ctx_runs is not None else None
         if ctx is not None:
             # (the records' key and is_aic made in the device's worker: pmu_blocks.context_records)
-            row = attach(self.carry, tasks, ctx["key"], ctx["end_syscnt"])
+            row = keyed.attach(ctx["key"], ctx["end_syscnt"])
             self.lost += int((row < 0).sum())
             keep = row >= 0
             new = {"row": row[keep], "offset": ctx["offset"][keep], "cycles": ctx["total_cycle"][keep],
@@ -99,7 +100,7 @@ class StarsPmu:
         blk = self.blk_runs.window(w) if self.blk_runs is not None else None
         if blk is not None:
             # (block sums per task and core, pmu_blocks.block_sums: each attaches to its task by the task's start)
-            row = attach(self.carry, tasks, blk["key"], blk["start"])
+            row = keyed.attach(blk["key"], blk["start"])
             at = cast(np.ndarray, np.searchsorted(self.open["row"], row))  # (numpy's stubs read an array of unknown dtype as a scalar)
             ok = (row >= 0) & (at < len(self.open["row"]))
             ok[ok] &= self.open["row"][at[ok]] == row[ok]
@@ -108,13 +109,16 @@ class StarsPmu:
             ok[ok] &= np.where(self.open["main_aic"][at[ok]], blk["core_type"][ok] == 1, blk["core_type"][ok] == 0)
             new = {"row": row[ok], "cycles": blk["total_cycle"][ok], "pmu": blk["pmu"][ok]}
             both = new if self.sums is None else {k: np.concatenate([self.sums[k], v]) for k, v in new.items()}
-            rows, inverse = np.unique(both["row"], return_inverse=True)
-            cycles: np.ndarray = np.zeros(len(rows), np.int64)
-            pmu: np.ndarray = np.zeros((len(rows), 8), np.int64)
-            np.add.at(cycles, inverse, both["cycles"])
-            np.add.at(pmu, inverse, both["pmu"])
-            self.sums = {"row": rows, "cycles": cycles, "pmu": pmu}
-        self.carry = ending_after(latest_tasks(self.carry, tasks, ("key", "start", "end", "row", "end_ns")), next_edge)
+            order = np.argsort(both["row"], kind="stable")
+            ordered = both["row"][order]
+            starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]])) if len(ordered) \
+                else np.zeros(0, np.int64)
+            self.sums = {"row": ordered[starts],
+                         "cycles": np.add.reduceat(both["cycles"][order].astype(np.int64), starts)
+                         if len(starts) else np.zeros(0, np.int64),
+                         "pmu": np.add.reduceat(both["pmu"][order].astype(np.int64), starts, axis=0)
+                         if len(starts) else np.zeros((0, 8), np.int64)}
+        self.carry = ending_after(keyed.latest(), next_edge)
         # final: the rows before the first task that may still get records
         still = self.open["end_ns"] >= next_edge if next_edge is not None else np.zeros(len(self.open["row"]), bool)
         frontier = int(self.open["row"][still].min()) if still.any() else None

@@ -33,51 +33,64 @@ def context_records(ctx: Columns) -> Columns:
             **{k: ctx[k] for k in ("offset", "total_cycle", "pmu", "end_syscnt", "end_ns")}}
 
 
-def attach(carry: Optional[Columns], tasks: Columns, key: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """For records of keys `key` at times `t`, the task (its `row`) of the same key whose [start,
-    end] holds t: of the tasks (carry, then the window's) the latest begun at or before t (of
-    those begun at one time, the last); -1 when there is none or it ended before t.
+class KeyedTasks:
+    """The carried tasks and a window's (carry first, each in task order), with their order by key
+    then start (stable), shared by the records attached to them and by the next carry."""
 
-    The tasks sorted (stably) by key then start; each record's key found among them, then its
-    task by a binary search on start within its key's tasks, all records at once (one step for
-    each halving of the most tasks a key has)."""
-    parts = [c for c in (carry, tasks) if c is not None]
-    out: np.ndarray = np.full(len(t), -1, dtype=np.int64)
-    if not len(t) or not parts:
+    def __init__(self, carry: Optional[Columns], tasks: Optional[Columns], names: Sequence[str]) -> None:
+        parts = [c for c in (carry, tasks) if c is not None]
+        self.cols = {k: np.concatenate([p[k] for p in parts]) for k in names}
+        # (the carry's tasks begun before the window's: by start already, but for ties)
+        self.by_start = ascending(self.cols["start"])
+        self.order = np.argsort(self.cols["key"], kind="stable") if self.by_start \
+            else np.lexsort((self.cols["start"], self.cols["key"]))
+        self.key, self.start = self.cols["key"][self.order], self.cols["start"][self.order]
+
+    def attach(self, key: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """For records of keys `key` at times `t`, the task (its `row`) of the same key whose
+        [start, end] holds t: the latest begun at or before t (of those begun at one time, the
+        last); -1 when there is none or it ended before t.
+
+        Each record's key found among the tasks by key, then its task by a binary search on
+        start within its key's tasks, all records at once (a step for each halving of the most
+        tasks a key has)."""
+        key = np.asarray(key, dtype=np.int64)
+        t = np.asarray(t, dtype=np.int64)
+        out: np.ndarray = np.full(len(t), -1, dtype=np.int64)
+        # (numpy's stubs read an array of unknown dtype as a scalar)
+        lo = cast(np.ndarray, np.searchsorted(self.key, key, side="left"))
+        hi = cast(np.ndarray, np.searchsorted(self.key, key, side="right"))
+        first = lo.copy()
+        live = np.flatnonzero(lo < hi)
+        while len(live):  # the first of a key's tasks begun after t, in [lo, hi)
+            mid = (lo[live] + hi[live]) >> 1
+            after = self.start[mid] > t[live]
+            hi[live[after]] = mid[after]
+            lo[live[~after]] = mid[~after] + 1
+            live = live[lo[live] < hi[live]]
+        rec = np.flatnonzero(lo > first)
+        task = self.order[lo[rec] - 1]
+        ok = t[rec] <= self.cols["end"][task]
+        out[rec[ok]] = self.cols["row"][task[ok]]
         return out
-    right = {k: np.concatenate([p[k] for p in parts]) for k in ("key", "start", "end", "row")}
-    # (the carry's tasks begun before the window's, both in task order: mostly already by start)
-    order = np.argsort(right["key"], kind="stable") if ascending(right["start"]) \
-        else np.lexsort((right["start"], right["key"]))
-    rkey, rstart = right["key"][order], right["start"][order]
-    key = np.asarray(key, dtype=np.int64)
-    t = np.asarray(t, dtype=np.int64)
-    # (numpy's stubs read an array of unknown dtype as a scalar)
-    lo = cast(np.ndarray, np.searchsorted(rkey, key, side="left"))
-    hi = cast(np.ndarray, np.searchsorted(rkey, key, side="right"))
-    first = lo.copy()
-    live = np.flatnonzero(lo < hi)
-    while len(live):  # the first of a key's tasks begun after t, in [lo, hi)
-        mid = (lo[live] + hi[live]) >> 1
-        after = rstart[mid] > t[live]
-        hi[live[after]] = mid[after]
-        lo[live[~after]] = mid[~after] + 1
-        live = live[lo[live] < hi[live]]
-    rec = np.flatnonzero(lo > first)
-    task = order[lo[rec] - 1]
-    ok = t[rec] <= right["end"][task]
-    out[rec[ok]] = right["row"][task[ok]]
-    return out
+
+    def latest(self) -> Columns:
+        """Each key's latest begun task (the last in task order), in task order."""
+        if self.by_start:
+            last: np.ndarray = np.zeros(len(self.key), dtype=bool)
+            ends = np.flatnonzero(np.concatenate([self.key[1:] != self.key[:-1], [True]])) if len(self.key) \
+                else np.zeros(0, np.int64)
+            last[self.order[ends]] = True
+        else:
+            last = last_seen(self.cols["key"])
+        return {k: v[last] for k, v in self.cols.items()}
 
 
-def latest_tasks(carry: Optional[Columns], tasks: Columns, names: Sequence[str] = ("key", "start", "end", "row")
-                 ) -> Columns:
-    """Each key's latest begun task (the last in task order) of the carry and the window's tasks
-    (their columns `names`)."""
-    parts = [c for c in (carry, tasks) if c is not None]
-    both = {k: np.concatenate([p[k] for p in parts]) for k in names}
-    last = last_seen(both["key"])
-    return {k: v[last] for k, v in both.items()}
+def attach(carry: Optional[Columns], tasks: Columns, key: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """KeyedTasks.attach of the carry's and the window's tasks (key, start, end, row)."""
+    if not len(t):
+        return np.full(0, -1, dtype=np.int64)
+    return KeyedTasks(carry, tasks, ("key", "start", "end", "row")).attach(key, t)
 
 
 def ending_after(carry: Columns, edge: Optional[int]) -> Columns:
@@ -113,12 +126,14 @@ def block_sums(tasks: Runs, blk: Runs, clock: Clock, scratch: str, prefix: str) 
             both: Optional[Columns] = win if carry is None else {k: np.concatenate([carry[k], v]) for k, v in win.items()}
         else:
             both = None if carry is None else dict(carry)
-        if both is not None:
-            both["row"] = np.arange(len(both["key"]), dtype=np.int64)  # (a task's index in `both`)
+        if both is None:
+            continue
+        both["row"] = np.arange(len(both["key"]), dtype=np.int64)  # (a task's index in `both`)
+        keyed = KeyedTasks(None, both, tuple(both))
         b = blk.window(w)
-        if b is not None and both is not None:
+        if b is not None:
             bctx = np.where(b["ffts_type"] == device_parsers.FFTS_PLUS, b["subtask_id"], INVALID_CTX)
-            row = attach(None, both, match_keys(b["stream_id"], b["task_id"], bctx), b["end_syscnt"])
+            row = keyed.attach(match_keys(b["stream_id"], b["task_id"], bctx), b["end_syscnt"])
             keep = np.flatnonzero((row >= 0) & (b["core_type"] <= 1))
             code = row[keep] * 2 + b["core_type"][keep].astype(np.int64)
             order = np.argsort(code, kind="stable")
@@ -132,7 +147,7 @@ def block_sums(tasks: Runs, blk: Runs, clock: Clock, scratch: str, prefix: str) 
                          "pmu": np.add.reduceat(b["pmu"][keep].astype(np.int64), starts, axis=0),
                          "end_ns": both["start_ns"][task]})
         del b
-        if both is not None:
-            carry = ending_after(latest_tasks(None, both, ("key", "start", "end", "start_ns", "end_ns")),
-                                 int(edges[w]) if w < len(edges) else None)
+        carry = keyed.latest()
+        del carry["row"]
+        carry = ending_after(carry, int(edges[w]) if w < len(edges) else None)
     return out
