@@ -259,27 +259,33 @@ def write_compute_info(tasks: Optional[HostTasks], tensor_table: TensorTable, gi
 class Match:
     """The host entry each device task of one device takes, a window of starts at a time: of the
     entries of its key, the latest at or before its start (ties: segment, then track position),
-    else the key's first. Carried from a window to the next: each key's latest entry."""
+    else the key's first. Carried from a window to the next: each key's latest entry, by key.
+
+    The windows of entries are cut at the same times as the windows of tasks, so an entry carried
+    from an earlier window is older than every entry of the current one and than every task of it:
+    a task takes the latest entry of its key at or before its start in its own window, else the
+    carried one of its key, else its key's first."""
+
+    PAYLOAD = ("key",) + ENTRY_PAYLOAD
 
     def __init__(self, first: Optional[Columns]) -> None:
-        self.carry: Optional[Columns] = None
+        self.carry: Optional[Columns] = None  # each key's latest entry so far, by key
         self.first = None
         self.dtypes: Dict[str, np.dtype] = {}  # each column's type as the entries bring it
         if first is not None:  # (only what a lookup reads: the key and the payload)
             order = np.argsort(first["key"], kind="stable")
             self.dtypes = {k: v.dtype for k, v in first.items()}
-            self.first = _narrowed({k: first[k][order] for k in ("key",) + ENTRY_PAYLOAD})
+            self.first = _narrowed({k: first[k][order] for k in self.PAYLOAD})
 
     def window(self, key: np.ndarray, start_ns: np.ndarray, entries: Optional[Columns]
                ) -> Tuple[np.ndarray, Columns]:
         """(whether each task matched, ENTRY_PAYLOAD of each task, zero where it did not) of tasks
         in start order; `entries` the window's."""
         n = len(key)
-        if entries is not None:
+        right = None
+        if entries is not None and len(entries["key"]):
             self.dtypes.update((k, v.dtype) for k, v in entries.items())
-        parts = [c for c in (self.carry, entries) if c is not None]
-        right = _match_order({k: np.concatenate([p[k] for p in parts], dtype=self.dtypes.get(k, parts[0][k].dtype),
-                                                casting="unsafe") for k in parts[0]}) if parts else None
+            right = _match_order(entries)
         found: np.ndarray = np.full(n, -1, dtype=np.int64)
         if right is not None and n:
             got = pd.merge_asof(frame_of({"t": start_ns, "k": key}),
@@ -293,17 +299,33 @@ class Match:
             for k in ENTRY_PAYLOAD:
                 out[k][hit] = right[k][found[hit]]
         missing = np.flatnonzero(~hit)
-        if len(missing) and self.first is not None and len(self.first["key"]):
-            fk = self.first["key"]
+        for table in (self.carry, self.first):  # (both by key)
+            if not len(missing) or table is None or not len(table["key"]):
+                continue
+            fk = table["key"]
             at = np.minimum(np.searchsorted(fk, key[missing]), len(fk) - 1)
             ok = fk[at] == key[missing]
             for k in ENTRY_PAYLOAD:
-                out[k][missing[ok]] = self.first[k][at[ok]]
+                out[k][missing[ok]] = table[k][at[ok]]
             hit[missing[ok]] = True
+            missing = missing[~ok]
         if right is not None:
-            last = last_seen(right["key"])
-            self.carry = _narrowed({k: v[last] for k, v in right.items()})
+            self._carry(right)
         return hit, out
+
+    def _carry(self, right: Columns) -> None:
+        """The carry updated with a window's entries (in match order): each key's latest."""
+        last = last_seen(right["key"])
+        new = {k: right[k][last] for k in self.PAYLOAD}
+        if self.carry is None:
+            both = new
+        else:  # the carried keys, then the window's (the newer): the last of each key is kept
+            both = {k: np.concatenate([self.carry[k], new[k]], dtype=self.dtypes.get(k, new[k].dtype),
+                                      casting="unsafe") for k in self.PAYLOAD}
+        order = np.argsort(both["key"], kind="stable")  # (two sorted runs at most: merged, not sorted)
+        keys = both["key"][order]
+        keep = order[np.append(keys[1:] != keys[:-1], True)] if len(keys) else order
+        self.carry = _narrowed({k: v[keep] for k, v in both.items()})
 
 
 def _narrowed(cols: Columns) -> Columns:
