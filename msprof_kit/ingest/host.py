@@ -172,7 +172,8 @@ class _HostRecords:
     are sampled: the windows are cut by tracks as well as by APIs (ApiWindows.edges)."""
 
     def __init__(self, folder: str) -> None:
-        self.runs = {kind: Runs(folder, kind, "timestamp", limits.SAMPLE_EVERY if kind == "track" else 0)
+        self.runs = {kind: Runs(folder, kind, "timestamp", limits.SAMPLE_EVERY if kind == "track" else 0,
+                                 background=True)
                      for kind in ("track",) + OP_KINDS + HCCL_KINDS if kind != "tensor"}
 
     def add(self, kind: str, cols: Columns) -> None:

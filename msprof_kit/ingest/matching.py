@@ -64,7 +64,7 @@ class HostTasks:
         self._table: Optional[np.ndarray] = None
         self.entries: Dict[int, Runs] = {}
         self.first: Dict[int, Columns] = {}
-        self.compute = Runs(folder, "compute", "track", limits.SAMPLE_EVERY)
+        self.compute = Runs(folder, "compute", "track", limits.SAMPLE_EVERY, background=True)
         self.largest = dict.fromkeys(GID_KEYS, 0)  # of the compute tasks' keys and the tracks' batches
 
     def add(self, tracks: pd.DataFrame, compute: pd.DataFrame) -> None:
@@ -108,7 +108,7 @@ class HostTasks:
             mine = device == d
             part = {k: v[mine] for k, v in cols.items()}
             if d not in self.entries:
-                self.entries[d] = Runs(self.folder, f"entries{d}", "ts_ns")
+                self.entries[d] = Runs(self.folder, f"entries{d}", "ts_ns", background=True)
             self.entries[d].add(part)
             first = first_seen(part["key"])
             part = {k: v[first] for k, v in part.items()}
