@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -34,10 +35,18 @@ class Runs:
     sorted by column `key` (stably). The first run fixes the columns, their types and their
     shapes past the first axis. With `sample_every`, one key in that many is kept in memory
     (`sample`) to place windows' edges. A pickled copy (a forked worker's runs handed to its
-    parent) reopens the files for reading when it first reads them."""
+    parent) reopens the files for reading when it first reads them.
 
-    def __init__(self, folder: str, prefix: str, key: str, sample_every: int = 0) -> None:
+    With `background`, a run is written by a thread while the caller goes on (the write system
+    calls let go of the GIL): at most one run is in flight, and `add` returns before it is
+    written, so the caller must not change the arrays it hands to `add` afterwards. Reading (and
+    pickling) waits for the write; a failed write is raised there, or by the next `add`."""
+
+    def __init__(self, folder: str, prefix: str, key: str, sample_every: int = 0, background: bool = False) -> None:
         self.folder, self.prefix, self.key, self.sample_every = folder, prefix, key, sample_every
+        self.background = background
+        self._writing: Optional[threading.Thread] = None  # the run in flight (background)
+        self._failed: Optional[BaseException] = None  # what the run in flight raised
         self.files: Dict[str, io.BufferedIOBase] = {}  # open scratch files, by column
         self.dtypes: Dict[str, np.dtype] = {}
         self.shapes: Dict[str, Tuple[int, ...]] = {}
@@ -54,37 +63,70 @@ class Runs:
         return os.path.join(self.folder, f"{self.prefix}.{name}")
 
     def __getstate__(self) -> Dict[str, Any]:
+        self._wait()
         for f in self.files.values():
             f.flush()
         state = dict(self.__dict__)
         state["files"] = {}
+        state["_writing"] = None
         return state
+
+    def _wait(self) -> None:
+        """Wait for the run in flight; raise what its write raised."""
+        if self._writing is not None:
+            self._writing.join()
+            self._writing = None
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
+
+    def _write(self, parts: List[Tuple[str, np.ndarray]]) -> None:
+        """Write each column's part to its file (the background thread, or the caller)."""
+        for name, values in parts:
+            try:
+                self.files[name].write(values.data.cast("B"))
+            except OSError as exc:
+                self._failed = scratch_error(exc, self._path(name))
+                return
+            except BaseException as exc:  # (handed to the caller: a thread's exception would be lost)
+                self._failed = exc
+                return
 
     def add(self, cols: Columns) -> None:
         """Spill `cols` (equal-length columns, `key` among them) as one more run, sorted by `key`."""
         n = len(cols[self.key])
         if n == 0:
             return
+        self._wait()
         order = None if ascending(cols[self.key]) else np.argsort(cols[self.key], kind="stable")
+        parts = []
         for name, column in cols.items():
             values = np.ascontiguousarray(column if order is None else column[order])
-            path = self._path(name)
-            try:
-                if name not in self.dtypes:
-                    if self.bounds[-1]:
-                        raise ValueError(f"scratch run of {self.prefix} brings a new column {name}")
+            if name not in self.dtypes:
+                if self.bounds[-1]:
+                    raise ValueError(f"scratch run of {self.prefix} brings a new column {name}")
+                path = self._path(name)
+                try:
                     self.files[name] = open(path, "w+b")
-                    self.dtypes[name] = values.dtype
-                    self.shapes[name] = values.shape[1:]
-                self.files[name].write(values.astype(self.dtypes[name], copy=False).data.cast("B"))
-            except OSError as exc:
-                raise scratch_error(exc, path) from exc
+                except OSError as exc:
+                    raise scratch_error(exc, path) from exc
+                self.dtypes[name] = values.dtype
+                self.shapes[name] = values.shape[1:]
+            parts.append((name, np.ascontiguousarray(values.astype(self.dtypes[name], copy=False))))
             if name == self.key and self.sample_every:
                 self.sample.append(values[::self.sample_every].copy())
         self.bounds.append(self.bounds[-1] + n)
+        if self.background:
+            self._writing = threading.Thread(target=self._write, args=(parts,), name=f"spill {self.prefix}",
+                                             daemon=True)
+            self._writing.start()
+        else:
+            self._write(parts)
+            self._wait()
 
     def read(self, name: str, lo: int, hi: int) -> np.ndarray:
         """Rows [lo, hi) of column `name`, counted across all runs."""
+        self._wait()
         f = self.files.get(name)
         if f is None:
             f = self.files[name] = open(self._path(name), "rb")
@@ -122,6 +164,9 @@ class Runs:
 
     def close(self) -> None:
         """Close the files and remove them."""
+        if self._writing is not None:  # (a failed write no longer matters)
+            self._writing.join()
+            self._writing, self._failed = None, None
         for f in self.files.values():
             f.close()
         self.files.clear()

@@ -6,8 +6,9 @@ import os
 import pickle
 
 import numpy as np
+import pytest
 
-from msprof_kit import spill
+from msprof_kit import errors, spill
 
 
 def _runs_of(folder: str, seed: int) -> tuple:
@@ -65,3 +66,64 @@ def test_pickled_runs_read_the_same(tmp_path):
     for k, v in want.items():
         assert np.array_equal(copy.read(k, 0, copy.rows), v) and np.array_equal(runs.read(k, 0, runs.rows), v)
     copy.close()
+
+
+def test_background_runs_read_the_same(tmp_path):
+    """Runs written by a background thread read back the same rows, windows and pickled copy as
+    runs written in place; the sample is taken alike."""
+    rng = np.random.default_rng(3)
+    chunks = [{"key": rng.integers(0, 50, n), "val": rng.integers(-9, 9, (n, 3)).astype(np.int16)}
+              for n in (5, 0, 17, 1, 40, 9)]
+    both = [spill.Runs(str(tmp_path), f"t{b}", "key", sample_every=3, background=b) for b in (False, True)]
+    for cols in chunks:
+        for runs in both:
+            runs.add(cols)
+    plain, background = both
+    assert background.bounds == plain.bounds
+    assert all(np.array_equal(a, b) for a, b in zip(background.sample, plain.sample))
+    for k in ("key", "val"):
+        assert np.array_equal(background.read(k, 0, background.rows), plain.read(k, 0, plain.rows))
+    copy = pickle.loads(pickle.dumps(background))
+    assert np.array_equal(copy.read("val", 2, 30), plain.read("val", 2, 30))
+    edges = plain.edges(10)
+    for runs in both:
+        runs.cut(edges)
+    for w in range(len(edges) + 1):
+        a, b = plain.window(w), background.window(w)
+        assert (a is None) == (b is None)
+        if a is not None and b is not None:
+            assert all(np.array_equal(a[k], b[k]) for k in a)
+    copy.close()
+    for runs in both:
+        runs.close()
+    assert os.listdir(tmp_path) == []
+
+
+class _FullDisk:
+    """A scratch file whose writes fail as on a full disk."""
+
+    def write(self, data: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    def close(self) -> None:
+        pass
+
+
+def test_background_write_failure_is_raised(tmp_path):
+    """A run the background thread fails to write is raised as a scratch OutputError by the next
+    add or read, and close still removes the files."""
+    for then in ("add", "read"):
+        runs = spill.Runs(str(tmp_path), then, "key", background=True)
+        runs.add({"key": np.arange(4)})
+        runs.read("key", 0, 1)  # (the first run written)
+        real = runs.files["key"]
+        runs.files["key"] = _FullDisk()  # type: ignore[assignment]  # (a stand-in file)
+        runs.add({"key": np.arange(3)})
+        with pytest.raises(errors.OutputError, match="scratch file"):
+            if then == "add":
+                runs.add({"key": np.arange(2)})
+            else:
+                runs.read("key", 0, 2)
+        runs.close()
+        real.close()
+    assert os.listdir(tmp_path) == []

@@ -102,7 +102,7 @@ class ApiWindows:
     issues and the merge's to `diag`, in that order."""
 
     def __init__(self, paths: Sequence[str], folder: str, diag: Diagnostics, data_dir: str) -> None:
-        self.runs = Runs(folder, "api", "begin", SAMPLE_EVERY)
+        self.runs = Runs(folder, "api", "begin", SAMPLE_EVERY, background=True)
         try:
             self._read(paths, diag, data_dir)
         except BaseException:

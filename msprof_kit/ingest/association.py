@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Optional, Protocol, Tuple
 import numpy as np
 import pandas as pd
 
-from ..arrays import isin, last_seen
+from ..arrays import isin
 from ..timebase import Clock
 from .columns import (INVALID_CTX, KERNEL_FALLBACK, LEVEL_MODEL, LEVEL_NODE, MIX_TYPES, NO_MODEL, TREE_LEVELS,
                       Columns, frame_of, text_array)
@@ -47,6 +47,16 @@ def contain(p_thread: np.ndarray, p_time: np.ndarray, a_thread: np.ndarray, a_be
         cand = order[np.maximum(idx, 0)]
         ok = (idx >= 0) & (p_time[pm] <= a_end[cand])
         out[pm[ok]] = cand[ok]
+    return out
+
+
+def _last_of_each(keys: np.ndarray) -> np.ndarray:
+    """Whether each key is the last of its kind (as arrays.last_seen says), for keys of few
+    distinct values (a thread and level each): hashed in one pass rather than sorted."""
+    codes, _ = pd.factorize(keys[::-1], use_na_sentinel=False)
+    first = np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)  # each code's first row
+    out: np.ndarray = np.zeros(len(keys), dtype=bool)
+    out[len(keys) - 1 - first] = True
     return out
 
 
@@ -143,7 +153,7 @@ class Association:
         parts = [c for c in (self.last, tree) if c is not None]
         cand = {k: np.concatenate([c[k] for c in parts]) if parts else np.zeros(0, np.int64) for k in TREE_COLUMNS}
         key = (cand["thread"].astype(np.int64) << 32) | cand["level"].astype(np.int64)
-        last = last_seen(key)  # each (thread, level)'s last API
+        last = _last_of_each(key)  # each (thread, level)'s last API
         self.last = {k: v[last] for k, v in cand.items()} if parts else None  # (no stand-in arrays of another type)
         still_open = np.zeros(0, np.int64) if next_edge is None or self.last is None else \
             self.last["conn"][(self.last["level"] == LEVEL_NODE) & (self.last["end"] >= next_edge)]

@@ -97,7 +97,7 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
     try:
         with reading:
             _spill_records(files, types, records, hccl, diag)
-            records.runs["tensor"], tensor_table = read_tensors()
+            tensors_at = len(diag.warnings)  # (the ops' warnings come here, though awaited later)
             models = _model_names(rd, files, hashes, diag)
         if records.runs["track"].rows:
             host_tasks = HostTasks(scratch, types, hashes)
@@ -107,6 +107,18 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
                       f"launch APIs the device tasks are named by their kernels only")
         edges = apis.edges(tracks=records.runs["track"])
         records.cut(edges)
+        tensor_table: Optional[TensorTable] = None
+
+        def take_tensors() -> TensorTable:
+            """The tensor_info ops, awaited only when the association needs them (the first
+            window's APIs are written meanwhile), cut as the other records; their warnings put
+            where reading them would have."""
+            later = diag.warnings[tensors_at:]
+            del diag.warnings[tensors_at:]
+            records.runs["tensor"], table = read_tensors()
+            diag.extend(later)
+            records.runs["tensor"].cut(edges)
+            return table
         latest = LatestEnds()
         with diag.progress.phase(f"{name}: host APIs", total=int(apis.count), unit="APIs") as phase:
             for w, window in enumerate(apis.windows(edges)):
@@ -114,8 +126,12 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
                 tree = _api_window(window, clock, types, hashes, pid, strings, put, latest, hccl) if n else None
                 del window
                 if assoc is not None:
+                    if tensor_table is None:
+                        tensor_table = take_tensors()
                     assoc.step(tree, records.window(w), int(edges[w]) if w < len(edges) else None)
                 phase.advance(n)
+        if tensor_table is None:
+            tensor_table = take_tensors()
         put("CANN_API", None, last=True)
         put("KIT_API", None, last=True)
         if assoc is not None:
@@ -172,7 +188,8 @@ class _HostRecords:
     are sampled: the windows are cut by tracks as well as by APIs (ApiWindows.edges)."""
 
     def __init__(self, folder: str) -> None:
-        self.runs = {kind: Runs(folder, kind, "timestamp", limits.SAMPLE_EVERY if kind == "track" else 0)
+        self.runs = {kind: Runs(folder, kind, "timestamp", limits.SAMPLE_EVERY if kind == "track" else 0,
+                                 background=True)
                      for kind in ("track",) + OP_KINDS + HCCL_KINDS if kind != "tensor"}
 
     def add(self, kind: str, cols: Columns) -> None:

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from ..arrays import first_seen, last_seen
+from ..arrays import ascending, first_seen, last_seen
 from ..spill import Runs
 from ..store.columns import narrowest
 from . import limits
@@ -63,8 +63,9 @@ class HostTasks:
         self.texts = StringPool()  # code 1 + len(hashes) + its id
         self._table: Optional[np.ndarray] = None
         self.entries: Dict[int, Runs] = {}
-        self.first: Dict[int, Columns] = {}
-        self.compute = Runs(folder, "compute", "track", limits.SAMPLE_EVERY)
+        self._first: Dict[int, Columns] = {}  # each key's first entry so far, by device (a part may wait)
+        self._pending: Dict[int, List[Columns]] = {}  # windows' first entries not merged into _first yet
+        self.compute = Runs(folder, "compute", "track", limits.SAMPLE_EVERY, background=True)
         self.largest = dict.fromkeys(GID_KEYS, 0)  # of the compute tasks' keys and the tracks' batches
 
     def add(self, tracks: pd.DataFrame, compute: pd.DataFrame) -> None:
@@ -103,21 +104,19 @@ class HostTasks:
                 "seg": seg, "pos": pos[rows], **{k: v[rows] for k, v in payload.items()}}
         device = tracks["device_id"].to_numpy().astype(np.int64)[rows]
         del payload, rows, key_ctx, seg, order
-        for d in np.unique(device):
-            d = int(d)
-            mine = device == d
-            part = {k: v[mine] for k, v in cols.items()}
+        devices = np.unique(device)
+        for d in devices.tolist():
+            part = cols if len(devices) == 1 else {k: v[device == d] for k, v in cols.items()}
             if d not in self.entries:
-                self.entries[d] = Runs(self.folder, f"entries{d}", "ts_ns")
+                self.entries[d] = Runs(self.folder, f"entries{d}", "ts_ns", background=True)
             self.entries[d].add(part)
             first = first_seen(part["key"])
-            part = {k: v[first] for k, v in part.items()}
-            known = self.first.get(d)
-            if known is not None:
-                part = _match_order({k: np.concatenate([known[k], v]) for k, v in part.items()})
-                first = first_seen(part["key"])
-                part = {k: v[first] for k, v in part.items()}
-            self.first[d] = part
+            self._pending.setdefault(d, []).append(part if first.all() else {k: v[first] for k, v in part.items()})
+            del part, first
+            # merged once the waiting parts outgrow what is merged (each row merged O(log) times, not once a window)
+            merged = len(self._first[d]["key"]) if d in self._first else 0
+            if sum(len(p["key"]) for p in self._pending[d]) > max(limits.TASK_ROWS, merged):
+                self._merge_first(d, by_key=False)
         if len(compute):
             c = {k: compute[k].to_numpy() for k in ("track", "device_id", "stream_id", "task_id", "batch", "ctx",
                                                    "block", "mix", "tensors")}
@@ -128,6 +127,38 @@ class HostTasks:
                 values = gid_ctx(c[k]) if k == "ctx" else c[k].astype(np.int64)
                 self.largest[k] = max(self.largest[k], int(values.max(initial=0)))
             self.compute.add(c)
+
+    def _merge_first(self, d: int, by_key: bool) -> None:
+        """Each key's first entry (in match order) of device d's merged and waiting parts; in key
+        order if `by_key` (else, when no key repeats, the parts are only joined: most keys are
+        distinct, and each column gathered is a full copy)."""
+        parts = ([self._first[d]] if d in self._first else []) + self._pending.pop(d, [])
+        if not parts:
+            return
+        cols = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        del parts
+        keys = cols["key"]
+        if ascending(keys) and (len(keys) < 2 or (keys[1:] != keys[:-1]).all()):
+            self._first[d] = cols
+            return
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        if (ordered[1:] == ordered[:-1]).any():  # by key, then match order: each key's first run start
+            order = np.lexsort((cols["pos"], cols["seg"], cols["ts_ns"], keys))
+            ordered = keys[order]
+            order = order[np.r_[True, ordered[1:] != ordered[:-1]]]
+        elif not by_key:
+            self._first[d] = cols
+            return
+        self._first[d] = {k: v[order] for k, v in cols.items()}
+
+    @property
+    def first(self) -> Dict[int, Columns]:
+        """Each device's first entry of each key (in match order), for device tasks that begin
+        before any entry of their key (Match), in key order."""
+        for d in list(self._pending) + list(self._first):
+            self._merge_first(d, by_key=True)
+        return self._first
 
     def _name_codes(self, positions: np.ndarray) -> np.ndarray:
         """Codes of hash_dic positions (-1: "", code 0), the positions noted as used."""
@@ -272,10 +303,13 @@ class Match:
         self.carry: Optional[Columns] = None  # each key's latest entry so far, by key
         self.first = None
         self.dtypes: Dict[str, np.dtype] = {}  # each column's type as the entries bring it
-        if first is not None:  # (only what a lookup reads: the key and the payload)
-            order = np.argsort(first["key"], kind="stable")
+        if first is not None:  # (only what a lookup reads: the key and the payload; HostTasks gives them by key)
             self.dtypes = {k: v.dtype for k, v in first.items()}
-            self.first = _narrowed({k: first[k][order] for k in self.PAYLOAD})
+            if ascending(first["key"]):
+                self.first = _narrowed({k: first[k] for k in self.PAYLOAD})
+            else:
+                order = np.argsort(first["key"], kind="stable")
+                self.first = _narrowed({k: first[k][order] for k in self.PAYLOAD})
 
     def window(self, key: np.ndarray, start_ns: np.ndarray, entries: Optional[Columns]
                ) -> Tuple[np.ndarray, Columns]:

@@ -1,0 +1,63 @@
+"""matching.HostTasks: each key's first entry (Match's fallback) is the first in match order
+among every entry spilled, however the windows bring them (keys repeating across windows,
+tracks of a later window earlier in time, the waiting parts merged now and then)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from msprof_kit.ingest import limits, matching
+from msprof_kit.ingest.columns import INVALID_CTX
+from msprof_kit.ingest.names import HashTable
+
+
+def _window(rng: np.random.Generator, pos: np.ndarray) -> tuple:
+    """Tracks (by position) and the compute tasks of some of them, few streams and task ids so
+    that keys repeat; times drawn at random, so a window may hold earlier times than the last."""
+    n = len(pos)
+    tracks = pd.DataFrame({
+        "type_raw": rng.choice(np.array([0, 4, 10], dtype=np.uint16), n), "kernel": rng.integers(-1, 2, n),
+        "stream_id": rng.integers(0, 3, n).astype(np.int64), "task_low": rng.integers(0, 6, n).astype(np.int64),
+        "device_id": rng.integers(0, 2, n).astype(np.int64), "conn": rng.integers(1, 99, n).astype(np.int64),
+        "model_id": rng.integers(0, 3, n).astype(np.int64), "request_id": rng.integers(-1, 3, n).astype(np.int64),
+        "batch": rng.integers(0, 2, n).astype(np.int64), "thread_id": rng.integers(1, 3, n).astype(np.uint32),
+        "ts_ns": rng.integers(0, 40, n).astype(np.int64)}, index=pd.Index(pos))
+    at = np.sort(rng.choice(n, n // 2, replace=False))
+    m = len(at)
+    compute = pd.DataFrame({
+        "track": pos[at], "device_id": tracks["device_id"].to_numpy()[at],
+        "stream_id": tracks["stream_id"].to_numpy()[at], "task_id": tracks["task_low"].to_numpy()[at],
+        "batch": tracks["batch"].to_numpy()[at], "ctx": rng.choice(np.array([0, 1, 2, INVALID_CTX]), m),
+        "block": rng.integers(0, 9, m), "mix": rng.integers(0, 9, m), "info_ts": rng.integers(-1, 40, m),
+        "tensors": np.zeros(m, dtype=np.int64), "op_name": rng.integers(-1, 2, m), "op_type": rng.integers(-1, 2, m),
+        "ge_type": np.array(["AI_CORE"] * m, dtype=object), "state": np.array(["static"] * m, dtype=object),
+        "hf32": np.array(["N/A"] * m, dtype=object)})
+    return tracks, compute
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_first_entries_are_the_first_in_match_order(tmp_path, monkeypatch, seed):
+    monkeypatch.setattr(limits, "TASK_ROWS", 8)  # merges of the waiting parts along the way
+    rng = np.random.default_rng(seed)
+    hashes = HashTable.of({1: "a", 2: "b"})
+    tasks = matching.HostTasks(str(tmp_path), {"5000_10": "KERNEL_MIX_AIC"}, hashes)
+    done = 0
+    for size in rng.integers(1, 30, 7):
+        tasks.add(*_window(rng, np.arange(done, done + size, dtype=np.int64)))
+        done += size
+    first = tasks.first
+    assert sorted(first) == sorted(tasks.entries)
+    for d, runs in tasks.entries.items():
+        every = {k: runs.read(k, 0, runs.rows) for k in runs.dtypes}
+        order = np.lexsort((every["pos"], every["seg"], every["ts_ns"]))
+        every = {k: v[order] for k, v in every.items()}
+        _, at = np.unique(every["key"], return_index=True)  # each key's first in match order, by key
+        got = first[d]
+        assert np.array_equal(got["key"], every["key"][at])
+        for k in every:
+            assert got[k].dtype == every[k].dtype and np.array_equal(got[k], every[k][at]), k
+        match = matching.Match(got)
+        assert match.first is not None and np.array_equal(match.first["key"], got["key"])
+    assert tasks.first is first
+    tasks.close()
