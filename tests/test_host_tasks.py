@@ -61,3 +61,55 @@ def test_first_entries_are_the_first_in_match_order(tmp_path, monkeypatch, seed)
         assert match.first is not None and np.array_equal(match.first["key"], got["key"])
     assert tasks.first is first
     tasks.close()
+
+
+def _entries(rng: np.random.Generator, n: int, lo: int, hi: int, start_pos: int) -> dict:
+    """Match entries of a window (times in [lo, hi)), few keys so that they repeat, ties in time."""
+    cols = {"key": rng.integers(0, 7, n).astype(np.int64), "seg": rng.integers(0, 3, n).astype(np.int8),
+            "pos": np.arange(start_pos, start_pos + n, dtype=np.int64),
+            "ts_ns": rng.integers(lo, hi, n).astype(np.int64)}
+    for k in matching.ENTRY_PAYLOAD:
+        if k != "ts_ns":
+            cols[k] = rng.integers(0, 1 << 20, n).astype(np.uint32 if k == "thread_id" else np.int64)
+    cols["conn"] = cols["pos"] * 10 + 7  # names the entry a task takes
+    rng.shuffle(order := np.arange(n))
+    return {k: v[order] for k, v in cols.items()}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_match_takes_the_latest_entry_at_or_before_the_start(seed):
+    """Match, a window at a time with its carry, against every task looked up in all entries at
+    once: the latest entry of its key at or before its start in match order (time, segment,
+    position), else its key's first in match order, else none."""
+    rng = np.random.default_rng(seed)
+    edges = np.sort(rng.choice(np.arange(1, 200), rng.integers(1, 6), replace=False))
+    bounds = np.concatenate([[0], edges, [200]])
+    windows, pos = [], 0
+    for lo, hi in zip(bounds, bounds[1:]):
+        n = int(rng.integers(0, 30))
+        windows.append(_entries(rng, n, int(lo), int(hi), pos) if n else None)
+        pos += n
+    every = pd.DataFrame({k: np.concatenate([w[k] for w in windows if w is not None]) for k in ("key", "seg", "pos",
+                                                                                             "ts_ns", "conn")})
+    every = every.sort_values(["ts_ns", "seg", "pos"], kind="stable")
+    first = every.drop_duplicates("key")
+    all_cols = {k: np.concatenate([w[k] for w in windows if w is not None]) for k in next(w for w in windows if w is not None)}
+    order = np.lexsort((all_cols["pos"], all_cols["seg"], all_cols["ts_ns"]))
+    keys = all_cols["key"][order]
+    _, at = np.unique(keys, return_index=True)
+    match = matching.Match({k: v[order][at] for k, v in all_cols.items()} if seed % 2 else None)
+    for w, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        n = int(rng.integers(0, 25))
+        start = np.sort(rng.integers(lo, hi, n)).astype(np.int64)
+        key = rng.integers(0, 8, n).astype(np.int64)
+        hit, out = match.window(key, start, windows[w])
+        for i in range(n):
+            mine = every[(every["key"] == key[i]) & (every["ts_ns"] <= start[i])]
+            if len(mine):
+                want = int(mine["conn"].iloc[-1])
+            elif seed % 2 and (first["key"] == key[i]).any():
+                want = int(first.loc[first["key"] == key[i], "conn"].iloc[0])
+            else:
+                want = 0
+            assert bool(hit[i]) == (want != 0), (w, i)
+            assert int(out["conn"][i]) == want, (w, i, key[i], start[i])

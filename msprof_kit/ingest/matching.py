@@ -348,18 +348,30 @@ class Match:
         return hit, out
 
     def _carry(self, right: Columns) -> None:
-        """The carry updated with a window's entries (in match order): each key's latest."""
+        """The carry updated with a window's entries (in match order): each key's latest. Built a
+        column at a time in its narrow type (the carry has an entry of every key seen)."""
         last = last_seen(right["key"])
         new = {k: right[k][last] for k in self.PAYLOAD}
-        if self.carry is None:
-            both = new
-        else:  # the carried keys, then the window's (the newer): the last of each key is kept
-            both = {k: np.concatenate([self.carry[k], new[k]], dtype=self.dtypes.get(k, new[k].dtype),
-                                      casting="unsafe") for k in self.PAYLOAD}
-        order = np.argsort(both["key"], kind="stable")  # (two sorted runs at most: merged, not sorted)
-        keys = both["key"][order]
-        keep = order[np.append(keys[1:] != keys[:-1], True)] if len(keys) else order
-        self.carry = _narrowed({k: v[keep] for k, v in both.items()})
+        old = self.carry
+        if old is None:
+            order = np.argsort(new["key"], kind="stable")
+            self.carry = _narrowed({k: v[order] for k, v in new.items()})
+            return
+        m = len(old["key"])
+        keys = np.concatenate([old["key"].astype(np.int64), new["key"]])
+        order = np.argsort(keys, kind="stable")  # (two sorted runs at most: merged, not sorted)
+        keys = keys[order]
+        keep = order[np.append(keys[1:] != keys[:-1], True)]  # the last of each key: the window's when it has one
+        del keys, order
+        from_old = keep < m
+        at_old, at_new = keep[from_old], keep[~from_old] - m
+        carry: Columns = {}
+        for k in self.PAYLOAD:
+            column = np.empty(len(keep), dtype=np.result_type(old[k].dtype, new[k].dtype))
+            column[from_old] = old[k][at_old]
+            column[~from_old] = new[k][at_new]
+            carry.update(_narrowed({k: column}))
+        self.carry = carry
 
 
 def _narrowed(cols: Columns) -> Columns:
