@@ -6,5 +6,5 @@ SPILL_ROWS = 1 << 18  # tensor_info records grouped into ops at a time (with the
 TASK_ROWS = 1 << 17  # device tasks matched and written at a time
 WINDOW_TRACKS = 3 << 16  # host task tracks associated at a time: the APIs' windows (api_windows.WINDOW_ROWS APIs)
 # are cut sooner when they would hold more tracks. A compute collection has about 2.8 APIs a task, so
-# a window of 1M APIs holds about 360k tracks and this bound does not cut it; a communication one
-# has about 1.35 (one level-5500 API a task) and would hold 740k
+# a window of 512k APIs holds about 180k tracks and this bound does not cut it; a communication one
+# has about 1.35 (one level-5500 API a task) and would hold 370k
