@@ -113,3 +113,18 @@ def test_match_takes_the_latest_entry_at_or_before_the_start(seed):
                 want = 0
             assert bool(hit[i]) == (want != 0), (w, i)
             assert int(out["conn"][i]) == want, (w, i, key[i], start[i])
+
+
+def test_hash_ends_with_reads_bytes_as_decoded_texts() -> None:
+    """HashTable.ends_with (bytes) agrees with str.endswith on the decoded texts: invalid UTF-8,
+    short and empty texts, non-ASCII before the suffix, position -1."""
+    from msprof_kit.parsers.hashdic import HashDictionary
+    raw = [b"AivKernel", b"xAicpuKernel", b"\xffAivKernel", b"\xe4\xb8AivKernel", b"ivKernel", b"",
+           "\u00e9AicpuKernel".encode(), b"AivKernelx", b"Kernel", b"AicpuKerne\xff", b"\xc3AicpuKernel"]
+    ends = np.cumsum([len(r) for r in raw]).astype(np.int64)
+    table = HashTable(HashDictionary(np.arange(len(raw), dtype=np.uint64), ends - [len(r) for r in raw], ends,
+                                     b"".join(raw)))
+    pos = np.array(list(range(len(raw))) + [-1, 3, 0], dtype=np.int64)
+    suffixes = ("AicpuKernel", "AivKernel")
+    want = [str(t).endswith(suffixes) for t in table.at(pos).tolist()]
+    assert table.ends_with(pos, suffixes).tolist() == want

@@ -167,6 +167,16 @@ class HostTasks:
         self._table = None
         return pos + 1
 
+    def name_ends_with(self, codes: np.ndarray, suffixes: Tuple[str, ...]) -> np.ndarray:
+        """Whether the text of each code (as `text_table` gives it) ends with one of the ASCII
+        `suffixes`; the hash_dic texts are read as bytes, not decoded."""
+        codes = np.asarray(codes, dtype=np.int64)
+        out = self.hashes.ends_with(np.where(codes <= len(self.named), codes - 1, -1), suffixes)
+        other = np.flatnonzero(codes > len(self.named))
+        if len(other):
+            out[other] = ends_with(self.text_table()[codes[other]], suffixes)
+        return out
+
     def text_table(self) -> np.ndarray:
         """The texts by code (kernel names and the compute tasks' texts); the hash_dic texts
         decoded once, those of the positions coded only (the others are None)."""
@@ -209,10 +219,23 @@ def write_compute_info(tasks: Optional[HostTasks], tensor_table: TensorTable, gi
     row_order: List[np.ndarray] = []
 
     def first_new(values: np.ndarray, seen: np.ndarray, order: List[np.ndarray]) -> None:
-        fresh = values[first_seen(values)]
-        fresh = fresh[~seen[fresh]]
+        """The values not seen before, once each in the order of their first row, noted."""
+        fresh = values[~seen[values]]
+        if len(fresh):
+            at = scratch(len(seen))
+            row = np.arange(len(fresh))
+            at[fresh] = len(fresh)
+            np.minimum.at(at, fresh, row)  # each value's first row
+            fresh = fresh[at[fresh] == row]
         seen[fresh] = True
         order.append(fresh)
+
+    spare: List[np.ndarray] = [np.zeros(0, dtype=np.int64)]
+
+    def scratch(n: int) -> np.ndarray:
+        if len(spare[0]) < n:
+            spare[0] = np.empty(max(n, len(texts)), dtype=np.int64)
+        return spare[0]
 
     kept: Dict[int, Optional[Columns]] = {}  # one window is read once for both passes
 
@@ -259,7 +282,7 @@ def write_compute_info(tasks: Optional[HostTasks], tensor_table: TensorTable, gi
     na = strings.id("N/A")
     skip: np.ndarray = np.zeros(len(texts), dtype=bool)  # by op name code, of those COMPUTE_TASK_INFO names
     names = np.concatenate(code_order["op_name"])
-    skip[names] = ends_with(texts[names], ("AicpuKernel", "AivKernel"))
+    skip[names] = tasks.name_ends_with(names, ("AicpuKernel", "AivKernel"))
     compute_ok: np.ndarray = np.zeros(gids.count, dtype=bool)
     at = 0
     for w in range(len(edges) + 1):

@@ -111,6 +111,25 @@ class HashTable:
         out[found] = self.entries.texts(pos[found])
         return out
 
+    def ends_with(self, positions: np.ndarray, suffixes: Tuple[str, ...]) -> np.ndarray:
+        """Whether the text (as `at` decodes it) of each dictionary position (-1: "") ends with
+        one of the ASCII `suffixes`, read off the texts' bytes without decoding them: an ASCII
+        byte decodes to itself and nothing else decodes to ASCII, so the decoded text ends with an
+        ASCII suffix exactly when its bytes do."""
+        pos = np.asarray(positions, dtype=np.int64)
+        out: np.ndarray = np.zeros(len(pos), dtype=bool)
+        data = np.frombuffer(self.entries.data, dtype=np.uint8)
+        found = np.flatnonzero(pos >= 0)
+        ends = self.entries.ends[pos[found]]
+        size = ends - self.entries.starts[pos[found]]
+        for suffix in suffixes:
+            raw = np.frombuffer(suffix.encode("ascii"), dtype=np.uint8)
+            cand = np.flatnonzero(size >= len(raw))
+            for j in range(1, len(raw) + 1):  # from the last byte: few texts keep matching
+                cand = cand[data[ends[cand] - j] == raw[-j]]
+            out[found[cand]] = True
+        return out
+
     def lookup(self, values: np.ndarray) -> np.ndarray:
         """Texts (object array) of hash ids, None where the dictionary lacks one (id 0 included;
         not noted as misses): what dict.get gives over the ids' decimal texts."""
