@@ -8,7 +8,6 @@ from typing import Dict, Optional
 import numpy as np
 import pandas as pd
 
-from ... import memory
 from ...native_impl import Slot, float_slot, int_slot, text_slot, text_table
 from ...progress import label
 from ..context import ExportContext
@@ -49,7 +48,6 @@ def write_cann(ctx: ExportContext, out: TraceWriter, facts: Facts, tasks: Tasks,
     flow_conn = flow >> 32
     for lo, hi, block in blocks.counted(ctx.progress.phase(f"{label(ctx.collection_path)}: timeline CANN APIs",
                                                            total=blocks.rows, unit="APIs")):
-        memory.give_back(writer.KEEP_FREE)  # this process runs beside the device layers' and the DB's
         if not len(block):
             continue
         slots = _api_texts(block, facts, texts, *texts.lookup(block[:, 4], lo, hi))

@@ -7,7 +7,6 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from ... import memory
 from ...arrays import in_sorted
 from ...native_impl import float_slot, int_slot
 from . import writer
@@ -66,7 +65,6 @@ def _write_tasks(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.ndarr
     pids = np.array([facts.pid(SORT_HARDWARE, d) for d in devices.tolist()], dtype=np.int64)
     cann_pid = facts.pid(SORT_CANN)
     for block in tasks.blocks():
-        memory.give_back(writer.KEEP_FREE)  # this process runs beside the CANN layer's and the DB's
         c = block.cols
         pid = pids[np.searchsorted(devices, c["device"])] if len(devices) else np.zeros(0, np.int64)
         ends = block.via_track | (block.via_api & in_sorted(c["conn"], started))
