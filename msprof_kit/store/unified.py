@@ -19,7 +19,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set
 import numpy as np
 import pandas as pd
 
-from .. import schema
+from .. import memory, schema
 from ..arrays import first_seen
 from . import before_start, pages
 from .columns import StoredColumns
@@ -33,6 +33,7 @@ UNIFIED_DB_GLOB = "msprof_" + "[0-9]" * 14 + ".db"
 PMU_CHUNK = 100_000  # wide PMU rows put into the temporary table at a time
 API_ROWS = 1 << 22  # CANN_API rows judged at a time (before_start) when the DB leaves some out
 TEMP_CACHE_KIB = 64 * 1024  # page cache of the temporary wide PMU table
+KEEP_FREE = 64 << 20  # free heap kept after a mirrored table is written (the writer runs beside an export's processes)
 
 
 def current_db(collection_path: str) -> Optional[str]:
@@ -81,6 +82,7 @@ def export_db(collection_path: str, stamp: Optional[str] = None) -> str:
                     out_of = dropped if dropped is not None and name == "CANN_API" else None
                     if paged and name in schema.MIRRORED and _paged_mirror(
                             dest, name, cols, StoredColumns(src, name), out_of.rows if out_of is not None else None):
+                        memory.give_back(KEEP_FREE)  # else the PMU pages touch all the heap this table grew
                         continue
                     dest.copy(name, cols)
                     if out_of is not None:

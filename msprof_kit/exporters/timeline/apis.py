@@ -24,7 +24,7 @@ ACL_EVENT_APIS = ("aclrtRecordEvent", "aclrtStreamWaitEvent")  # ACL calls whose
 
 
 API_COLUMNS = ("startNs", "endNs", "type", "globalTid", "connectionId", "name")
-API_BLOCK = 5 * CHUNK  # CANN_API rows read at a time (whole chunks: the events come in the same order)
+API_BLOCK = 2 * CHUNK  # CANN_API rows read at a time (whole chunks: the events come in the same order)
 
 
 class ApiBlocks:

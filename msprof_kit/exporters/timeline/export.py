@@ -25,7 +25,7 @@ from .memory import write_npu_mem
 from .overlap import graph_overlap, write_overlap
 from .steps import Iteration, graph_step_texts, timeline_steps
 from .tasks import Tasks
-from .writer import TraceWriter
+from .writer import KEEP_FREE, TraceWriter
 
 FORK_KEEP_FREE = 64 << 20  # free heap kept when the device layers' process is forked
 
@@ -139,6 +139,7 @@ def _write_device_layers(ctx: ExportContext, path: str, facts: Facts, tasks: Tas
                                             steps if ctx.layer_on("step_trace") else {},
                                             show_tasks=ascend, arrows=arrows and ascend,
                                             memcpy=MemcpyArgs.load(ctx, facts))
+            memory.give_back(KEEP_FREE)  # the tasks' free heap, before the other layers' blocks
             if ctx.layer_on("communication"):
                 write_communication(out, facts, comm, arrows=arrows)
             if ctx.layer_on("freq"):

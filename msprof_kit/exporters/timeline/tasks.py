@@ -26,7 +26,7 @@ DEVICE_NAMED = ("FFTS_PLUS", "UNKNOWN")  # host task types for which the device'
 TASK_COLUMNS = ("startNs", "endNs", "deviceId", "streamId", "taskId", "contextId", "modelId", "connectionId",
                 "globalTaskId", "taskType")
 TASK_COLS = ("start", "end", "device", "stream", "task", "ctx", "model", "conn")
-TASK_BLOCK = 5 * CHUNK   # shown tasks turned into events at a time (a whole number of chunks)
+TASK_BLOCK = 2 * CHUNK   # shown tasks turned into events at a time (a whole number of chunks)
 TASK_CACHE = 10 * CHUNK  # up to this many shown tasks, the blocks made for the summary pass are kept
 
 

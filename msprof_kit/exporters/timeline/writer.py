@@ -18,6 +18,7 @@ from ...native_impl import Slot, format_rows, int_slot, text_slot, text_table
 CHUNK = 100_000           # rows rendered and written at a time (read at call time: tests shrink it)
 WRITE_AHEAD = 2           # rendered chunks that may wait for the disk
 PART_COPY = 1 << 20       # bytes copied at a time when a part file is appended
+KEEP_FREE = 64 << 20      # free heap the device layers keep after the tasks (the CANN layer and the DB run beside)
 
 
 class TraceWriter:
