@@ -143,6 +143,8 @@ class TableWriter:
             if background else None
         self._thread: Optional[threading.Thread] = None
         self._error: Optional[BaseException] = None
+        self._flusher: Optional[threading.Thread] = None  # an early sync of what is written (stores)
+        self._flush_failed: List[OSError] = []  # what it raised
         folder = os.path.dirname(path) or "."
         self.tmp = partial_path(path, os.getpid())
         try:
@@ -418,6 +420,14 @@ class TableWriter:
         finally:
             out.close()
             self.conn = self._connect()
+        self._flush_soon()
+
+    def _flush_soon(self) -> None:
+        """A store's pages written so far go to the disk in the background (the system writes
+        them meanwhile, so the sync before the rename has little left to wait for)."""
+        if self.is_store and (self._flusher is None or not self._flusher.is_alive()):
+            self._flusher = threading.Thread(target=_flush_early, args=(self.tmp, self._flush_failed), name="store flush", daemon=True)
+            self._flusher.start()
 
     def index(self, table: str) -> None:
         """Create the indexes of a table whose rows are all written (schema.INDEXES)."""
@@ -449,6 +459,10 @@ class TableWriter:
             self.conn.close()
             self._drop_parts()
             if self.is_store:
+                if self._flusher is not None:
+                    self._flusher.join()
+                if self._flush_failed:
+                    raise self._flush_failed[0]
                 _sync_file(self.tmp)
             os.replace(self.tmp, self.path)
         except BaseException as exc:
@@ -456,6 +470,25 @@ class TableWriter:
             raise
         if self.is_store:
             _sync_folder(os.path.dirname(self.path) or ".")
+
+
+def _flush_early(path: str, failed: List[OSError]) -> None:
+    """fdatasync a file being written, from a thread; a failure goes to `failed`, which the sync
+    before the rename raises (a later fsync on another descriptor may no longer see it). A file
+    already removed (a write that failed otherwise) is no failure."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        failed.append(OSError(exc.errno, exc.strerror, path))
+        return
+    try:
+        os.fdatasync(fd)
+    except OSError as exc:
+        failed.append(OSError(exc.errno, exc.strerror, path))
+    finally:
+        os.close(fd)
 
 
 def _sync_file(path: str) -> None:
