@@ -8,6 +8,10 @@ import sqlite3
 import sys
 from typing import Any, Dict, Iterator, List, Optional
 
+# numpy's OpenBLAS starts a thread a core when it is imported, and they spin for a while; msprof-kit
+# does no linear algebra, so its commands run without them (a setting of the user's own stands)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from . import __version__, importer, memory, progress, store
 from .errors import BadOption, Diagnostics, MsprofKitError, StoreError
 from .forked import default_jobs

@@ -66,3 +66,12 @@ def test_query_table(tmp_path, capsys):
     assert lines[1] == "" and lines[0].endswith("\t")
     cells = [c.strip() for c in lines[2].split("\t")]
     assert cells[1:3] == ["0", "device_0"] and cells[7] == "-1"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_the_command_starts_no_blas_threads():
+    """numpy's OpenBLAS would start a spinning thread per core at import; the command has no use for them."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    code = "import os\nfrom msprof_kit import cli, importer\nprint(len(os.listdir('/proc/self/task')))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1", out
