@@ -326,3 +326,13 @@ def test_task_time_keep_equals_the_rule_group_by_group(seed, wide):
     assert 0 < got.sum() < n
     none_marked = np.full(n, INVALID_CONTEXT, dtype=np.int64)
     assert _task_time_keep(device, stream, task, batch, none_marked).all()
+
+
+@pytest.mark.parametrize("values", [np.array([3, 1, 3, 0, -5, 2 ** 40]), np.zeros(0, dtype=np.int64),
+                                    np.array([7, 7, 2 ** 64 - 1], dtype=np.uint64), np.array([1, 2, 1], dtype=np.int8),
+                                    np.array([1.0, -0.0, 0.0, np.nan, np.nan, 1.5])])
+def test_ids_coded_as_numbers_give_the_codes_and_labels_of_their_texts(values):
+    from msprof_kit.exporters.summary.columns import coded, coded_numbers
+    texts, numbers = coded("x", values.astype(str), number=True), coded_numbers("x", values)
+    assert numbers.codes.tolist() == texts.codes.tolist() and numbers.number
+    assert [(type(v), v) for v in numbers.labels] == [(type(v), v) for v in texts.labels]

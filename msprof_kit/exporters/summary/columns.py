@@ -180,6 +180,17 @@ def coded(name: str, values: np.ndarray, number: bool = False) -> Coded:
     return Coded(name, codes, np.asarray(labels, dtype=object), number)
 
 
+def coded_numbers(name: str, values: np.ndarray, number: bool = True) -> Coded:
+    """`coded(name, values.astype(str), number)` of ids (a column of few distinct values): integers
+    are factorized as numbers and only the distinct ones made texts (other values, where distinct
+    numbers may print alike, go through their texts)."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "iu":
+        return coded(name, values.astype(str), number)
+    codes, uniq = pd.factorize(values, use_na_sentinel=False)
+    return Coded(name, codes, np.asarray(uniq).astype(str).astype(object), number)
+
+
 def string_codes(ids: np.ndarray, strings: np.ndarray) -> np.ndarray:
     """STRING_IDS ids as indexes into `strings` + [N/A]: ids that name no string (-1) point at N/A."""
     ids = np.asarray(ids, dtype=np.int64)

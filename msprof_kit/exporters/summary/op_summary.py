@@ -11,7 +11,7 @@ from ...cxx_order import cxx_sort_order
 from ...native_impl import Slot, fixed_slot, int_slot, overlay, trim_slot
 from ..context import ExportContext
 from .cells import NA
-from .columns import BlockTable, Coded, Column, CsvTexts, Rendered, coded, durations, from_strings, ints, stamps, string_codes
+from .columns import BlockTable, Coded, Column, CsvTexts, Rendered, coded, coded_numbers, durations, from_strings, ints, stamps, string_codes
 from .communication import CommOps
 from .pmu import PmuReader, op_summary_pmu
 from .tasks import (INVALID_CONTEXT, Tasks, device_rank, graph_mode, keep_after_start, model_table, names_of, of_model,
@@ -176,10 +176,10 @@ def op_summary_table(ctx: ExportContext, tasks: Tasks, flavour: str,
         block_num[is_op] = 0
         mix_block = info("mixBlockNum")
 
-        cols: List[Column] = [coded("Device_id", dev.astype(str), number=True)]
+        cols: List[Column] = [coded_numbers("Device_id", dev)]
         if graph:
             cols.append(coded("Model Name", names_of(model_names, model)))
-        cols += [coded("Model ID", model.astype(str), number=True),
+        cols += [coded_numbers("Model ID", model),
                  task_cells("Task ID", "taskId"),
                  task_cells("Stream ID", "streamId")]
         if graph:
@@ -188,7 +188,7 @@ def op_summary_table(ctx: ExportContext, tasks: Tasks, flavour: str,
             iteration = tasks.iteration[at]
             if ops is not None:
                 iteration[is_op] = ops.iteration[op]
-            cols.append(coded("Infer ID", iteration.astype(str), number=True))
+            cols.append(coded_numbers("Infer ID", iteration))
         cols += [Coded("Op Name", name_codes, op_names, shared=s_csv),
                  from_strings("OP Type", op_type, s, s_csv),
                  from_strings("OP State", info("opState"), s, s_csv),

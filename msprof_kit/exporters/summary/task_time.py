@@ -8,7 +8,7 @@ import numpy as np
 from ...arrays import group_ids, in_marked_groups
 from ..context import ExportContext
 from .cells import NA
-from .columns import BlockTable, Column, coded, durations, ints, stamps
+from .columns import BlockTable, Column, coded, coded_numbers, durations, ints, stamps
 from .tasks import INVALID_CONTEXT, Tasks, keep_after_start, ordered, session_start
 
 
@@ -90,7 +90,7 @@ def task_time_table(ctx: ExportContext, tasks: Tasks, flavour: str) -> Optional[
         name = np.where(named, kernel, op_name)
         kind = np.where(ge_type != NA, ge_type, tasks.text(tasks.col("taskType", at)))
         return [
-            coded("Device_id", tasks.col("deviceId", at).astype(str), number=True),
+            coded_numbers("Device_id", tasks.col("deviceId", at)),
             coded("kernel_name", name),
             coded("kernel_type", kind),
             ints("stream_id", tasks.col("streamId", at)),
