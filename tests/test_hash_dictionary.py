@@ -130,3 +130,22 @@ def test_decode_spans_twins_agree():
         for fn in (_native.decode_spans, hashdic.py_decode_spans):
             with pytest.raises(ValueError):
                 fn(data, np.array(s, np.int64), np.array(e, np.int64))
+
+
+def test_string_ids_number_new_strings_in_the_order_of_their_first_row():
+    """StringPool.ids_of (one pass of setdefault, renumbered where found strings or repeats fall
+    between new ones) against numbering the strings one by one."""
+    rng = np.random.default_rng(5)
+    for trial in range(400):
+        start = [str(v) for v in rng.integers(0, 20, rng.integers(0, 5))]
+        pool, expect = StringPool(start), {}
+        for s in start:
+            expect.setdefault(s, len(expect))
+        for _ in range(3):
+            values = np.empty(int(rng.integers(0, 12)), dtype=object)
+            values[:] = [rng.choice(["", "é", "x", "xx", str(int(rng.integers(0, 30)))]) for _ in range(len(values))]
+            want = [expect.setdefault(v, len(expect)) for v in values]
+            assert pool.ids_of(values).tolist() == want, (start, values)
+            assert list(pool.ids.items()) == list(expect.items())
+    mixed = np.array(["1", 1, None], dtype=object)  # not all strings: each read by its str
+    assert StringPool(["1"]).ids_of(mixed).tolist() == [0, 0, 1]

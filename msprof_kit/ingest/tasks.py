@@ -30,6 +30,9 @@ class StringPool:
     def ids_of(self, values: Union[np.ndarray, CodedTexts]) -> np.ndarray:
         """Ids of an array of strings, or of coded texts (the distinct texts looked up at once);
         new strings are numbered in the order of their first row."""
+        if isinstance(values, np.ndarray) and values.dtype == object and len(values) \
+                and pd.api.types.infer_dtype(values, skipna=False) == "string":
+            return self._looked_up(values.tolist())
         codes, uniq = text_codes(values)
         if pd.api.types.infer_dtype(uniq, skipna=False) != "string":  # (values that may print alike)
             return np.array([self.id(str(u)) for u in uniq], dtype=np.int64)[codes]
@@ -41,6 +44,20 @@ class StringPool:
             self.ids.update(zip([keys[i] for i in new.tolist()], fresh.tolist()))
             got[new] = fresh
         return got[codes]
+
+    def _looked_up(self, keys: List[str]) -> np.ndarray:
+        """ids_of strings in one pass of `setdefault` (no factorizing first: the op names and
+        tensor texts of a dynamic-shape workload are nearly all distinct). A new string takes its
+        place among `keys`, offset past the ids given, as a provisional id; where others were
+        found or came again in between, the new ones are numbered again consecutively."""
+        base, n = len(self.ids), len(keys)
+        got = np.fromiter(map(self.ids.setdefault, keys, itertools.count(base)), dtype=np.int64, count=n)
+        new = np.flatnonzero(got == np.arange(base, base + n))  # each new string's first row
+        if len(new) and new[-1] != len(new) - 1:  # provisional ids with gaps
+            late = got >= base
+            got[late] = base + np.searchsorted(new, got[late] - base)
+            self.ids.update(zip([keys[i] for i in new.tolist()], range(base, base + len(new))))
+        return got
 
     def frame(self) -> pd.DataFrame:
         """STRING_IDS: (id, value), in id order."""
