@@ -167,3 +167,17 @@ def test_mirrors_read_back_as_the_sqlite_tables_hold_them(tmp_path):
     assert all(a.dtype == np.int64 for a in got.values())
     assert list(zip(*(got[c[0]].tolist() for c in cols))) == table
 
+
+
+@pytest.mark.parametrize("rows, missing, expect", [
+    ([(1, "b"), (0, "a"), (2, "")], "N/A", ["a", "b", ""]),            # ids 0..n-1: read in id order
+    ([(3, "d"), (0, "a")], "N/A", ["a", "N/A", "N/A", "d"]),             # gaps: `missing`
+    ([(-1, "x"), (1, "b")], "", ["", "b"]),                              # no text has a negative id
+    ([], "N/A", []),
+])
+def test_string_table_indexes_the_values_by_id(rows, missing, expect):
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE STRING_IDS (id INTEGER PRIMARY KEY, value TEXT)")
+    conn.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", rows)
+    got = store.string_table(conn, missing)
+    assert got.dtype == object and got.tolist() == expect

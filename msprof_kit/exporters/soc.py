@@ -28,6 +28,7 @@ from typing import Dict, Iterator, List, Sequence, cast
 import numpy as np
 import pandas as pd
 
+from ..store import string_table
 from .context import ExportContext
 from .scope import step_iterations
 
@@ -79,11 +80,7 @@ class JobData:
 def _strings(ctx: ExportContext) -> np.ndarray:
     if not ctx.has("STRING_IDS"):
         return np.array([NA], dtype=object)
-    rows = ctx.conn.execute("SELECT id, value FROM STRING_IDS").fetchall()
-    out: np.ndarray = np.full(max(r[0] for r in rows) + 2 if rows else 1, NA, dtype=object)
-    for sid, value in rows:
-        out[sid] = value
-    return out  # the last entry stays N/A: the text of id -1
+    return np.append(string_table(ctx.conn, NA), NA)  # the last entry N/A: the text of id -1
 
 
 def _model_names(ctx: ExportContext) -> Dict[int, str]:

@@ -21,7 +21,7 @@ from .paths import (APPLICATION_ID, NO_STORE, STORE_DIR, STORE_ENV, STORE_NAME, 
                     db_path, elsewhere_note, output_root, own_store_path, partial_path, remove_leftovers,
                     stand_in, store_path, store_problem)
 from .read import (IterationSpans, fetch_ints, import_warnings, int_blocks, int_columns, iteration_spans, iterations,
-                   open_store, real_values, repeat_warnings, store_identity, texts_of)
+                   open_store, real_values, repeat_warnings, store_identity, string_table, texts_of)
 from .unified import DB_APPLICATION_ID, current_db, export_db
 from .writer import TableWriter, put_info, write_failure
 
@@ -33,6 +33,6 @@ __all__ = [
     "TableWriter", "put_info", "write_failure",
     "IterationSpans", "fetch_ints", "import_warnings", "int_blocks", "int_columns", "iteration_spans", "iterations",
     "open_store",
-    "real_values", "repeat_warnings", "store_identity", "texts_of",
+    "real_values", "repeat_warnings", "store_identity", "string_table", "texts_of",
     "DB_APPLICATION_ID", "current_db", "export_db",
 ]

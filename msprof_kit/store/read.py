@@ -128,6 +128,25 @@ def int_blocks(conn: sqlite3.Connection, table: str, exprs: Sequence[str],
 FETCH_ROWS = 32768  # rows turned from sqlite's Python tuples into arrays at a time
 
 
+def string_table(conn: sqlite3.Connection, missing: str) -> np.ndarray:
+    """STRING_IDS as an object array indexed by id, `missing` at ids no row has (empty without
+    rows). Ids 0 to n - 1, as the stores and unified DBs have them, are read as the values in id
+    order alone."""
+    n, lo, hi = conn.execute("SELECT COUNT(*), MIN(id), MAX(id) FROM STRING_IDS").fetchone()
+    if not n:
+        return np.zeros(0, dtype=object)
+    if lo == 0 and hi == n - 1:
+        out: np.ndarray = np.empty(n, dtype=object)
+        out[:] = [v for (v,) in conn.execute("SELECT value FROM STRING_IDS ORDER BY id")]
+        return out
+    rows = conn.execute("SELECT id, value FROM STRING_IDS WHERE id >= 0").fetchall()  # (no text has id -1)
+    out = np.full(max(int(hi) + 1, 0), missing, dtype=object)
+    values: np.ndarray = np.empty(len(rows), dtype=object)
+    values[:] = [r[1] for r in rows]
+    out[np.array([r[0] for r in rows], dtype=np.int64)] = values
+    return out
+
+
 def fetch_ints(cursor: sqlite3.Cursor, width: int) -> np.ndarray:
     """The rows of a cursor of `width` integer columns as an int64 array (rows x width), taken
     FETCH_ROWS at a time: never a Python tuple per row for all of them at once."""

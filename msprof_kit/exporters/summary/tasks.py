@@ -10,6 +10,7 @@ from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ...arrays import SortedKeys, ascending
+from ...store import string_table
 from ..context import ExportContext, RowReader
 from .cells import NA
 from .columns import string_codes
@@ -21,11 +22,7 @@ def load_strings(ctx: ExportContext) -> np.ndarray:
     """STRING_IDS values as an object array indexed by id."""
     if not ctx.has("STRING_IDS"):
         return np.array([], dtype=object)
-    rows = ctx.conn.execute("SELECT id, value FROM STRING_IDS").fetchall()
-    out: np.ndarray = np.full(max((r[0] for r in rows), default=-1) + 1, NA, dtype=object)
-    for sid, value in rows:
-        out[sid] = value
-    return out
+    return string_table(ctx.conn, NA)
 
 
 def session_start(ctx: ExportContext) -> Optional[int]:

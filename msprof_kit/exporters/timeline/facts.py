@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...native_impl import Slot, fixed_slot
+from ...store import string_table
 from ..context import ExportContext, Scope
 from ..training import TrainingTrace, training_trace
 from .writer import isin_text, us_text
@@ -66,10 +67,7 @@ def load_facts(ctx: ExportContext) -> Facts:
     """The facts of an export: its flavour's rules, STRING_IDS (id -> text), the host and device pids."""
     strings: np.ndarray = np.zeros(0, dtype=object)
     if ctx.has("STRING_IDS"):
-        rows = ctx.conn.execute("SELECT id, value FROM STRING_IDS").fetchall()
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
-        strings = np.full(int(ids.max()) + 1 if len(ids) else 0, "", dtype=object)
-        strings[ids] = np.array([r[1] for r in rows], dtype=object)
+        strings = string_table(ctx.conn, "")
     pids = {dev: int(v["pid"]) for dev, v in ctx.device_info.items() if str(v.get("pid", "")).isdigit()}
     host_pid = pids.pop(HOST_DIR, None)
     if host_pid is None:
