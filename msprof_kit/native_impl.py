@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import os
 import struct
 from collections import OrderedDict
@@ -107,6 +108,26 @@ def csv_table(texts: Sequence[str]) -> TextTable:
         blob, offsets = _native.csv_table(texts)
     else:
         blob, offsets = py_csv_table(texts)
+    return TextTable(blob, np.frombuffer(offsets, dtype=np.int64))
+
+
+def py_json_table(texts: Sequence[str]) -> Tuple[bytes, bytes]:
+    """The pure-Python twin of `_native.json_table`: (blob, int64 offsets bytes) of each text as a
+    JSON string literal (json.dumps with ensure_ascii=False), in UTF-8."""
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"json_table: item {i} is not a str")
+    table = text_table(json.dumps(t, ensure_ascii=False) for t in texts)
+    return table.blob, table.offsets.tobytes()
+
+
+def json_table(texts: Sequence[str]) -> TextTable:
+    """A TextTable of `texts` as JSON string literals, by the implementation in use."""
+    if c_chosen():
+        assert _native is not None
+        blob, offsets = _native.json_table(texts)
+    else:
+        blob, offsets = py_json_table(texts)
     return TextTable(blob, np.frombuffer(offsets, dtype=np.int64))
 
 

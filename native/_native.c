@@ -977,6 +977,9 @@ static PyMethodDef METHODS[] = {
      "dict_keys(buf, starts, ends) -> (colon, value, flags): the keys of hash_dic lines (parsers/hashdic.py)."},
     {"csv_table", csv_table, METH_VARARGS,
      "csv_table(texts) -> (blob, offsets): the texts as CSV fields (quoted when they must be), UTF-8, with int64 offsets."},
+    {"json_table", json_table, METH_VARARGS,
+     "json_table(texts) -> (blob, offsets): the texts as JSON string literals (json.dumps, ensure_ascii=False), UTF-8, "
+     "with int64 offsets."},
     {"decode_spans", decode_spans, METH_VARARGS,
      "decode_spans(blob, starts, ends) -> list: the spans of blob decoded as UTF-8 (errors='replace')."},
     {"gather_spans", gather_spans, METH_VARARGS,

@@ -342,3 +342,100 @@ done:
     Py_DECREF(list);
     return result;
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * json_table(texts) -> (blob, offsets): each str of the list `texts` as a JSON string literal, as
+ * json.dumps(text, ensure_ascii=False) writes it (in double quotes; a double quote and a backslash
+ * escaped by a backslash; \b \f \n \r \t as such; the other characters below U+0020 as \u00xx;
+ * everything else as it is), in UTF-8, one after the other in blob; offsets as csv_table's. A
+ * text that is not a str is a TypeError; one UTF-8 cannot encode a UnicodeEncodeError. Twin:
+ * native_impl.py_json_table (the timeline's texts of a million distinct op names).
+ */
+static Py_ssize_t json_escaped_size(const unsigned char *p, Py_ssize_t n)
+{
+    Py_ssize_t size = n + 2;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = p[i];
+        if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t')
+            size += 1;
+        else if (c < 0x20)
+            size += 5;
+    }
+    return size;
+}
+
+static char *json_escape(char *out, const unsigned char *p, Py_ssize_t n)
+{
+    static const char HEX[] = "0123456789abcdef";
+    *out++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = p[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *out++ = (char)c;
+            continue;
+        }
+        *out++ = '\\';
+        switch (c) {
+        case '"': *out++ = '"'; break;
+        case '\\': *out++ = '\\'; break;
+        case '\b': *out++ = 'b'; break;
+        case '\f': *out++ = 'f'; break;
+        case '\n': *out++ = 'n'; break;
+        case '\r': *out++ = 'r'; break;
+        case '\t': *out++ = 't'; break;
+        default:
+            *out++ = 'u';
+            *out++ = '0';
+            *out++ = '0';
+            *out++ = HEX[c >> 4];
+            *out++ = HEX[c & 15];
+        }
+    }
+    *out++ = '"';
+    return out;
+}
+
+PyObject *json_table(PyObject *self, PyObject *args)
+{
+    PyObject *texts, *list = NULL, *blob = NULL, *offsets = NULL, *result = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O:json_table", &texts))
+        return NULL;
+    list = PySequence_Fast(texts, "json_table: texts must be a sequence of str");
+    if (!list)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(list);
+    PyObject **items = PySequence_Fast_ITEMS(list);
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {  /* the size of the blob */
+        Py_ssize_t len;
+        const char *p;
+        if (!PyUnicode_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "json_table: item %zd is not a str", i);
+            goto done;
+        }
+        p = PyUnicode_AsUTF8AndSize(items[i], &len);
+        if (!p)
+            goto done;
+        total += json_escaped_size((const unsigned char *)p, len);
+    }
+    blob = PyBytes_FromStringAndSize(NULL, total);
+    offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(int64_t));
+    if (!blob || !offsets)
+        goto done;
+    char *start = PyBytes_AS_STRING(blob), *out = start;
+    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t len;
+        const char *p = PyUnicode_AsUTF8AndSize(items[i], &len);  /* cached by the first pass */
+        off[i] = out - start;
+        out = json_escape(out, (const unsigned char *)p, len);
+    }
+    off[n] = out - start;
+    result = PyTuple_Pack(2, blob, offsets);
+done:
+    Py_XDECREF(blob);
+    Py_XDECREF(offsets);
+    Py_DECREF(list);
+    return result;
+}

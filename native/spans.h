@@ -10,5 +10,6 @@ PyObject *decode_spans(PyObject *self, PyObject *args);
 PyObject *gather_spans(PyObject *self, PyObject *args);
 PyObject *spans_equal(PyObject *self, PyObject *args);
 PyObject *csv_table(PyObject *self, PyObject *args);
+PyObject *json_table(PyObject *self, PyObject *args);
 
 #endif

@@ -406,3 +406,23 @@ def test_csv_table_twins_agree_and_quote_as_the_csv_module():
         for fn in (native_impl._native.csv_table, native_impl.py_csv_table):
             with pytest.raises(error):
                 fn(bad)
+
+
+def test_json_table_twins_agree_and_write_json_string_literals():
+    """_native.json_table and py_json_table: the same bytes on awkward texts (quotes, backslashes,
+    every control character, DEL, non-ASCII, U+2028, long); each as json.dumps(text,
+    ensure_ascii=False); a non-str item and a lone surrogate refused alike."""
+    import json
+    rng = np.random.default_rng(7)
+    alphabet = [chr(c) for c in range(0x20)] + list('"\\/ a\x7fé中\u2028😀')
+    texts = ["", '"', "\\", "\\\"", "plain", "a" * 100_000] + [chr(c) for c in range(0x20)]
+    texts += ["".join(rng.choice(alphabet, int(rng.integers(0, 12)))) for _ in range(3000)]
+    blob, offsets = native_impl._native.json_table(texts)
+    assert (blob, offsets) == native_impl.py_json_table(texts)
+    off = np.frombuffer(offsets, np.int64).tolist()
+    assert [blob[a:b].decode("utf-8") for a, b in zip(off, off[1:])] == [json.dumps(t, ensure_ascii=False) for t in texts]
+    assert native_impl._native.json_table([]) == native_impl.py_json_table([]) == (b"", np.zeros(1, np.int64).tobytes())
+    for bad, error in ((["a", 3], TypeError), (["a", "\ud800"], UnicodeEncodeError)):
+        for fn in (native_impl._native.json_table, native_impl.py_json_table):
+            with pytest.raises(error):
+                fn(bad)

@@ -16,7 +16,7 @@ from .apis import LEVEL_ACL, LEVEL_MODEL, LEVELS, ApiBlocks, ApiTexts
 from .arrows import Arrows, flow_events, flows_of
 from .facts import SORT_CANN, Facts
 from .tasks import Tasks
-from .writer import Template, TraceWriter, coded_slot, constant_slot, dur_us, process_meta, thread_meta
+from .writer import Template, TraceWriter, coded_slot, constant_slot, dur_us, json_text_slot, process_meta, thread_meta
 
 
 API_EVENT = Template('{"name":', "name", ',"pid":', "pid", ',"tid":', "tid", ',"ts":"', "ts", '","dur":', "dur",
@@ -95,8 +95,9 @@ def _api_texts(api: np.ndarray, facts: Facts, texts: ApiTexts, mode: np.ndarray,
     if facts.python_host:
         numeric = np.array([str(t).isdigit() for t in texts.items.tolist()], dtype=bool)[item]
         item = np.where(model & numeric, -1 - item, item)
-    out["item"] = coded_slot(item, lambda k: json.dumps(str(texts.items[k]), ensure_ascii=False) if k >= 0
-                             else str(texts.items[-1 - k]))
+    out["item"] = json_text_slot(item, texts.items) if not len(item) or item.min() >= 0 else \
+        coded_slot(item, lambda k: json.dumps(str(texts.items[k]), ensure_ascii=False) if k >= 0
+                   else str(texts.items[-1 - k]))
     return out
 
 

@@ -22,7 +22,7 @@ from . import writer
 from .arrows import flow_events
 from .facts import Facts
 from .tasks import in_timeline
-from .writer import Template, TraceWriter, coded_slot, dur_us, process_meta, thread_meta
+from .writer import Template, TraceWriter, coded_slot, dur_us, json_text_slot, process_meta, thread_meta
 
 SORT_COMMUNICATION = {"cpp": 16, "python": 17}
 INVALID_PLANES = (-1, 0xFFFFFFFF)   # tasks of no plane (level 0 collections) get no event
@@ -351,7 +351,7 @@ def _write_tasks(out: TraceWriter, facts: Facts, comm: Communication, rows: np.n
         s = slice(lo, min(n, lo + writer.CHUNK))
         k = s.stop - s.start
         out.add_block(TASK_EVENT.rows(
-            k, name=coded_slot(c["taskType"][s], lambda i: json.dumps(str(facts.strings[i]), ensure_ascii=False)),
+            k, name=json_text_slot(c["taskType"][s], facts.strings),
             pid=int_slot(pid[s]), tid=int_slot(tid[s]), ts=facts.ts(start[s]),
             dur=float_slot(dur_us(start[s], end[s])),
             notify=coded_slot(c["notifyId"][s], lambda v: str(v & 0xFFFFFFFFFFFFFFFF)),
@@ -393,14 +393,12 @@ def _write_ops(out: TraceWriter, facts: Facts, comm: Communication, sort_index: 
         names = ops["name"].tolist()
         name = text_slot(np.arange(n, dtype=np.int32), text_table(json.dumps(t, ensure_ascii=False) for t in names))
     else:
-        name = coded_slot(ops["opName"].to_numpy(np.int64),
-                          lambda i: json.dumps(str(facts.strings[i]), ensure_ascii=False))
+        name = json_text_slot(ops["opName"].to_numpy(np.int64), facts.strings)
     slots = dict(name=name, pid=int_slot(pid), tid=int_slot(tid), ts=facts.ts(start),
                  dur=float_slot(dur_us(start, end)), rank_size=int_slot(ops["rankSize"].to_numpy(np.int64)), conn=int_slot(conn),
                  model=int_slot(ops["modelId"].to_numpy(np.int64)),
                  data_type=enum_slot(ops["dataType"].to_numpy(np.int64), "ENUM_HCCL_DATA_TYPE"),
-                 alg=coded_slot(ops["algType"].to_numpy(np.int64),
-                                lambda i: json.dumps(str(facts.strings[i]), ensure_ascii=False)),
+                 alg=json_text_slot(ops["algType"].to_numpy(np.int64), facts.strings),
                  count=int_slot(ops["count"].to_numpy(np.int64)),
                  relay=text_slot((ops["relay"].to_numpy(np.int64) == 1).astype(np.int32), YES_NO),
                  retry=text_slot((ops["retry"].to_numpy(np.int64) == 1).astype(np.int32), YES_NO))

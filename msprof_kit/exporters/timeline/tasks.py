@@ -3,7 +3,6 @@ arrow roles, and what the layers need of all of them (streams, threads, connecti
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -15,7 +14,7 @@ from ...native_impl import Slot
 from ..context import ExportContext, RowReader, Scope
 from .apis import ACL_EVENT_APIS, LEVEL_ACL
 from .facts import Facts
-from .writer import CHUNK, coded_slot
+from .writer import CHUNK, json_text_slot
 
 INVALID_CTX = 4294967295
 NO_MODEL = 4294967295     # model id of eager (single-operator) tasks
@@ -66,8 +65,7 @@ class TaskTexts:
 
     def slot(self, codes: np.ndarray) -> Slot:
         """A TEXT slot of each code's text as a JSON string literal."""
-        return coded_slot(np.where(codes >= 0, codes, len(self.labels) - 1),
-                          lambda k: json.dumps(str(self.labels[k]), ensure_ascii=False))
+        return json_text_slot(np.where(codes >= 0, codes, len(self.labels) - 1), self.labels)
 
 
 class TaskSource:

@@ -13,7 +13,7 @@ from typing import BinaryIO, Callable, Dict, List, Optional, Sequence, Tuple, Un
 import numpy as np
 import pandas as pd
 
-from ...native_impl import Slot, format_rows, int_slot, text_slot, text_table
+from ...native_impl import Slot, format_rows, int_slot, json_table, text_slot, text_table
 
 CHUNK = 100_000           # rows rendered and written at a time (read at call time: tests shrink it)
 WRITE_AHEAD = 2           # rendered chunks that may wait for the disk
@@ -152,6 +152,17 @@ def coded_slot(keys: np.ndarray, literal_of: Callable[[int], str]) -> Slot:
     """A TEXT slot of integer keys: each distinct key's literal made once."""
     codes, uniq = dense_codes(np.asarray(keys, dtype=np.int64))
     return text_slot(codes, text_table(literal_of(k) for k in uniq.tolist()))
+
+
+def json_text_slot(keys: np.ndarray, texts: np.ndarray) -> Slot:
+    """A TEXT slot of integer keys into `texts` (an object array), each shown as its text's JSON
+    string literal (`coded_slot` with json.dumps of str(text)): the literals of the distinct keys
+    made at once, in C where it is in use."""
+    codes, uniq = dense_codes(np.asarray(keys, dtype=np.int64))
+    picked = texts[uniq]
+    values = picked.tolist() if pd.api.types.infer_dtype(picked, skipna=False) in ("string", "empty") \
+        else [str(t) for t in picked.tolist()]
+    return text_slot(codes, json_table(values))
 
 
 def dense_codes(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
