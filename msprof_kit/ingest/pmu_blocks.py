@@ -179,7 +179,8 @@ class BlockGroups:
         self.stream, self.clock = stream, clock
         self.runs = Runs(scratch, f"{prefix}.group", "end_ns")
         self.offsets = Flat(scratch, f"{prefix}.offset", np.dtype(np.int64))
-        self.resolved = self.apart = self.straddling = 0  # groups summed whole, taken apart, of two windows
+        # groups summed whole into a task, counting nowhere, taken apart, of two windows (taken apart)
+        self.whole = self.nowhere = self.apart = self.straddling = 0
 
     def add(self, blk: Columns) -> None:
         """Group and spill a chunk's block records (ffts_columns' block columns)."""
@@ -316,7 +317,8 @@ def _sum_windows(tasks: Runs, groups: BlockGroups, apart: Runs, edges: np.ndarra
             cycles.append(g["total_cycle"][whole])
             pmus.append(g["pmu"][whole])
             split = np.flatnonzero(~whole & ~nowhere)
-            groups.resolved += len(at) - len(split)
+            groups.whole += int(np.count_nonzero(whole))
+            groups.nowhere += int(np.count_nonzero(nowhere))
             groups.apart += len(split)
             if len(split):
                 attach_records(groups.records(g["first"][split], g["count"][split]))
