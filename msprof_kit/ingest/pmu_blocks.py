@@ -183,26 +183,38 @@ class BlockGroups:
         self.whole = self.nowhere = self.apart = self.straddling = 0
 
     def add(self, blk: Columns) -> None:
-        """Group and spill a chunk's block records (ffts_columns' block columns)."""
-        keep = np.flatnonzero(blk["core_type"] <= 1)
-        if not len(keep):
+        """Group and spill a chunk's block records (ffts_columns' block columns). The records of a
+        group mostly come in one run (a task's blocks are read together): summed a run at a time in
+        stream order, then the runs of each group, so only the offsets are put in group order."""
+        cols = blk
+        if (blk["core_type"] > 1).any():
+            keep = np.flatnonzero(blk["core_type"] <= 1)
+            cols = {k: blk[k][keep] for k in ("stream_id", "task_id", "subtask_id", "ffts_type", "core_type",
+                                              "end_syscnt", "total_cycle", "pmu", "offset")}
+        n = len(cols["core_type"])
+        if not n:
             return
-        ctx = np.where(blk["ffts_type"][keep] == device_parsers.FFTS_PLUS, blk["subtask_id"][keep], INVALID_CTX)
-        code = match_keys(blk["stream_id"][keep], blk["task_id"][keep], ctx) * 2 + blk["core_type"][keep].astype(np.int64)
-        by = np.argsort(code, kind="stable")
-        order, code = keep[by], code[by]
-        del keep, ctx, by
-        starts = np.flatnonzero(np.concatenate([[True], code[1:] != code[:-1]]))
-        end = blk["end_syscnt"][order].astype(np.int64)
+        ctx = np.where(cols["ffts_type"] == device_parsers.FFTS_PLUS, cols["subtask_id"], INVALID_CTX)
+        code = match_keys(cols["stream_id"], cols["task_id"], ctx) * 2 + cols["core_type"].astype(np.int64)
+        del ctx
+        run = np.flatnonzero(np.concatenate([[True], code[1:] != code[:-1]]))  # runs of one group in stream order
+        size = np.diff(np.concatenate([run, [n]]))
+        by = np.argsort(code[run], kind="stable")  # the runs by group, each group's in stream order
+        code = code[run][by]
+        start = np.flatnonzero(np.concatenate([[True], code[1:] != code[:-1]]))  # each group's first run (of `by`)
+        end: np.ndarray = cols["end_syscnt"].astype(np.int64, copy=False)
         ns = self.clock.to_ns(end)
-        self.runs.add({"key": code[starts] >> 1, "core_type": (code[starts] & 1).astype(np.uint8),
-                       "tmin": np.minimum.reduceat(end, starts), "tmax": np.maximum.reduceat(end, starts),
-                       "end_ns": np.minimum.reduceat(ns, starts), "end_ns_max": np.maximum.reduceat(ns, starts),
-                       "total_cycle": np.add.reduceat(blk["total_cycle"][order].astype(np.int64), starts),
-                       "pmu": np.add.reduceat(blk["pmu"][order].astype(np.int64), starts, axis=0),
-                       "count": np.diff(np.concatenate([starts, [len(order)]])),
-                       "first": self.offsets.rows + starts})
-        self.offsets.add(blk["offset"][order])
+
+        def per_group(ufunc: np.ufunc, values: np.ndarray) -> np.ndarray:
+            return cast(np.ndarray, ufunc.reduceat(ufunc.reduceat(values, run, axis=0)[by], start, axis=0))
+        count = np.add.reduceat(size[by], start)
+        self.runs.add({"key": code[start] >> 1, "core_type": (code[start] & 1).astype(np.uint8),
+                       "tmin": per_group(np.minimum, end), "tmax": per_group(np.maximum, end),
+                       "end_ns": per_group(np.minimum, ns), "end_ns_max": per_group(np.maximum, ns),
+                       "total_cycle": per_group(np.add, cols["total_cycle"].astype(np.int64, copy=False)),
+                       "pmu": per_group(np.add, cols["pmu"].astype(np.int64, copy=False)),
+                       "count": count, "first": self.offsets.rows + np.cumsum(count) - count})
+        self.offsets.add(cols["offset"][_ranges(run[by], size[by])])
 
     def records(self, first: np.ndarray, count: np.ndarray) -> Columns:
         """The records of the groups (`first`, `count`) read again from the stream, in stream
