@@ -175,3 +175,48 @@ class Runs:
                 os.remove(self._path(name))
             except FileNotFoundError:
                 pass
+
+
+class Flat:
+    """One column spilled to a scratch file (`folder`/`name`) as it is given, part after part, and
+    read back by row range: an array too large to hold, kept in the order it was made."""
+
+    def __init__(self, folder: str, name: str, dtype: np.dtype) -> None:
+        self.path = os.path.join(folder, name)
+        self.dtype = np.dtype(dtype)
+        self.rows = 0
+        try:
+            self.file: Optional[io.BufferedIOBase] = open(self.path, "w+b")
+        except OSError as exc:
+            raise scratch_error(exc, self.path) from exc
+
+    def add(self, values: np.ndarray) -> None:
+        """Append `values` (cast to the column's type)."""
+        assert self.file is not None, "Flat.add after close"
+        try:
+            self.file.write(np.ascontiguousarray(values, dtype=self.dtype).data.cast("B"))
+        except OSError as exc:
+            raise scratch_error(exc, self.path) from exc
+        self.rows += len(values)
+
+    def read(self, lo: int, hi: int) -> np.ndarray:
+        """Rows [lo, hi)."""
+        assert self.file is not None, "Flat.read after close"
+        out: np.ndarray = np.empty(max(0, hi - lo), dtype=self.dtype)
+        if hi > lo:
+            self.file.flush()
+            self.file.seek(lo * self.dtype.itemsize)
+            if self.file.readinto(out.data.cast("B")) != len(out) * self.dtype.itemsize:
+                raise OSError(f"{self.path}: scratch file shorter than written")
+            self.file.seek(0, io.SEEK_END)
+        return out
+
+    def close(self) -> None:
+        """Close the file and remove it."""
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+            try:
+                os.remove(self.path)
+            except FileNotFoundError:
+                pass

@@ -127,3 +127,18 @@ def test_background_write_failure_is_raised(tmp_path):
         runs.close()
         real.close()
     assert os.listdir(tmp_path) == []
+
+
+def test_flat_reads_back_ranges_in_the_order_written(tmp_path):
+    """spill.Flat: parts appended as given (cast to its type), read back by row range across
+    parts, between and after additions; closing removes the file."""
+    flat = spill.Flat(str(tmp_path), "f", np.dtype(np.int64))
+    whole = np.zeros(0, np.int64)
+    for part in (np.array([5, -3, 9], np.int32), np.zeros(0, np.int64), np.arange(40)[::-1]):
+        flat.add(part)
+        whole = np.concatenate([whole, part])
+        assert (flat.read(1, flat.rows) == whole[1:]).all()
+    assert flat.rows == 43 and flat.read(2, 2).shape == (0,)
+    assert (flat.read(0, 4) == [5, -3, 9, 39]).all()
+    flat.close()
+    assert not os.path.exists(os.path.join(str(tmp_path), "f"))

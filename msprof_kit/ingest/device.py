@@ -4,7 +4,7 @@ ts_track records (task-id wraps, step trace)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,7 +23,7 @@ from .clocks import device_clock_of
 from .columns import INVALID_CTX, Columns, frame_of
 from .names import code_text
 from .pairing import Pairing
-from .pmu_blocks import block_sums, context_records
+from .pmu_blocks import BlockGroups, block_sums, context_records
 
 
 @dataclass
@@ -53,10 +53,6 @@ DEV_TYPE_TABLES = (device_parsers.SQE_TYPES, device_parsers.SUBTASK_TYPES, devic
 # the dev_type codes of each table: 256 * its index in DEV_TYPE_TABLES + the type's value
 SQE_CODES, SUBTASK_CODES, HWTS_CODES = (256 * i for i in range(len(DEV_TYPE_TABLES)))
 TIE_FFTS = 1 << 32
-# the FFTS block PMU records' columns pmu_blocks.block_sums does not read, left out of their runs (a
-# block record is 131 bytes spilled, 17 of them these); context records are spilled as
-# pmu_blocks.context_records gives them
-BLK_UNUSED = ("subtask_type", "start_syscnt", "offset")
 
 
 def dev_type_names() -> np.ndarray:
@@ -150,21 +146,18 @@ def load_device(rd: ResultDir, coll: Collection, chip: Chip, diag: Diagnostics, 
             if ("ffts_profile.data", "") in files:
                 stream = RecordStream(FFTS_PMU, files[("ffts_profile.data", "")], *device_parsers.FFTS_VALID)
                 dev.ctx_pmu = Runs(scratch, f"{name}.ctx_pmu", "end_ns")
-                dev.blk_pmu = Runs(scratch, f"{name}.blk_pmu", "end_ns")
+                blocks = BlockGroups(scratch, f"{name}.blk", stream, clock)
                 dropped = [0]
 
-                def convert(arr: np.ndarray, offsets: np.ndarray) -> Tuple[Columns, Columns]:
+                def convert(arr: np.ndarray, offsets: np.ndarray) -> Columns:
                     ctx, blk, over = device_parsers.ffts_columns(arr, offsets)
                     dropped[0] += int(over["overflow"].sum())
-                    for records in (ctx, blk):
-                        records["end_ns"] = clock.to_ns(records["end_syscnt"])
-                    for col in BLK_UNUSED:
-                        del blk[col]
-                    return context_records(ctx), blk
-                _spill_stream(stream, convert, (dev.ctx_pmu, dev.blk_pmu))
-                diag.extend(device_parsers.overflow_issues(stream.issues, dropped[0], stream.pieces))
-                blocks, dev.blk_pmu = dev.blk_pmu, None
+                    ctx["end_ns"] = clock.to_ns(ctx["end_syscnt"])
+                    blocks.add(blk)
+                    return context_records(ctx)
                 try:
+                    _spill_stream(stream, convert, (dev.ctx_pmu,))
+                    diag.extend(device_parsers.overflow_issues(stream.issues, dropped[0], stream.pieces))
                     dev.blk_pmu = block_sums(dev.tasks, blocks, clock, scratch, f"{name}.blk_sum")
                 finally:
                     blocks.close()
