@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from msprof_kit.ingest.names import HashTable, ends_with
+from msprof_kit.ingest import tasks
 from msprof_kit.ingest.tasks import StringPool
 from msprof_kit.parsers import hashdic, host
 from msprof_kit.parsers.stream import Piece, split_lines
@@ -132,9 +133,11 @@ def test_decode_spans_twins_agree():
                 fn(data, np.array(s, np.int64), np.array(e, np.int64))
 
 
-def test_string_ids_number_new_strings_in_the_order_of_their_first_row():
+@pytest.mark.parametrize("rows", [1 << 20, 3])
+def test_string_ids_number_new_strings_in_the_order_of_their_first_row(monkeypatch, rows):
     """StringPool.ids_of (one pass of setdefault, renumbered where found strings or repeats fall
-    between new ones) against numbering the strings one by one."""
+    between new ones; `rows` strings at a time) against numbering the strings one by one."""
+    monkeypatch.setattr(tasks, "LOOKUP_ROWS", rows)
     rng = np.random.default_rng(5)
     for trial in range(400):
         start = [str(v) for v in rng.integers(0, 20, rng.integers(0, 5))]

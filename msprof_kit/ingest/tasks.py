@@ -13,6 +13,9 @@ from ..store import CodedTexts, text_codes
 from .columns import INVALID_CTX
 
 
+LOOKUP_ROWS = 1 << 20  # strings looked up at a time (StringPool._looked_up)
+
+
 class StringPool:
     """Strings to integer ids, first seen first numbered (the unified DB's STRING_IDS)."""
 
@@ -32,7 +35,7 @@ class StringPool:
         new strings are numbered in the order of their first row."""
         if isinstance(values, np.ndarray) and values.dtype == object and len(values) \
                 and pd.api.types.infer_dtype(values, skipna=False) == "string":
-            return self._looked_up(values.tolist())
+            return self._looked_up(values)
         codes, uniq = text_codes(values)
         if pd.api.types.infer_dtype(uniq, skipna=False) != "string":  # (values that may print alike)
             return np.array([self.id(str(u)) for u in uniq], dtype=np.int64)[codes]
@@ -45,18 +48,27 @@ class StringPool:
             got[new] = fresh
         return got[codes]
 
-    def _looked_up(self, keys: List[str]) -> np.ndarray:
+    def _looked_up(self, values: np.ndarray) -> np.ndarray:
         """ids_of strings in one pass of `setdefault` (no factorizing first: the op names and
-        tensor texts of a dynamic-shape workload are nearly all distinct). A new string takes its
-        place among `keys`, offset past the ids given, as a provisional id; where others were
-        found or came again in between, the new ones are numbered again consecutively."""
-        base, n = len(self.ids), len(keys)
-        got = np.fromiter(map(self.ids.setdefault, keys, itertools.count(base)), dtype=np.int64, count=n)
-        new = np.flatnonzero(got == np.arange(base, base + n))  # each new string's first row
+        tensor texts of a dynamic-shape workload are nearly all distinct), LOOKUP_ROWS at a time.
+        A new string takes its place among `values`, offset past the ids given, as a provisional
+        id; where others were found or came again in between, the new ones are numbered again
+        consecutively."""
+        base, n = len(self.ids), len(values)
+        got: np.ndarray = np.empty(n, dtype=np.int64)
+        places = itertools.count(base)
+        new_parts = []
+        for lo in range(0, n, LOOKUP_ROWS):
+            part = values[lo:lo + LOOKUP_ROWS].tolist()
+            hi = lo + len(part)
+            got[lo:hi] = np.fromiter(map(self.ids.setdefault, part, places), dtype=np.int64, count=len(part))
+            new_parts.append(lo + np.flatnonzero(got[lo:hi] == np.arange(base + lo, base + hi)))  # first rows
+            del part
+        new = np.concatenate(new_parts)
         if len(new) and new[-1] != len(new) - 1:  # provisional ids with gaps
             late = got >= base
             got[late] = base + np.searchsorted(new, got[late] - base)
-            self.ids.update(zip([keys[i] for i in new.tolist()], range(base, base + len(new))))
+            self.ids.update(zip(values[new].tolist(), range(base, base + len(new))))
         return got
 
     def frame(self) -> pd.DataFrame:
