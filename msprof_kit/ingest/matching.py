@@ -200,6 +200,11 @@ class HostTasks:
             runs.close()
 
 
+# COMPUTE_TASK_INFO's tensor columns and the TensorTable columns of their texts
+TENSOR_COLUMNS = (("inputFormats", 2), ("inputDataTypes", 1), ("inputShapes", 0), ("outputFormats", 5),
+                  ("outputDataTypes", 4), ("outputShapes", 3))
+
+
 def write_compute_info(tasks: Optional[HostTasks], tensor_table: TensorTable, gids: GlobalIds, strings: StringPool,
                        put: TableSink) -> np.ndarray:
     """COMPUTE_TASK_INFO (each globalTaskId's first compute task, in track order), written a
@@ -264,7 +269,9 @@ def write_compute_info(tasks: Optional[HostTasks], tensor_table: TensorTable, gi
         ids.append((gid.astype(np.int32) if gids.count < 1 << 31 else gid, first))
         del c, gid, first
     # STRING_IDS: the columns' texts in the order of COMPUTE_TASK_INFO's columns
-    text_id: np.ndarray = np.full(len(texts), -1, dtype=np.int64)
+    # ids in int32 where every id the op texts and the six tensor columns can add fits
+    id_type = np.int32 if len(strings.ids) + 5 * len(texts) + 6 * len(tensor_table) + 2 < 1 << 31 else np.int64
+    text_id: np.ndarray = np.full(len(texts), -1, dtype=id_type)
 
     def register(k: str) -> None:
         codes = np.concatenate(code_order[k])
@@ -274,7 +281,7 @@ def write_compute_info(tasks: Optional[HostTasks], tensor_table: TensorTable, gi
     rows = np.concatenate(row_order)
     tensor_id: Dict[int, np.ndarray] = {}
     for column in (2, 1, 0, 5, 4, 3):
-        tensor_id[column] = np.zeros(len(tensor_table), dtype=np.int64)
+        tensor_id[column] = np.zeros(len(tensor_table), dtype=id_type)
         tensor_id[column][rows] = strings.ids_of(tensor_table.column(column, rows))
     empty = strings.id("")
     for k in ("state", "hf32"):
@@ -298,11 +305,12 @@ def write_compute_info(tasks: Optional[HostTasks], tensor_table: TensorTable, gi
         n = len(f)
         t = c["tensors"]
         put("COMPUTE_TASK_INFO", frame_of({
-            "name": text_id[c["op_name"]], "globalTaskId": gid, "blockNum": c["block"], "mixBlockNum": c["mix"],
-            "taskType": text_id[c["ge_type"]], "opType": text_id[c["op_type"]],
-            "inputFormats": tensor_id[2][t], "inputDataTypes": tensor_id[1][t], "inputShapes": tensor_id[0][t],
-            "outputFormats": tensor_id[5][t], "outputDataTypes": tensor_id[4][t], "outputShapes": tensor_id[3][t],
-            "attrInfo": np.full(n, empty), "opState": text_id[c["state"]], "hf32Eligible": text_id[c["hf32"]],
+            "name": text_id[c["op_name"]].astype(np.int64), "globalTaskId": gid, "blockNum": c["block"],
+            "mixBlockNum": c["mix"], "taskType": text_id[c["ge_type"]].astype(np.int64),
+            "opType": text_id[c["op_type"]].astype(np.int64),
+            **{name: tensor_id[column][t].astype(np.int64) for name, column in TENSOR_COLUMNS},
+            "attrInfo": np.full(n, empty), "opState": text_id[c["state"]].astype(np.int64),
+            "hf32Eligible": text_id[c["hf32"]].astype(np.int64),
             "gridDim": np.full(n, na), "blockDim": np.full(n, na)}), last=False)
         compute_ok[gid[~skip[c["op_name"]]]] = True
         del c, gid, first
