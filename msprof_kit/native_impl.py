@@ -131,6 +131,25 @@ def json_table(texts: Sequence[str]) -> TextTable:
     return TextTable(blob, np.frombuffer(offsets, dtype=np.int64))
 
 
+def py_json_list(texts: Sequence[str]) -> str:
+    """The pure-Python twin of `_native.json_list`: json.dumps of the list of str `texts`
+    (ensure_ascii=False)."""
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"json_list: item {i} is not a str")
+    out = json.dumps(list(texts), ensure_ascii=False)
+    out.encode("utf-8")  # (a lone surrogate refused, as the C function refuses it)
+    return out
+
+
+def json_list(texts: Sequence[str]) -> str:
+    """The list of str `texts` in JSON (as json.dumps with ensure_ascii=False), by the implementation in use."""
+    if c_chosen():
+        assert _native is not None
+        return _native.json_list(texts)
+    return py_json_list(texts)
+
+
 class Slot(NamedTuple):
     """One typed cell of a row template (see the module docstring)."""
     kind: int

@@ -980,6 +980,8 @@ static PyMethodDef METHODS[] = {
     {"json_table", json_table, METH_VARARGS,
      "json_table(texts) -> (blob, offsets): the texts as JSON string literals (json.dumps, ensure_ascii=False), UTF-8, "
      "with int64 offsets."},
+    {"json_list", json_list, METH_VARARGS,
+     "json_list(texts) -> str: the list of texts as json.dumps(list(texts), ensure_ascii=False) writes it."},
     {"decode_spans", decode_spans, METH_VARARGS,
      "decode_spans(blob, starts, ends) -> list: the spans of blob decoded as UTF-8 (errors='replace')."},
     {"gather_spans", gather_spans, METH_VARARGS,

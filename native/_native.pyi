@@ -49,6 +49,10 @@ def json_table(texts: Sequence[str], /) -> Tuple[bytes, bytes]:
     """The texts as JSON string literals (as json.dumps with ensure_ascii=False), UTF-8 one after the other; int64 offsets."""
     ...
 
+def json_list(texts: Sequence[str], /) -> str:
+    """The list of texts as json.dumps(list(texts), ensure_ascii=False) writes it."""
+    ...
+
 def decode_spans(blob: Union[bytes, bytearray, np.ndarray], starts: np.ndarray, ends: np.ndarray, /) -> List[str]:
     """blob[starts[i]:ends[i]] of every i decoded as UTF-8, undecodable bytes as U+FFFD."""
     ...

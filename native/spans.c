@@ -439,3 +439,56 @@ done:
     Py_DECREF(list);
     return result;
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * json_list(texts) -> str: the list of str `texts` as json.dumps(list(texts), ensure_ascii=False)
+ * writes it ("[", the literals of json_table joined by ", ", "]"). Errors as json_table's. Twin:
+ * native_impl.py_json_list (the labels of a store's text columns, store/spilled.py).
+ */
+PyObject *json_list(PyObject *self, PyObject *args)
+{
+    PyObject *texts, *list, *result = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O:json_list", &texts))
+        return NULL;
+    list = PySequence_Fast(texts, "json_list: texts must be a sequence of str");
+    if (!list)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(list);
+    PyObject **items = PySequence_Fast_ITEMS(list);
+    Py_ssize_t total = 2 + (n > 1 ? 2 * (n - 1) : 0);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t len;
+        const char *p;
+        if (!PyUnicode_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "json_list: item %zd is not a str", i);
+            goto done;
+        }
+        p = PyUnicode_AsUTF8AndSize(items[i], &len);
+        if (!p)
+            goto done;
+        total += json_escaped_size((const unsigned char *)p, len);
+    }
+    char *buf = PyMem_Malloc((size_t)total);
+    if (!buf) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    char *out = buf;
+    *out++ = '[';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t len;
+        const char *p = PyUnicode_AsUTF8AndSize(items[i], &len);  /* cached by the first pass */
+        if (i) {
+            *out++ = ',';
+            *out++ = ' ';
+        }
+        out = json_escape(out, (const unsigned char *)p, len);
+    }
+    *out++ = ']';
+    result = PyUnicode_DecodeUTF8(buf, out - buf, "strict");
+    PyMem_Free(buf);
+done:
+    Py_DECREF(list);
+    return result;
+}

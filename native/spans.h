@@ -11,5 +11,6 @@ PyObject *gather_spans(PyObject *self, PyObject *args);
 PyObject *spans_equal(PyObject *self, PyObject *args);
 PyObject *csv_table(PyObject *self, PyObject *args);
 PyObject *json_table(PyObject *self, PyObject *args);
+PyObject *json_list(PyObject *self, PyObject *args);
 
 #endif

@@ -426,3 +426,20 @@ def test_json_table_twins_agree_and_write_json_string_literals():
         for fn in (native_impl._native.json_table, native_impl.py_json_table):
             with pytest.raises(error):
                 fn(bad)
+
+
+def test_json_list_twins_agree_and_write_json_dumps_of_the_list():
+    """_native.json_list and py_json_list: json.dumps(list, ensure_ascii=False) of awkward texts (a
+    stored text column's labels); a non-str item and a lone surrogate refused alike."""
+    import json
+    rng = np.random.default_rng(9)
+    alphabet = [chr(c) for c in range(0x20)] + list('"\\, []a\x7fé中😀')
+    for n in (0, 1, 2, 3000):
+        texts = ["".join(rng.choice(alphabet, int(rng.integers(0, 10)))) for _ in range(n)]
+        got = native_impl._native.json_list(texts)
+        assert got == native_impl.py_json_list(texts) == json.dumps(texts, ensure_ascii=False)
+        assert json.loads(got) == texts
+    for bad, error in ((["a", 3], TypeError), (["a", "\ud800"], UnicodeEncodeError)):
+        for fn in (native_impl._native.json_list, native_impl.py_json_list):
+            with pytest.raises(error):
+                fn(bad)

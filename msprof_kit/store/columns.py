@@ -19,7 +19,7 @@ from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Un
 import numpy as np
 import pandas as pd
 
-from .. import schema
+from .. import native_impl, schema
 from ..arrays import ascending
 from ..errors import StoreError
 
@@ -87,7 +87,7 @@ def encode_columns(table: str, frame: Table) -> Iterator[Tuple[object, ...]]:
     for name in list(frame.keys()):
         arr, labels = column_array(frame[name])
         yield (table, name, arr.dtype.str, arr.data,
-               None if labels is None else json.dumps([str(x) for x in labels], ensure_ascii=False))
+               None if labels is None else native_impl.json_list([str(x) for x in labels]))
 
 
 NARROW: Tuple[np.dtype, ...] = tuple(np.dtype(t) for t in ("<i1", "<i2", "<i4"))  # the types below int64

@@ -3,7 +3,6 @@ parts appended to a scratch file, and put into the column's BLOB when the table 
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import sqlite3
 from typing import Dict, Iterator, List, Optional, Tuple, cast
@@ -11,6 +10,7 @@ from typing import Dict, Iterator, List, Optional, Tuple, cast
 import numpy as np
 import pandas as pd
 
+from .. import native_impl
 from ..errors import StoreError
 from ..spill import scratch_error
 from .columns import CodedTexts, ColumnValues, column_array, narrowest_type
@@ -48,7 +48,7 @@ class SpilledColumn:
         rank of its key among all keys given (`_keys`, ascending)."""
         if self.labels is None:
             self.labels = {}
-        texts = map(str, labels)
+        texts = labels.tolist() if pd.api.types.infer_dtype(labels, skipna=False) == "string" else map(str, labels)
         got: np.ndarray = np.fromiter(map(self.labels.setdefault, texts, itertools.count(self._looked)),
                                       dtype=np.int64, count=len(labels))
         # a text not seen before took its own place as key, so the fresh keys are those equal to their
@@ -120,7 +120,7 @@ class SpilledColumn:
     def write(self, conn: sqlite3.Connection, table: str, name: str) -> None:
         """The KIT_COLUMNS row of the column, its BLOB filled from the scratch file a piece at a time."""
         out = self.stored_dtype()
-        labels = json.dumps(list(self.labels), ensure_ascii=False) if self.labels is not None else None
+        labels = native_impl.json_list(list(self.labels)) if self.labels is not None else None
         rowid = conn.execute("INSERT INTO KIT_COLUMNS VALUES (?, ?, ?, zeroblob(?), ?)",
                              (table, name, out.str, self.n * out.itemsize, labels)).lastrowid
         if not self.n:
