@@ -100,6 +100,25 @@ def test_devices_decoded_in_workers_give_the_same_store(tmp_path, capsys):
     assert _store_rows(one) == _store_rows(two)
 
 
+@pytest.mark.skipif(not forked.can_fork(), reason="devices are decoded in forked workers")
+def test_device_workers_run_nicer_than_the_import(tmp_path, capsys, monkeypatch):
+    """The devices' workers yield to the host's reading (limits.DEVICE_NICE); the import itself
+    keeps its priority."""
+    import synth
+    from msprof_kit.ingest import assemble, limits
+    prof = synth.write_collection(str(tmp_path), n_tasks=30, seed=3)
+
+    def niceness(rd, coll, chip, diag, scratch):
+        diag.warn(f"device worker niceness {os.nice(0)}")
+        return None
+
+    monkeypatch.setattr(assemble, "load_device", niceness)
+    here = os.nice(0)
+    code, _, err = run(["import", "-dir", prof, "--jobs", "2"], capsys)
+    assert code == 0 and f"device worker niceness {min(19, here + limits.DEVICE_NICE)}" in err, err
+    assert os.nice(0) == here
+
+
 @needs_shared
 def test_collections_in_parallel_equal_the_reference(tmp_path, capsys):
     cases = ["910b_mixed", "910b_steps", "min_910b"]

@@ -12,6 +12,7 @@ a bad record costs that record, and device tasks pair with host tasks by time as
 from __future__ import annotations
 
 import functools
+import os
 import tempfile
 from typing import Dict, List, Optional, Tuple, Union
 
@@ -52,6 +53,7 @@ InfoRows = List[Tuple[int, str, str]]  # KIT_INFO: (device id, -1 for the collec
 def _load_device_job(rd: ResultDir, coll: Collection, chip: Chip, scratch: str
                      ) -> Tuple[Optional[DeviceData], List[str]]:
     local = Diagnostics()
+    os.nice(limits.DEVICE_NICE)  # (a forked worker: limits.DEVICE_NICE says why)
     return load_device(rd, coll, chip, local, scratch), local.warnings
 
 

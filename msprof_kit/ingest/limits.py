@@ -8,3 +8,6 @@ WINDOW_TRACKS = 3 << 16  # host task tracks associated at a time: the APIs' wind
 # are cut sooner when they would hold more tracks. A compute collection has about 2.8 APIs a task, so
 # a window of 512k APIs holds about 180k tracks and this bound does not cut it; a communication one
 # has about 1.35 (one level-5500 API a task) and would hold 370k
+# the devices' forked workers run this much nicer than the rest of the import: their tasks are read
+# only after the host's records, so the host's reading and the tensor texts (awaited first) go first
+DEVICE_NICE = 10
