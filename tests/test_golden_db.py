@@ -88,3 +88,35 @@ def test_reimport_replaces_the_store(exported, capsys):
     assert code == 0 and "Imported" in out
     assert os.stat(store).st_ino != before  # a new file, renamed into place
     assert not [n for n in os.listdir(os.path.dirname(store)) if n.startswith(".")]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_large_summary_export_writes_the_same_unified_db_after_its_files(tmp_path, monkeypatch, jobs):
+    """Above DB_AFTER_SUMMARY_TASKS device tasks `export summary` writes msprof_{ts}.db after its
+    files, in its own process (the two together would pass the memory bound at 10M tasks): the
+    same tables, row for row, as the DB written beside a smaller export."""
+    from msprof_kit import cli, store
+    from msprof_kit.exporters import run as export_run
+    case = INTACT_CASES[0]
+    beside, after = copy_input(case, str(tmp_path / "beside")), copy_input(case, str(tmp_path / "after"))
+    for prof in (beside, after):
+        assert cli.main(["import", "-dir", prof]) == 0
+    assert cli.main(["export", "summary", "-dir", beside, "-j", jobs]) == 0
+    seen = []
+    real = store.export_db
+
+    def export_db(path, stamp=None):
+        seen.append((os.getpid(), sorted(glob.glob(os.path.join(path, "mindstudio_profiler_output", "op_summary*")))))
+        return real(path, stamp)
+
+    monkeypatch.setattr(export_run, "DB_AFTER_SUMMARY_TASKS", 0)
+    monkeypatch.setattr(store, "export_db", export_db)
+    assert cli.main(["export", "summary", "-dir", after, "-j", jobs]) == 0
+    assert len(seen) == 1 and seen[0][0] == os.getpid() and seen[0][1], seen  # here, after op_summary
+    dbs = [glob.glob(os.path.join(p, "msprof_*.db")) for p in (beside, after)]
+    assert all(len(d) == 1 for d in dbs)
+    with sqlite3.connect(dbs[0][0]) as a, sqlite3.connect(dbs[1][0]) as b:
+        tables = [r[0] for r in a.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+        assert tables == [r[0] for r in b.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+        for t in tables:
+            assert a.execute(f"SELECT * FROM {t}").fetchall() == b.execute(f"SELECT * FROM {t}").fetchall(), t

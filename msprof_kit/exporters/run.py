@@ -23,6 +23,10 @@ from .scope import check_options, resolve
 
 # tables whose presence makes a 910B export write the unified DB
 DB_TABLES = ("TASK", "CANN_API", "COMPUTE_TASK_INFO")
+# above this many device tasks `export summary` writes the unified DB after its files, not beside
+# them: the summary's task columns and the DB's writer together would pass 1.5 GB at 10M tasks
+# (docs/benchmarks.md, issue 27); the timeline's blocks leave room for it at any size
+DB_AFTER_SUMMARY_TASKS = 4_000_000
 
 #: An exporter writes one kind of export of an open collection: (its context, the summary format
 #: 'csv' or 'json', where its warnings go). The files it writes are listed in ctx.written.
@@ -116,6 +120,7 @@ def _export_one(collection_path: str, what: str, model_id: Optional[int], iterat
     ctx.progress = progress or Progress()
     root = ctx.output_root
     db: Optional[Forked] = None
+    write_db: Optional[Callable[[], str]] = None
     began: List[str] = []  # besides ctx.written: the unified DB, its temporary file, README.txt
     try:
         ctx.scope = resolve(ctx, model_id, iteration_id, iteration_count)
@@ -126,16 +131,21 @@ def _export_one(collection_path: str, what: str, model_id: Optional[int], iterat
                 and any(ctx.has(t) for t in DB_TABLES) \
                 and unified_db_wanted(root, diag):
             # the C++ exporters write the unified DB alongside: a second process, forked
-            # before this one starts any thread, writes it while this one writes the exports
+            # before this one starts any thread, writes it while this one writes the exports (a
+            # large summary export writes it afterwards: DB_AFTER_SUMMARY_TASKS)
             target = store.db_path(root, ctx.stamp)
             began += [target, store.partial_path(target, os.getpid())]
-            db = Forked(functools.partial(store.export_db, collection_path, ctx.stamp), "unified DB", inline=jobs < 2)
-            if db.pid is not None:
-                began.append(store.partial_path(target, db.pid))
+            write_db = functools.partial(store.export_db, collection_path, ctx.stamp)
+            after = what == "summary" and _device_tasks(ctx) > DB_AFTER_SUMMARY_TASKS
+            if not after:
+                db = Forked(write_db, "unified DB", inline=jobs < 2)
+                if db.pid is not None:
+                    began.append(store.partial_path(target, db.pid))
         (SOC_EXPORTERS if soc.is_job(ctx) else EXPORTERS)[what](ctx, fmt, diag)
-        if db is not None:  # its failure is this export's failure, before anything is kept
+        if write_db is not None:  # its failure is this export's failure, before anything is kept
             with ctx.progress.phase(f"{label(collection_path)}: the unified DB"):
-                written.append(db.result())
+                # (a large summary export writes it now, in this process, with the memory the files freed)
+                written.append(db.result() if db is not None else write_db())
         written += ctx.written
         if not ctx.written:
             diag.warn(f"{collection_path}: there is no {what} data to export")
@@ -196,6 +206,12 @@ def read_reports(path: str, diag: Diagnostics) -> Optional[Set[str]]:
         diag.warn(f"{path}: json_process values must be true or false; exporting every layer")
         return None
     return {k for k, v in layers.items() if v}
+
+
+def _device_tasks(ctx: ExportContext) -> int:
+    """The store's device tasks (TASK's last rowid: its rows are numbered from 1)."""
+    row = ctx.conn.execute("SELECT MAX(rowid) FROM TASK").fetchone() if ctx.has("TASK") else None
+    return int(row[0]) if row and row[0] is not None else 0
 
 
 def unified_db_wanted(collection_path: str, diag: Diagnostics) -> bool:
