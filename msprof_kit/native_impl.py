@@ -91,52 +91,56 @@ def csv_field(text: str) -> str:
     return text
 
 
-def py_csv_table(texts: Sequence[str]) -> Tuple[bytes, bytes]:
-    """The pure-Python twin of `_native.csv_table`: (blob, int64 offsets bytes) of each text as a
-    CSV field, in UTF-8."""
+def _all_str(name: str, texts: Sequence[str]) -> None:
+    """The TypeError the C functions over texts raise for an item that is not a str."""
     for i, text in enumerate(texts):
         if not isinstance(text, str):
-            raise TypeError(f"csv_table: item {i} is not a str")
-    table = text_table(csv_field(t) for t in texts)
+            raise TypeError(f"{name}: item {i} is not a str")
+
+
+def _text_blob(texts: Iterable[str]) -> Tuple[bytes, bytes]:
+    table = text_table(texts)
     return table.blob, table.offsets.tobytes()
 
 
-def csv_table(texts: Sequence[str]) -> TextTable:
-    """A TextTable of `texts` as CSV fields (quoted when they must be), by the implementation in use."""
-    if c_chosen():
-        assert _native is not None
-        blob, offsets = _native.csv_table(texts)
-    else:
-        blob, offsets = py_csv_table(texts)
-    return TextTable(blob, np.frombuffer(offsets, dtype=np.int64))
+def py_csv_table(texts: Sequence[str]) -> Tuple[bytes, bytes]:
+    """The pure-Python twin of `_native.csv_table`: (blob, int64 offsets bytes) of each text as a
+    CSV field, in UTF-8."""
+    _all_str("csv_table", texts)
+    return _text_blob(csv_field(t) for t in texts)
 
 
 def py_json_table(texts: Sequence[str]) -> Tuple[bytes, bytes]:
     """The pure-Python twin of `_native.json_table`: (blob, int64 offsets bytes) of each text as a
     JSON string literal (json.dumps with ensure_ascii=False), in UTF-8."""
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"json_table: item {i} is not a str")
-    table = text_table(json.dumps(t, ensure_ascii=False) for t in texts)
-    return table.blob, table.offsets.tobytes()
+    _all_str("json_table", texts)
+    return _text_blob(json.dumps(t, ensure_ascii=False) for t in texts)
+
+
+def _table_by(name: str, twin: Callable[[Sequence[str]], Tuple[bytes, bytes]], texts: Sequence[str]) -> TextTable:
+    """The TextTable of _native.`name` (or its twin, by the implementation in use) of `texts`."""
+    if c_chosen():
+        assert _native is not None
+        blob, offsets = getattr(_native, name)(texts)
+    else:
+        blob, offsets = twin(texts)
+    return TextTable(blob, np.frombuffer(offsets, dtype=np.int64))
+
+
+def csv_table(texts: Sequence[str]) -> TextTable:
+    """A TextTable of `texts` as CSV fields (quoted when they must be), by the implementation in use."""
+    return _table_by("csv_table", py_csv_table, texts)
 
 
 def json_table(texts: Sequence[str]) -> TextTable:
     """A TextTable of `texts` as JSON string literals, by the implementation in use."""
-    if c_chosen():
-        assert _native is not None
-        blob, offsets = _native.json_table(texts)
-    else:
-        blob, offsets = py_json_table(texts)
-    return TextTable(blob, np.frombuffer(offsets, dtype=np.int64))
+    return _table_by("json_table", py_json_table, texts)
 
 
 def py_json_list(texts: Sequence[str]) -> str:
     """The pure-Python twin of `_native.json_list`: json.dumps of the list of str `texts`
     (ensure_ascii=False)."""
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"json_list: item {i} is not a str")
+    _all_str("json_list", texts)
     out = json.dumps(list(texts), ensure_ascii=False)
     out.encode("utf-8")  # (a lone surrogate refused, as the C function refuses it)
     return out

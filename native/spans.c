@@ -264,94 +264,66 @@ no_starts:
 }
 
 /* ---------------------------------------------------------------------------------------------
- * csv_table(texts) -> (blob, offsets): each str of the list `texts` as one CSV field (quoted as
- * csv.QUOTE_MINIMAL quotes: in double quotes, its quotes doubled, when it holds a comma, a double
- * quote, a CR or a LF), in UTF-8, one after the other in blob; offsets (int64 bytes, len + 1 items)
- * where each starts. A text that is not a str is a TypeError; one UTF-8 cannot encode (a lone
- * surrogate) a UnicodeEncodeError, as str.encode("utf-8") raises. Twin:
- * native_impl.py_csv_table (the summary's Coded columns, exporters/summary/columns.py).
+ * Tables of texts: each str of a sequence written as a CSV field or a JSON string literal, in
+ * UTF-8, one after the other. A text that is not a str is a TypeError; one UTF-8 cannot encode
+ * (a lone surrogate) a UnicodeEncodeError, as str.encode("utf-8") raises.
+ *
+ * csv_table(texts) -> (blob, offsets): each text as one CSV field, quoted as csv.QUOTE_MINIMAL
+ * quotes (in double quotes, its quotes doubled, when it holds a comma, a double quote, a CR or a
+ * LF); offsets (int64 bytes, len + 1 items) where each starts. Twin: native_impl.py_csv_table (the
+ * summary's Coded columns, exporters/summary/columns.py).
+ *
+ * json_table(texts) -> (blob, offsets): each text as a JSON string literal, as
+ * json.dumps(text, ensure_ascii=False) writes it (in double quotes; a double quote and a backslash
+ * escaped by a backslash; \b \f \n \r \t as such; the other characters below U+0020 as \u00xx;
+ * everything else as it is). Twin: native_impl.py_json_table (the timeline's texts of a million
+ * distinct op names).
+ *
+ * json_list(texts) -> str: the list as json.dumps(list(texts), ensure_ascii=False) writes it ("[",
+ * the literals joined by ", ", "]"). Twin: native_impl.py_json_list (the labels of a store's text
+ * columns, store/spilled.py).
  */
-static int needs_quotes(const char *p, Py_ssize_t n)
+typedef Py_ssize_t (*TextSize)(const unsigned char *p, Py_ssize_t n);
+typedef char *(*TextWrite)(char *out, const unsigned char *p, Py_ssize_t n);
+
+static int needs_quotes(const unsigned char *p, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
-        char c = p[i];
+        unsigned char c = p[i];
         if (c == ',' || c == '"' || c == '\n' || c == '\r')
             return 1;
     }
     return 0;
 }
 
-PyObject *csv_table(PyObject *self, PyObject *args)
+static Py_ssize_t csv_size(const unsigned char *p, Py_ssize_t n)
 {
-    PyObject *texts, *list = NULL, *blob = NULL, *offsets = NULL, *result = NULL;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "O:csv_table", &texts))
-        return NULL;
-    list = PySequence_Fast(texts, "csv_table: texts must be a sequence of str");
-    if (!list)
-        return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(list);
-    PyObject **items = PySequence_Fast_ITEMS(list);
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {  /* the size of the blob: each text, its quotes and doubled quotes */
-        Py_ssize_t len;
-        const char *p;
-        if (!PyUnicode_Check(items[i])) {
-            PyErr_Format(PyExc_TypeError, "csv_table: item %zd is not a str", i);
-            goto done;
-        }
-        p = PyUnicode_AsUTF8AndSize(items[i], &len);
-        if (!p)
-            goto done;
-        if (needs_quotes(p, len)) {
-            total += 2;
-            for (Py_ssize_t j = 0; j < len; j++)
-                total += p[j] == '"';
-        }
-        total += len;
+    Py_ssize_t size = n;
+    if (needs_quotes(p, n)) {
+        size += 2;
+        for (Py_ssize_t j = 0; j < n; j++)
+            size += p[j] == '"';
     }
-    blob = PyBytes_FromStringAndSize(NULL, total);
-    offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(int64_t));
-    if (!blob || !offsets)
-        goto done;
-    char *out = PyBytes_AS_STRING(blob);
-    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
-    Py_ssize_t at = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t len;
-        const char *p = PyUnicode_AsUTF8AndSize(items[i], &len);  /* cached by the first pass */
-        off[i] = at;
-        if (needs_quotes(p, len)) {
-            out[at++] = '"';
-            for (Py_ssize_t j = 0; j < len; j++) {
-                out[at++] = p[j];
-                if (p[j] == '"')
-                    out[at++] = '"';
-            }
-            out[at++] = '"';
-        } else {
-            memcpy(out + at, p, (size_t)len);
-            at += len;
-        }
-    }
-    off[n] = at;
-    result = PyTuple_Pack(2, blob, offsets);
-done:
-    Py_XDECREF(blob);
-    Py_XDECREF(offsets);
-    Py_DECREF(list);
-    return result;
+    return size;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * json_table(texts) -> (blob, offsets): each str of the list `texts` as a JSON string literal, as
- * json.dumps(text, ensure_ascii=False) writes it (in double quotes; a double quote and a backslash
- * escaped by a backslash; \b \f \n \r \t as such; the other characters below U+0020 as \u00xx;
- * everything else as it is), in UTF-8, one after the other in blob; offsets as csv_table's. A
- * text that is not a str is a TypeError; one UTF-8 cannot encode a UnicodeEncodeError. Twin:
- * native_impl.py_json_table (the timeline's texts of a million distinct op names).
- */
-static Py_ssize_t json_escaped_size(const unsigned char *p, Py_ssize_t n)
+static char *csv_write(char *out, const unsigned char *p, Py_ssize_t n)
+{
+    if (!needs_quotes(p, n)) {
+        memcpy(out, p, (size_t)n);
+        return out + n;
+    }
+    *out++ = '"';
+    for (Py_ssize_t j = 0; j < n; j++) {
+        *out++ = (char)p[j];
+        if (p[j] == '"')
+            *out++ = '"';
+    }
+    *out++ = '"';
+    return out;
+}
+
+static Py_ssize_t json_size(const unsigned char *p, Py_ssize_t n)
 {
     Py_ssize_t size = n + 2;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -364,7 +336,7 @@ static Py_ssize_t json_escaped_size(const unsigned char *p, Py_ssize_t n)
     return size;
 }
 
-static char *json_escape(char *out, const unsigned char *p, Py_ssize_t n)
+static char *json_write(char *out, const unsigned char *p, Py_ssize_t n)
 {
     static const char HEX[] = "0123456789abcdef";
     *out++ = '"';
@@ -395,100 +367,111 @@ static char *json_escape(char *out, const unsigned char *p, Py_ssize_t n)
     return out;
 }
 
-PyObject *json_table(PyObject *self, PyObject *args)
+/* The texts of args' one argument as a new PySequence_Fast (NULL with the error set), and the
+ * bytes `size` gives them all (each text's UTF-8 is cached by the str for the second pass). */
+static PyObject *sized_texts(PyObject *args, const char *name, TextSize size, Py_ssize_t *total)
 {
-    PyObject *texts, *list = NULL, *blob = NULL, *offsets = NULL, *result = NULL;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "O:json_table", &texts))
+    PyObject *texts, *list;
+    if (!PyArg_ParseTuple(args, "O", &texts))
         return NULL;
-    list = PySequence_Fast(texts, "json_table: texts must be a sequence of str");
+    list = PySequence_Fast(texts, "");
+    if (!list) {
+        PyErr_Format(PyExc_TypeError, "%s: texts must be a sequence of str", name);
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(list);
+    PyObject **items = PySequence_Fast_ITEMS(list);
+    *total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t len;
+        const char *p;
+        if (!PyUnicode_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "%s: item %zd is not a str", name, i);
+            Py_DECREF(list);
+            return NULL;
+        }
+        p = PyUnicode_AsUTF8AndSize(items[i], &len);
+        if (!p) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        *total += size((const unsigned char *)p, len);
+    }
+    return list;
+}
+
+/* The (blob, offsets) of csv_table and json_table. */
+static PyObject *text_blob(PyObject *args, const char *name, TextSize size, TextWrite write)
+{
+    PyObject *blob = NULL, *offsets = NULL, *result = NULL;
+    Py_ssize_t total;
+    PyObject *list = sized_texts(args, name, size, &total);
     if (!list)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(list);
     PyObject **items = PySequence_Fast_ITEMS(list);
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {  /* the size of the blob */
-        Py_ssize_t len;
-        const char *p;
-        if (!PyUnicode_Check(items[i])) {
-            PyErr_Format(PyExc_TypeError, "json_table: item %zd is not a str", i);
-            goto done;
-        }
-        p = PyUnicode_AsUTF8AndSize(items[i], &len);
-        if (!p)
-            goto done;
-        total += json_escaped_size((const unsigned char *)p, len);
-    }
     blob = PyBytes_FromStringAndSize(NULL, total);
     offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(int64_t));
-    if (!blob || !offsets)
-        goto done;
-    char *start = PyBytes_AS_STRING(blob), *out = start;
-    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t len;
-        const char *p = PyUnicode_AsUTF8AndSize(items[i], &len);  /* cached by the first pass */
-        off[i] = out - start;
-        out = json_escape(out, (const unsigned char *)p, len);
+    if (blob && offsets) {
+        char *start = PyBytes_AS_STRING(blob), *out = start;
+        int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t len;
+            const char *p = PyUnicode_AsUTF8AndSize(items[i], &len);
+            off[i] = out - start;
+            out = write(out, (const unsigned char *)p, len);
+        }
+        off[n] = out - start;
+        result = PyTuple_Pack(2, blob, offsets);
     }
-    off[n] = out - start;
-    result = PyTuple_Pack(2, blob, offsets);
-done:
     Py_XDECREF(blob);
     Py_XDECREF(offsets);
     Py_DECREF(list);
     return result;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * json_list(texts) -> str: the list of str `texts` as json.dumps(list(texts), ensure_ascii=False)
- * writes it ("[", the literals of json_table joined by ", ", "]"). Errors as json_table's. Twin:
- * native_impl.py_json_list (the labels of a store's text columns, store/spilled.py).
- */
+PyObject *csv_table(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return text_blob(args, "csv_table", csv_size, csv_write);
+}
+
+PyObject *json_table(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return text_blob(args, "json_table", json_size, json_write);
+}
+
 PyObject *json_list(PyObject *self, PyObject *args)
 {
-    PyObject *texts, *list, *result = NULL;
+    PyObject *result = NULL;
+    Py_ssize_t total;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O:json_list", &texts))
-        return NULL;
-    list = PySequence_Fast(texts, "json_list: texts must be a sequence of str");
+    PyObject *list = sized_texts(args, "json_list", json_size, &total);
     if (!list)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(list);
     PyObject **items = PySequence_Fast_ITEMS(list);
-    Py_ssize_t total = 2 + (n > 1 ? 2 * (n - 1) : 0);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t len;
-        const char *p;
-        if (!PyUnicode_Check(items[i])) {
-            PyErr_Format(PyExc_TypeError, "json_list: item %zd is not a str", i);
-            goto done;
-        }
-        p = PyUnicode_AsUTF8AndSize(items[i], &len);
-        if (!p)
-            goto done;
-        total += json_escaped_size((const unsigned char *)p, len);
-    }
+    total += 2 + (n > 1 ? 2 * (n - 1) : 0);
     char *buf = PyMem_Malloc((size_t)total);
     if (!buf) {
-        PyErr_NoMemory();
-        goto done;
+        Py_DECREF(list);
+        return PyErr_NoMemory();
     }
     char *out = buf;
     *out++ = '[';
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t len;
-        const char *p = PyUnicode_AsUTF8AndSize(items[i], &len);  /* cached by the first pass */
+        const char *p = PyUnicode_AsUTF8AndSize(items[i], &len);
         if (i) {
             *out++ = ',';
             *out++ = ' ';
         }
-        out = json_escape(out, (const unsigned char *)p, len);
+        out = json_write(out, (const unsigned char *)p, len);
     }
     *out++ = ']';
     result = PyUnicode_DecodeUTF8(buf, out - buf, "strict");
     PyMem_Free(buf);
-done:
     Py_DECREF(list);
     return result;
 }
