@@ -15,12 +15,12 @@ from typing import Dict, List, Optional
 import numpy as np
 import pandas as pd
 
-from ...native_impl import Slot, float_slot, int_slot, text_slot, text_table
+from ...native_impl import Slot, float_slot, int_slot
 from ..context import ExportContext
 from ..summary.msprof_tx import event_type_texts, load_tx
 from ..summary.tasks import session_start
 from .facts import HOST_DIR, Facts
-from .writer import Template, TraceWriter, coded_slot, dur_us, json_literals, process_meta, thread_meta
+from .writer import Template, TraceWriter, coded_slot, dur_us, json_text_slot, process_meta, thread_meta
 
 SORT_MSPROFTX = 6
 DEFAULT_NAME = "MsprofTx"  # the process name when info.json has no pid_name
@@ -38,7 +38,7 @@ FLOW_PYTHON = Template('{"name":"MsTx_', "id", '","ph":"s","id":"', "id", '","ts
 def _texts(values: np.ndarray) -> Slot:
     """A TEXT slot of each value's JSON string literal (one literal per distinct value)."""
     codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
-    return text_slot(codes.astype(np.int32), text_table(json_literals(np.asarray(uniq, dtype=object)).tolist()))
+    return json_text_slot(codes, np.asarray(uniq, dtype=object))
 
 
 def tx_events(ctx: ExportContext, facts: Facts) -> List[str]:
