@@ -26,6 +26,12 @@ times (reference / msprof-kit). The C++ library needs its securec library on LD_
 (libc_sec.so, built beside it: docs/benchmarks.md); a reference step that prints a traceback stops
 the run (the reference exits 0 when its workers fail). A benchmark, not a test.
 
+Both programs run from compiled bytecode, as a pip install leaves them: before the first step, the
+Python sources of msprof-kit (and of the reference, with --ref) are compiled in place (their
+__pycache__ folders), and the measured processes run without PYTHONDONTWRITEBYTECODE, which, where
+the environment sets it, would make each process compile every module it imports again (about
+0.15 s a command for msprof-kit).
+
 --steps chooses the steps (comma-separated) among import, export timeline, export summary,
 export db and analyze (the communication analysis); default the first three, `all` for the five.
 --mkprof CASE measures a collection of the shared generator (../shared/tools/mkprof.py, a sibling
@@ -49,7 +55,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.normpath(os.path.join(HERE, "..", "tests"))  # synth/, the collection writer
@@ -183,6 +189,20 @@ def _tree_pss_kib(pid: int) -> int:
     return total
 
 
+def bytecode_env(log: str, sources: Sequence[Tuple[str, str]]) -> Dict[str, str]:
+    """The environment of the measured processes: Python's own bytecode caching (without
+    PYTHONDONTWRITEBYTECODE), the `sources` ((python, folder of Python files) pairs) compiled
+    beforehand by the Python that runs them, as a pip install compiles what it installs. A folder
+    that cannot be written, or a file that does not compile, is left to its process (compileall
+    reports it in the log)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    with open(log, "ab") as out:
+        for python, folder in sources:
+            subprocess.run([python, "-m", "compileall", "-q", folder], env=env, stdout=out, stderr=subprocess.STDOUT)
+    return env
+
+
 def measure(argv: Sequence[str], env: Dict[str, str], log: str, pss: bool = True,
             accept: Optional[Dict[int, str]] = None) -> Measure:
     """Run one command in a fresh process; its output goes to `log`. `pss`: sample the summed PSS
@@ -214,8 +234,8 @@ def measure(argv: Sequence[str], env: Dict[str, str], log: str, pss: bool = True
 
 
 def ours(prof: str, impl: Optional[str], log: str, pss: bool = True,
-         steps: Sequence[str] = STEPS) -> List[Measure]:
-    env = dict(os.environ)
+         steps: Sequence[str] = STEPS, env: Optional[Dict[str, str]] = None) -> List[Measure]:
+    env = dict(os.environ if env is None else env)
     if impl:
         env["MSPROF_KIT_NATIVE"] = impl
     clear_outputs(prof)
@@ -247,8 +267,9 @@ def find_reference(path: str) -> str:
 
 
 def reference(script: str, python: str, prof: str, scratch: str, log: str,
-              steps: Sequence[str] = STEPS, pss: bool = True) -> List[Measure]:
+              steps: Sequence[str] = STEPS, pss: bool = True, env: Optional[Dict[str, str]] = None) -> List[Measure]:
     """The reference's three steps on a fresh copy of the collection (removed afterwards)."""
+    env = dict(os.environ if env is None else env)
     copy = os.path.join(scratch, os.path.basename(prof))
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(prof, copy)
@@ -257,7 +278,7 @@ def reference(script: str, python: str, prof: str, scratch: str, log: str,
         out = []
         for step in steps:
             start = os.path.getsize(log) if os.path.exists(log) else 0
-            out.append(measure([python, "-c", REFERENCE, script, *step.split(), "-dir", copy], dict(os.environ), log,
+            out.append(measure([python, "-c", REFERENCE, script, *step.split(), "-dir", copy], env, log,
                                pss))
             _reference_succeeded(step, log, start)
         return out
@@ -337,8 +358,13 @@ def main() -> None:
     sizes = [int(x) for x in args.tasks.split(",")]
     os.makedirs(args.work, exist_ok=True)
     log = os.path.join(args.work, "run.log")
-    from msprof_kit import native_impl
+    import msprof_kit
+    from msprof_kit import native_impl, parsers
     impl = args.impl or native_impl.current()
+    sources = [(sys.executable, os.path.dirname(msprof_kit.__file__)), (sys.executable, os.path.dirname(parsers.__file__))]
+    if script:  # the reference's analysis/ folder
+        sources.append((args.ref_python, os.path.dirname(os.path.dirname(script))))
+    env = bytecode_env(log, sources)
     print(f"machine: {machine()}; msprof-kit formatting: {impl}")
     if script:
         print(f"reference: {script} (run by {args.ref_python})")
@@ -354,9 +380,9 @@ def main() -> None:
             what = f"{n:,} tasks" + (f" + {args.hccl_ops:,} collectives x 11 HCCL tasks" if args.hccl_ops else "")
             what += f" + {args.npu_mem_samples:,} npu_mem samples per device" if args.npu_mem_samples else ""
             what += f" ({DEVICES} devices"
-        mine = ours(prof, args.impl, log, args.sample, steps)  # (the raw size below: with the outputs cleared)
+        mine = ours(prof, args.impl, log, args.sample, steps, env)  # (the raw size below: with the outputs cleared)
         what += f"{', ' if not args.mkprof else ' ('}{_size(prof) / 2 ** 20:,.0f} MiB raw)"
-        theirs = reference(script, args.ref_python, prof, args.work, log, steps, args.sample) if script else None
+        theirs = reference(script, args.ref_python, prof, args.work, log, steps, args.sample, env) if script else None
         print(f"\n{what}")
         print(head)
         for i, step in enumerate(steps):

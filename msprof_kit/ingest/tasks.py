@@ -72,8 +72,13 @@ class StringPool:
         return got
 
     def frame(self) -> pd.DataFrame:
-        """STRING_IDS: (id, value), in id order."""
-        return pd.DataFrame({"id": list(self.ids.values()), "value": list(self.ids.keys())}, copy=False)
+        """STRING_IDS: (id, value), in id order. The texts as an object array (pandas converts a
+        list of millions of str several times slower)."""
+        n = len(self.ids)
+        values = np.empty(n, dtype=object)
+        values[:] = list(self.ids)
+        return pd.DataFrame({"id": np.fromiter(self.ids.values(), dtype=np.int64, count=n),
+                             "value": pd.Series(values, dtype=object, copy=False)}, copy=False)
 
 
 GID_KEYS: List[str] = ["device_id", "stream_id", "task_id", "ctx", "batch"]
