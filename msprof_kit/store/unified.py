@@ -190,8 +190,10 @@ def _put_long_pmu(dest: TableWriter, src: sqlite3.Connection) -> None:
     stored = StoredColumns(src, "KIT_TASK_PMU")
     if "globalTaskId" not in stored:
         return
-    metric_ids = dict(src.execute("SELECT value, id FROM STRING_IDS").fetchall())
     metrics = [m for m in stored.names if m not in ("taskRow", "globalTaskId")]
+    # (only the metrics' rows: STRING_IDS holds every op name and tensor text of the collection)
+    metric_ids = dict(src.execute(f"SELECT value, id FROM STRING_IDS WHERE value IN ({','.join('?' * len(metrics))})",
+                                  metrics).fetchall()) if metrics else {}
     column = stored.read
     gid = column("globalTaskId")
     n = len(gid)
