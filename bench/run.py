@@ -8,7 +8,8 @@ optionally the reference msprof analysis on the same data.
 Each size is a synthetic 910B collection (tests/synth: two devices, the tasks split evenly
 between them, AI Core PMU on, tensor info on, 10 % of the operators inside model executions),
 built once under --work (default bench/out) and reused. Each step runs in a fresh process on a
-collection cleared of every earlier output; the table gives wall seconds, CPU seconds (the
+collection cleared of every earlier output, after a sync (so that what was written or removed
+before lands on the disk outside the step's time); the table gives wall seconds, CPU seconds (the
 process and the workers it forked), `peak MiB`, the peak of the process tree's summed PSS sampled
 every 0.1 s (what the step and its workers held at one time; pages a forked worker shares with its
 parent count once), and `peaks sum`, the process's own peak RSS plus its largest worker's (an
@@ -207,10 +208,13 @@ def measure(argv: Sequence[str], env: Dict[str, str], log: str, pss: bool = True
             accept: Optional[Dict[int, str]] = None) -> Measure:
     """Run one command in a fresh process; its output goes to `log`. `pss`: sample the summed PSS
     of its process tree every PSS_PERIOD seconds (reading it costs the process some time).
-    `accept`: exit codes other than 0 that are no failure, with the note the row gets."""
+    `accept`: exit codes other than 0 that are no failure, with the note the row gets. The disk
+    is synced before the command starts."""
     fd, stats = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     peak = 0
+    if hasattr(os, "sync"):  # what earlier steps and clearings wrote or removed goes to the disk first,
+        os.sync()            # not in this step's time (a removal's discards, a write's writeback)
     try:
         t0 = time.perf_counter()
         with open(log, "ab") as out:

@@ -80,6 +80,21 @@ def test_rows_equal_the_reference(case, rows, exported):
     assert rows(ours) == rows(golden)
 
 
+@pytest.mark.parametrize("case", INTACT_CASES)
+def test_the_unified_db_has_the_task_index_the_store_goes_without(case, exported):
+    """TaskIndex is the reference DB's (schema.INDEXES); the store leaves it out (STORE_INDEXES)."""
+    prof, ours = exported[case]
+    query = "SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+    with sqlite3.connect(os.path.join(GOLDEN, case, "cpp", "msprof.db")) as c:
+        golden = [n for (n,) in c.execute(query)]
+    with sqlite3.connect(ours) as c:
+        assert [n for (n,) in c.execute(query)] == golden
+        has_task = c.execute("SELECT 1 FROM sqlite_master WHERE name = 'TASK'").fetchone() is not None
+    assert ("TaskIndex" in golden) == has_task
+    with sqlite3.connect(os.path.join(prof, "sqlite", "msprof_kit.db")) as c:
+        assert "TaskIndex" not in [n for (n,) in c.execute(query)]
+
+
 def test_reimport_replaces_the_store(exported, capsys):
     prof, _ = exported["min_910b"]
     store = os.path.join(prof, "sqlite", "msprof_kit.db")

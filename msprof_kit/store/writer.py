@@ -430,10 +430,11 @@ class TableWriter:
             self._flusher.start()
 
     def index(self, table: str) -> None:
-        """Create the indexes of a table whose rows are all written (schema.INDEXES)."""
+        """Create the indexes of a table whose rows are all written (schema.INDEXES; a store's
+        schema.STORE_INDEXES)."""
         if table not in self.indexed:
             self.indexed.add(table)
-            for sql in schema.INDEXES.get(table, ()):
+            for sql in (schema.STORE_INDEXES if self.is_store else schema.INDEXES).get(table, ()):
                 self.conn.execute(sql)
 
     def create(self, table: str, cols: Sequence[schema.Column]) -> None:
