@@ -1,17 +1,21 @@
 """The summary files: `<kind>_<stamp>.csv` (split in parts of CSV_LIMIT rows) and the Python
 path's `<kind>_<stamp>.json`. The CSV writer renders CHUNK_ROWS rows at a time into one bytes block
 with `native_impl.format_rows` (one C call per chunk when the extension is built), so a
-million-task export never holds all its cell texts at once."""
+million-task export never holds all its cell texts at once; two threads format and write the
+chunks (in order) while the caller's thread computes the cells of the next."""
 from __future__ import annotations
 
+import collections
 import json
-from typing import List, Optional, Tuple
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import BinaryIO, Iterator, List, Optional, Tuple
 
 from ...native_impl import csv_field, format_rows
 from ..context import ExportContext
 from .columns import AnyTable
 
 CSV_LIMIT = 1_000_000          # data rows per CSV file (outputs.md §2.1)
+FORMAT_THREADS = 2             # threads formatting and writing a CSV's chunks (`_write_chunks`)
 
 
 def csv_parts(n: int, flavour: str) -> List[Tuple[Optional[int], int, int]]:
@@ -33,8 +37,30 @@ def write_csv(ctx: ExportContext, kind: str, table: AnyTable, flavour: str) -> N
     for part, lo, hi in csv_parts(table.n_rows, flavour):
         with open(ctx.path_for(kind, "csv", part), "wb") as out:
             out.write(header)
-            for cols, rows in table.pieces(lo, hi):
-                out.write(format_rows(pieces, [c.slot(rows) for c in cols], rows.stop - rows.start, b""))
+            _write_chunks(out, pieces, ((rows.stop - rows.start, [c.slot(rows) for c in cols])
+                                        for cols, rows in table.pieces(lo, hi)))
+
+
+def _write_chunks(out: BinaryIO, pieces: List[bytes], chunks: Iterator[Tuple[int, list]]) -> None:
+    """Format and write chunks of rows ((row count, slots) each, in order): FORMAT_THREADS threads
+    format chunks side by side and write them in order while this one computes the slots of the
+    next (format_rows and the write let go of the GIL), so that the cores left idle share the
+    work. At most FORMAT_THREADS chunks are in the threads' hands at a time."""
+    def job(n: int, slots: list, before: Optional["Future[None]"]) -> None:
+        block = format_rows(pieces, slots, n, b"")
+        del slots
+        if before is not None:
+            before.result()  # (its failure is raised where it is awaited, in order)
+        out.write(block)
+    with ThreadPoolExecutor(max_workers=FORMAT_THREADS, thread_name_prefix="csv-writer") as pool:
+        pending: "collections.deque[Future[None]]" = collections.deque()
+        for n, slots in chunks:
+            pending.append(pool.submit(job, n, slots, pending[-1] if pending else None))
+            del slots
+            while len(pending) > FORMAT_THREADS:
+                pending.popleft().result()
+        while pending:
+            pending.popleft().result()
 
 
 def write_json(ctx: ExportContext, kind: str, table: AnyTable) -> None:
