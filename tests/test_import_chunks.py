@@ -171,3 +171,29 @@ def test_windows_that_begin_empty_import_the_same_store(case, tmp_path, capsys, 
     assert any(p.endswith(".task") for p in firsts) and "api" in firsts  # (the device workers' are not seen here)
     assert _tables(small) == _tables(whole)
     assert small_warned.replace(small, "PROF") == warned.replace(whole, "PROF")
+
+
+def test_the_second_api_window_is_numbered_before_the_first_is_associated(tmp_path, capsys, monkeypatch):
+    """The first association step waits for the tensor worker: the second window's APIs are
+    numbered meanwhile (one window ahead, at the start only), and the store is the same."""
+    from msprof_kit.ingest import association, host
+    whole = synth.write_collection(str(tmp_path / "a"), n_tasks=300, devices=1, model_fraction=0.3, seed=5)
+    assert run(["import", "-dir", whole], capsys)[0] == 0
+    calls = []
+    real_window, real_step = host._api_window, association.Association.step
+
+    def window(*args, **kwargs):
+        calls.append("api")
+        return real_window(*args, **kwargs)
+
+    def step(self, *args, **kwargs):
+        calls.append("assoc")
+        return real_step(self, *args, **kwargs)
+    monkeypatch.setattr(host, "_api_window", window)
+    monkeypatch.setattr(association.Association, "step", step)
+    _windows_of(monkeypatch, 200)
+    small = synth.write_collection(str(tmp_path / "b"), n_tasks=300, devices=1, model_fraction=0.3, seed=5)
+    assert run(["import", "-dir", small], capsys)[0] == 0
+    assert len(calls) >= 6 and calls[:4] == ["api", "api", "assoc", "assoc"]
+    assert calls[4:] == ["api", "assoc"] * ((len(calls) - 4) // 2)
+    assert _tables(small) == _tables(whole)

@@ -3,9 +3,10 @@ tracks and op records associated with the call tree (association.py), and the ho
 and model names the device side needs (HostData)."""
 from __future__ import annotations
 
+import collections
 import functools
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, Optional, Tuple
+from typing import Callable, Deque, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -121,15 +122,26 @@ def _load_host(rd: ResultDir, coll: Collection, diag: Diagnostics, files: DataFi
             return table
         latest = LatestEnds()
         with diag.progress.phase(f"{name}: host APIs", total=int(apis.count), unit="APIs") as phase:
+            # (window, its tree APIs, its API count) numbered but not associated yet: with more than
+            # one window, the second window's APIs are numbered before the first is associated, while
+            # the tensor worker finishes (the APIs and the association share no state; the order is
+            # the same whatever the worker's speed)
+            ahead: Deque[Tuple[int, Optional[Columns], int]] = collections.deque()
             for w, window in enumerate(apis.windows(edges)):
                 n = len(window["begin"])
-                tree = _api_window(window, clock, types, hashes, pid, strings, put, latest, hccl) if n else None
+                ahead.append((w, _api_window(window, clock, types, hashes, pid, strings, put, latest, hccl)
+                              if n else None, n))
                 del window
-                if assoc is not None:
-                    if tensor_table is None:
-                        tensor_table = take_tensors()
-                    assoc.step(tree, records.window(w), int(edges[w]) if w < len(edges) else None)
-                phase.advance(n)
+                if w == 0 and len(edges) and assoc is not None:
+                    continue
+                while ahead:
+                    at, tree, count = ahead.popleft()
+                    if assoc is not None:
+                        if tensor_table is None:
+                            tensor_table = take_tensors()
+                        assoc.step(tree, records.window(at), int(edges[at]) if at < len(edges) else None)
+                    del tree
+                    phase.advance(count)
         if tensor_table is None:
             tensor_table = take_tensors()
         put("CANN_API", None, last=True)

@@ -75,7 +75,7 @@ class StringPool:
         """STRING_IDS: (id, value), in id order. The texts as an object array (pandas converts a
         list of millions of str several times slower)."""
         n = len(self.ids)
-        values = np.empty(n, dtype=object)
+        values: np.ndarray = np.empty(n, dtype=object)
         values[:] = list(self.ids)
         return pd.DataFrame({"id": np.fromiter(self.ids.values(), dtype=np.int64, count=n),
                              "value": pd.Series(values, dtype=object, copy=False)}, copy=False)
