@@ -558,7 +558,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         args.dir = os.path.expanduser(args.dir.lstrip("="))
     if args.command == "cluster" and args.output is not None:
         args.output = os.path.expanduser(args.output)
-    memory.tune_allocator()
+    memory.tune_allocator(one_heap=args.command == "import")
     _tolerate_odd_names()
     diag = Diagnostics(progress=progress.reporter(sys.stderr, args.progress, args.quiet))
     try:

@@ -75,3 +75,17 @@ def test_the_command_starts_no_blas_threads():
     code = "import os\nfrom msprof_kit import cli, importer\nprint(len(os.listdir('/proc/self/task')))"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "1", out
+
+
+@pytest.mark.parametrize("command", [["import"], ["export", "summary"]])
+def test_only_the_import_puts_every_thread_on_one_heap(command, tmp_path, capsys, monkeypatch):
+    """memory.tune_allocator(one_heap=True) for the import alone (its threads free table-sized
+    blocks; the exports' threads format chunks their own arenas serve)."""
+    from msprof_kit import memory
+    prof = synth.write_collection(str(tmp_path / "c"), n_tasks=40, devices=1, seed=3)
+    if command != ["import"]:
+        assert run(["import", "-dir", prof], capsys)[0] == 0
+    asked = []
+    monkeypatch.setattr(memory, "tune_allocator", lambda one_heap=False: asked.append(one_heap))
+    assert run(command + ["-dir", prof], capsys)[0] == 0
+    assert asked == [command == ["import"]]
