@@ -70,9 +70,14 @@ class TextTable(NamedTuple):
         return len(self.offsets) - 1
 
     def texts(self) -> List[str]:
-        """The texts, decoded."""
+        """The texts, decoded (an ASCII blob decoded once and sliced: its byte offsets are its
+        character offsets)."""
         off = self.offsets.tolist()
-        return [self.blob[a:b].decode("utf-8", "surrogateescape") for a, b in zip(off, off[1:])]
+        blob = self.blob
+        if isinstance(blob, bytes) and blob.isascii():
+            whole = blob.decode("ascii")
+            return [whole[a:b] for a, b in zip(off, off[1:])]
+        return [blob[a:b].decode("utf-8", "surrogateescape") for a, b in zip(off, off[1:])]
 
 
 def text_table(texts: Iterable[str]) -> TextTable:

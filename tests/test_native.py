@@ -138,6 +138,18 @@ def test_trim_of_thousandths_is_the_repr_of_the_microseconds():
 # TEXT, alternatives, templates
 
 
+@pytest.mark.parametrize("texts", [["a", "", "bc", "d e,f"], ["a", "é", "", "日本", "x"]])
+def test_a_text_table_decodes_every_text_as_its_own_slice(texts):
+    """TextTable.texts: an ASCII blob is decoded once and sliced, any other slice by slice; both
+    give each text back (bytes that are not UTF-8 as surrogate escapes)."""
+    table = native_impl.text_table(texts)
+    assert table.texts() == texts
+    raw = native_impl.TextTable(b"ab\xffc", np.array([0, 1, 3, 4], dtype=np.int64))
+    assert raw.texts() == ["a", "b\udcff", "c"]
+    shifted = native_impl.TextTable(b"xyzw", np.array([1, 3, 3, 4], dtype=np.int64))  # offsets past the start
+    assert shifted.texts() == ["yz", "", "w"]
+
+
 def test_text_codes_copy_their_bytes():
     texts = ['"a"', "", "名前", '"x,y"', "tab\there", "\U0001F600", "N/A"]
     table = native_impl.text_table(texts)
