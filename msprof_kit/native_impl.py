@@ -70,14 +70,9 @@ class TextTable(NamedTuple):
         return len(self.offsets) - 1
 
     def texts(self) -> List[str]:
-        """The texts, decoded (an ASCII blob decoded once and sliced: its byte offsets are its
-        character offsets)."""
+        """The texts, decoded."""
         off = self.offsets.tolist()
-        blob = self.blob
-        if isinstance(blob, bytes) and blob.isascii():
-            whole = blob.decode("ascii")
-            return [whole[a:b] for a, b in zip(off, off[1:])]
-        return [blob[a:b].decode("utf-8", "surrogateescape") for a, b in zip(off, off[1:])]
+        return [self.blob[a:b].decode("utf-8", "surrogateescape") for a, b in zip(off, off[1:])]
 
 
 def text_table(texts: Iterable[str]) -> TextTable:

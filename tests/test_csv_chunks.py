@@ -53,27 +53,19 @@ def test_a_chunk_that_fails_stops_the_writing_and_is_raised(monkeypatch):
     assert written == b"".join(b"%d\n" % i for i in range(6))  # the chunks before it, nothing after
 
 
-def test_timeline_rows_formatted_by_the_writing_thread_read_as_rows_formatted_here(tmp_path):
-    """TraceWriter formats `Template.later` blocks in its thread: the same bytes as `rows`, in
-    the order added; a block that cannot be formatted fails the close, and no file is left."""
-    import json
+def test_a_timeline_block_the_writing_thread_cannot_write_fails_the_close_and_removes_the_file(tmp_path, monkeypatch):
+    """TraceWriter writes from its thread: a write that fails there (a full disk) is raised when
+    the writer closes, and the unfinished file is removed."""
+    from msprof_kit.exporters.timeline.writer import TraceWriter
+    path = tmp_path / "t.json"
+    with pytest.raises(OSError, match="No space left"):
+        with TraceWriter(str(path)) as out:
+            real = out._f.write
 
-    from msprof_kit.exporters.timeline.writer import Template, TraceWriter
-    event = Template('{"ts":', "ts", ',"k":', "k", "}")
-    here, there = str(tmp_path / "here.json"), str(tmp_path / "there.json")
-    with TraceWriter(here) as a, TraceWriter(there) as b:
-        for k in range(5):
-            ts, n = np.arange(k * 4, k * 4 + 4, dtype=np.int64), np.full(4, k, dtype=np.int64)
-            a.add_block(event.rows(4, ts=int_slot(ts), k=int_slot(n)), 4)
-            b.add_block(event.later(4, ts=int_slot(ts), k=int_slot(n)), 4)
-    with open(here, "rb") as f, open(there, "rb") as g:
-        mine = g.read()
-        assert mine == f.read()
-    assert [e["ts"] for e in json.loads(mine)] == list(range(20))
-    bad = str(tmp_path / "bad.json")
-    from msprof_kit.native_impl import text_slot, text_table
-    with pytest.raises(IndexError, match="code 7 is not below the 1 texts"):
-        with TraceWriter(bad) as c:
-            wrong = text_slot(np.array([0, 7], dtype=np.int32), text_table(['"a"']))  # code 7: no such text
-            c.add_block(event.later(2, ts=int_slot(np.arange(2)), k=wrong), 2)
-    assert not (tmp_path / "bad.json").exists()
+            def full(data):
+                if b"boom" in bytes(data):
+                    raise OSError(28, "No space left on device")
+                return real(data)
+            monkeypatch.setattr(out._f, "write", full)
+            out.add(['{"name":"boom"}'])
+    assert not path.exists()

@@ -140,8 +140,7 @@ def test_trim_of_thousandths_is_the_repr_of_the_microseconds():
 
 @pytest.mark.parametrize("texts", [["a", "", "bc", "d e,f"], ["a", "é", "", "日本", "x"]])
 def test_a_text_table_decodes_every_text_as_its_own_slice(texts):
-    """TextTable.texts: an ASCII blob is decoded once and sliced, any other slice by slice; both
-    give each text back (bytes that are not UTF-8 as surrogate escapes)."""
+    """TextTable.texts gives each text back (bytes that are not UTF-8 as surrogate escapes)."""
     table = native_impl.text_table(texts)
     assert table.texts() == texts
     raw = native_impl.TextTable(b"ab\xffc", np.array([0, 1, 3, 4], dtype=np.int64))

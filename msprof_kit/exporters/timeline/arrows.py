@@ -24,7 +24,7 @@ def flow_events(out: TraceWriter, facts: Facts, ph: str, pid: np.ndarray, tid: n
                 ids: np.ndarray) -> None:
     """HostToDevice flow starts (`s`) or ends (`f`, bound to the slice that encloses them)."""
     n = len(ns)
-    out.add_block(FLOW_EVENTS[ph].later(n, id=int_slot(ids), pid=int_slot(pid), tid=int_slot(tid), ts=facts.ts(ns)), n)
+    out.add_block(FLOW_EVENTS[ph].rows(n, id=int_slot(ids), pid=int_slot(pid), tid=int_slot(tid), ts=facts.ts(ns)), n)
 
 
 @dataclass

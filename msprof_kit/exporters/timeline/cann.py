@@ -16,7 +16,7 @@ from .apis import LEVEL_ACL, LEVEL_MODEL, LEVELS, ApiBlocks, ApiTexts
 from .arrows import Arrows, flow_events, flows_of
 from .facts import SORT_CANN, Facts
 from .tasks import Tasks
-from .writer import Rows, Template, TraceWriter, coded_slot, constant_slot, dur_us, json_text_slot, process_meta, thread_meta
+from .writer import Template, TraceWriter, coded_slot, constant_slot, dur_us, json_text_slot, process_meta, thread_meta
 
 
 API_EVENT = Template('{"name":', "name", ',"pid":', "pid", ',"tid":', "tid", ',"ts":"', "ts", '","dur":', "dur",
@@ -101,10 +101,10 @@ def _api_texts(api: np.ndarray, facts: Facts, texts: ApiTexts, mode: np.ndarray,
     return out
 
 
-def _api_events(rows: np.ndarray, pid: int, texts: Dict[str, Slot], facts: Facts) -> Rows:
-    """X events of CANN_API rows, with their `_api_texts` slots (formatted by the writing thread)."""
+def _api_events(rows: np.ndarray, pid: int, texts: Dict[str, Slot], facts: Facts) -> bytes:
+    """X events of CANN_API rows, with their `_api_texts` slots."""
     n = len(rows)
-    return API_EVENT.later(n, name=texts["name"], pid=constant_slot(pid, n), tid=int_slot(rows[:, 3] & 0xFFFFFFFF),
+    return API_EVENT.rows(n, name=texts["name"], pid=constant_slot(pid, n), tid=int_slot(rows[:, 3] & 0xFFFFFFFF),
                           ts=facts.ts(rows[:, 0]), dur=float_slot(dur_us(rows[:, 0], rows[:, 1])),
                           mode=texts["mode"], level=texts["level"], id=texts["id"], item=texts["item"],
                           conn=int_slot(rows[:, 4]))

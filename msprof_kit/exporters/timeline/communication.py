@@ -350,7 +350,7 @@ def _write_tasks(out: TraceWriter, facts: Facts, comm: Communication, rows: np.n
     for lo in range(0, n, writer.CHUNK):
         s = slice(lo, min(n, lo + writer.CHUNK))
         k = s.stop - s.start
-        out.add_block(TASK_EVENT.later(
+        out.add_block(TASK_EVENT.rows(
             k, name=json_text_slot(c["taskType"][s], facts.strings),
             pid=int_slot(pid[s]), tid=int_slot(tid[s]), ts=facts.ts(start[s]),
             dur=float_slot(dur_us(start[s], end[s])),
@@ -402,7 +402,7 @@ def _write_ops(out: TraceWriter, facts: Facts, comm: Communication, sort_index: 
                  count=int_slot(ops["count"].to_numpy(np.int64)),
                  relay=text_slot((ops["relay"].to_numpy(np.int64) == 1).astype(np.int32), YES_NO),
                  retry=text_slot((ops["retry"].to_numpy(np.int64) == 1).astype(np.int32), YES_NO))
-    out.add_block(OP_EVENTS[facts.flavour].later(n, **slots), n)
+    out.add_block(OP_EVENTS[facts.flavour].rows(n, **slots), n)
     if not arrows:
         return
     ids = (conn << 32) - 1 if facts.python_rules else conn << 32

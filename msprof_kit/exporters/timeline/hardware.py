@@ -79,7 +79,7 @@ def _write_tasks(out: TraceWriter, facts: Facts, tasks: Tasks, started: np.ndarr
             template, extra = TASK_EVENT, {}
             if memcpy is not None and block.memcpy[s].any():
                 template, extra = MEMCPY_EVENT, memcpy.slots(block.memcpy[s], c["gid"][s], start, c["end"][s])
-            out.add_block(template.later(
+            out.add_block(template.rows(
                 n, name=block.name.take(s), pid=int_slot(pid[s]), stream=int_slot(c["stream"][s]),
                 ts=facts.ts(start), dur=float_slot(dur_us(start, c["end"][s])), model=int_slot(c["model"][s]),
                 task_type=block.task_type.take(s), task=int_slot(c["task"][s]), batch=int_slot(c["batch"][s]),

@@ -40,5 +40,5 @@ def write_npu_mem(ctx: ExportContext, out: TraceWriter, facts: Facts) -> None:
         names = (event[:, None] * 3 + np.arange(3)[None, :]).ravel()
         pids = np.array([facts.pid(sort, int(d)) for d in np.unique(rows[:, 0]).tolist()], dtype=np.int64)
         pid = pids[np.searchsorted(np.unique(rows[:, 0]), rows[:, 0])]
-        out.add_block(COUNTER.later(3 * n, name=text_slot(names, COUNTERS), pid=int_slot(np.repeat(pid, 3)),
+        out.add_block(COUNTER.rows(3 * n, name=text_slot(names, COUNTERS), pid=int_slot(np.repeat(pid, 3)),
                                    ts=facts.ts(np.repeat(rows[:, 4], 3)), kb=float_slot(kb)), 3 * n)

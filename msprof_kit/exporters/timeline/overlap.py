@@ -102,6 +102,6 @@ def write_overlap(ctx: ExportContext, out: TraceWriter, facts: Facts, graph_rows
         if not n:
             continue
         kind = rows[:, 3]
-        out.add_block(OVERLAP_EVENT.later(
+        out.add_block(OVERLAP_EVENT.rows(
             n, name=text_slot(kind, names), pid=int_slot(pids[np.searchsorted(ids, rows[:, 0])]), tid=int_slot(kind),
             ts=facts.ts(rows[:, 1]), dur=float_slot(dur_us(rows[:, 1], rows[:, 2]))), n)

@@ -8,7 +8,7 @@ import os
 import queue
 import shutil
 import threading
-from typing import BinaryIO, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import BinaryIO, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -21,22 +21,14 @@ PART_COPY = 1 << 20       # bytes copied at a time when a part file is appended
 KEEP_FREE = 64 << 20      # free heap the device layers keep after the tasks (the CANN layer and the DB run beside)
 
 
-class Rows(NamedTuple):
-    """n events of a template's pieces and slots, formatted by the writing thread (`Template.later`)."""
-    pieces: Tuple[bytes, ...]
-    slots: List[Slot]
-    n: int
-
-
 class TraceWriter:
     """A JSON array written as it is made: each `add` appends a chunk of serialized events.
     `part=True` writes the events without the enclosing brackets, for `append_part` of another
     writer.
 
-    The chunks are encoded here, or given as `Rows` that the background thread formats, and
-    written to disk by that thread (format_rows and the write release the GIL, so a second core
-    formats and writes while this thread computes the next chunk's slots); at most WRITE_AHEAD
-    chunks wait, which bounds the memory. A failed write is raised by the next `add` or by `close`; a file left
+    The chunks are encoded here and written to disk by a background thread (the write releases
+    the GIL, so the disk works while the next chunk is rendered); at most WRITE_AHEAD chunks wait,
+    which bounds the memory. A failed write is raised by the next `add` or by `close`; a file left
     unfinished by an error is removed."""
 
     def __init__(self, path: str, part: bool = False) -> None:
@@ -44,7 +36,7 @@ class TraceWriter:
         self.part = part
         self.count = 0
         self._f: BinaryIO = open(path, "wb")
-        self._queue: "queue.Queue[Union[bytes, str, Rows, None]]" = queue.Queue(maxsize=WRITE_AHEAD)
+        self._queue: "queue.Queue[Union[bytes, str, None]]" = queue.Queue(maxsize=WRITE_AHEAD)
         self._error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._drain, name="timeline-writer", daemon=True)
         self._thread.start()
@@ -62,8 +54,6 @@ class TraceWriter:
                 try:
                     if isinstance(block, str):  # a part file to copy in
                         self._copy_part(block)
-                    elif isinstance(block, Rows):
-                        self._f.write(format_rows(block.pieces, block.slots, block.n, b","))
                     else:
                         self._f.write(block)
                 except BaseException as exc:  # handed to the rendering thread, which raises it
@@ -99,7 +89,7 @@ class TraceWriter:
         self._put(path)
         self.count += 1
 
-    def _put(self, block: Union[bytes, str, Rows]) -> None:
+    def _put(self, block: Union[bytes, str]) -> None:
         if self._error is not None:
             raise self._error
         self._queue.put(block)
@@ -111,9 +101,8 @@ class TraceWriter:
         self._put((f",{text}" if self.count else text).encode("utf-8"))
         self.count += len(events)
 
-    def add_block(self, block: Union[bytes, Rows], count: int) -> None:
-        """Append `count` serialized events, already joined by commas (a `Template.rows` block), or
-        the `Rows` of `Template.later` (formatted by the writing thread)."""
+    def add_block(self, block: bytes, count: int) -> None:
+        """Append `count` serialized events, already joined by commas (a `Template.rows` block)."""
         if not count:
             return
         if self.count:
@@ -142,7 +131,7 @@ class TraceWriter:
         if kind is None:
             try:
                 self.close()
-            except BaseException:  # a block the writing thread could not format or write
+            except BaseException:  # a block the writing thread could not write (a full disk)
                 os.remove(self.path)
                 raise
             return
@@ -161,10 +150,6 @@ class Template:
     def rows(self, n: int, **slots: Slot) -> bytes:
         """n events, comma-separated, from slots of n rows each."""
         return format_rows(self.pieces, [slots[name] for name in self.names], n, b",")
-
-    def later(self, n: int, **slots: Slot) -> Rows:
-        """`rows` to be formatted by a TraceWriter's writing thread (`add_block`)."""
-        return Rows(self.pieces, [slots[name] for name in self.names], n)
 
 
 def coded_slot(keys: np.ndarray, literal_of: Callable[[int], str]) -> Slot:
