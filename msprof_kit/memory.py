@@ -56,7 +56,7 @@ def tune_allocator(one_heap: bool = False) -> None:
     spilling threads) free table-sized blocks that their own arenas would keep apart from the main
     heap, which `give_back` measures (1M-task import: peak 967 -> 860 MiB); the exports' threads
     format chunks of a fixed size, which their own arenas serve best (1M export summary with one
-    heap: peak 972 -> 1003 MiB)."""
+    heap: peak 972 -> 986-1016 MiB)."""
     if _LIBC is not None:
         if one_heap:
             _LIBC.mallopt(M_ARENA_MAX, 1)
