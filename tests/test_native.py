@@ -413,8 +413,13 @@ def test_csv_table_twins_agree_and_quote_as_the_csv_module():
         csv.writer(buf, lineterminator="\r\n").writerow([text])
         assert field == (buf.getvalue()[:-2] if text else "")  # the csv module writes a lone "" as ""
     assert native_impl._native.csv_table([]) == native_impl.py_csv_table([]) == (b"", np.zeros(1, np.int64).tobytes())
+    _both_refuse_bad_texts(native_impl._native.csv_table, native_impl.py_csv_table)
+
+
+def _both_refuse_bad_texts(c_fn, py_fn) -> None:
+    """A text function's C and Python twins refuse a non-str item and a lone surrogate alike."""
     for bad, error in ((["a", 3], TypeError), (["a", "\ud800"], UnicodeEncodeError)):
-        for fn in (native_impl._native.csv_table, native_impl.py_csv_table):
+        for fn in (c_fn, py_fn):
             with pytest.raises(error):
                 fn(bad)
 
@@ -433,10 +438,7 @@ def test_json_table_twins_agree_and_write_json_string_literals():
     off = np.frombuffer(offsets, np.int64).tolist()
     assert [blob[a:b].decode("utf-8") for a, b in zip(off, off[1:])] == [json.dumps(t, ensure_ascii=False) for t in texts]
     assert native_impl._native.json_table([]) == native_impl.py_json_table([]) == (b"", np.zeros(1, np.int64).tobytes())
-    for bad, error in ((["a", 3], TypeError), (["a", "\ud800"], UnicodeEncodeError)):
-        for fn in (native_impl._native.json_table, native_impl.py_json_table):
-            with pytest.raises(error):
-                fn(bad)
+    _both_refuse_bad_texts(native_impl._native.json_table, native_impl.py_json_table)
 
 
 def test_json_list_twins_agree_and_write_json_dumps_of_the_list():
@@ -450,7 +452,4 @@ def test_json_list_twins_agree_and_write_json_dumps_of_the_list():
         got = native_impl._native.json_list(texts)
         assert got == native_impl.py_json_list(texts) == json.dumps(texts, ensure_ascii=False)
         assert json.loads(got) == texts
-    for bad, error in ((["a", 3], TypeError), (["a", "\ud800"], UnicodeEncodeError)):
-        for fn in (native_impl._native.json_list, native_impl.py_json_list):
-            with pytest.raises(error):
-                fn(bad)
+    _both_refuse_bad_texts(native_impl._native.json_list, native_impl.py_json_list)
