@@ -89,3 +89,30 @@ def test_only_the_import_puts_every_thread_on_one_heap(command, tmp_path, capsys
     monkeypatch.setattr(memory, "tune_allocator", lambda one_heap=False: asked.append(one_heap))
     assert run(command + ["-dir", prof], capsys)[0] == 0
     assert asked == [command == ["import"]]
+
+
+QUICK_EXIT = """
+import atexit, sys, threading, time
+from msprof_kit import cli
+sys.argv = ["msprof-kit"]  # prints the help and returns 1
+atexit.register(lambda: print("hook ran", flush=True))
+if {late!r}:
+    def late():
+        time.sleep(0.3)
+        print("thread done", flush=True)
+    threading.Thread(target=late).start()
+cli.entry()
+"""
+
+
+@pytest.mark.parametrize("thread", [False, True])
+def test_the_script_leaves_quickly_only_when_nothing_else_runs(thread):
+    """cli.entry skips the interpreter's teardown with os._exit: the exit hooks still run, the
+    streams are flushed, and a thread still at work keeps the ordinary exit (which waits for it)."""
+    code = QUICK_EXIT.format(late=thread)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("usage: msprof-kit") and "hook ran" in lines
+    assert ("thread done" in lines) is thread
+    assert ("thread done" in lines) is thread
