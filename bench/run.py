@@ -88,7 +88,7 @@ STATS = ("import atexit, json, os, resource\n"
          "        json.dump({'cpu': s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime,\n"
          "                   'kib': _peak_kib() + c.ru_maxrss}, f)\n"
          "atexit.register(_stats)\n")
-OURS = STATS + "import sys\nfrom msprof_kit import cli\nsys.exit(cli.main(sys.argv[1:]))\n"
+OURS = STATS + "import sys\nfrom msprof_kit import cli\nsys.argv[0] = 'msprof-kit'\ncli.entry()\n"  # as the script
 REFERENCE = STATS + ("import runpy, sys\n"
                      "sys.argv = [sys.argv[1]] + sys.argv[2:]\n"
                      "runpy.run_path(sys.argv[0], run_name='__main__')\n")
