@@ -178,3 +178,45 @@ def test_unreadable_rank_is_listed_and_the_rest_go_on(tmp_path):
     assert hosts[["rankId", "deviceId", "hostUid", "hostName"]].values.tolist() == [[5, 3, "77", "n1"]]
     assert list(failed) == [str(tmp_path / "CLUSTER" / "PROF_2")]
     assert failed[str(tmp_path / "CLUSTER" / "PROF_2")].startswith(f"{bad}/info.json.0: cannot read the rank's info.json (")
+
+
+@needs_shared
+def test_hosts_of_text_outputs_from_the_db_beside_them(tmp_path):
+    """Without the PROF folders the hosts come from a cluster_analysis.db in the same folder
+    (RankDeviceMap + HostInfo), here msprof-analyze's own: those of the PROF folders themselves."""
+    import shutil
+    for name in os.listdir(TEXT):
+        shutil.copy(os.path.join(TEXT, name), tmp_path / name)
+    assert load_text_outputs(str(tmp_path)).hosts.empty
+    shutil.copy(DB, tmp_path / "cluster_analysis.db")
+    hosts = load_text_outputs(str(tmp_path)).hosts
+    from_profs = golden_result().hosts
+    assert hosts["rankId"].tolist() == from_profs["rankId"].tolist() == list(range(8))
+    columns = ["deviceId", "hostUid", "hostName"]
+    assert hosts[columns].values.tolist() == from_profs[columns].values.tolist()
+    assert [os.path.basename(p) for p in hosts["profilePath"]] == \
+        [os.path.basename(p) for p in from_profs["profilePath"]]
+
+
+@needs_shared
+@pytest.mark.parametrize("damage, says", [
+    ("garbage", "not a readable cluster_analysis.db (file is not a database)"),
+    ("rank", "RankDeviceMap row 2: rankId and deviceId must be integers"),
+])
+def test_a_bad_db_beside_the_text_outputs_is_one_line(tmp_path, damage, says):
+    import shutil
+    for name in os.listdir(TEXT):
+        shutil.copy(os.path.join(TEXT, name), tmp_path / name)
+    db = tmp_path / "cluster_analysis.db"
+    if damage == "garbage":
+        db.write_bytes(b"not sqlite at all" * 100)
+    else:
+        shutil.copy(DB, db)
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE RankDeviceMap SET rankId = 1.5 WHERE rankId = 1")
+        conn.close()
+    before = db.read_bytes()
+    with pytest.raises(UnreadableFile) as err:
+        load_text_outputs(str(tmp_path))
+    assert str(err.value) == f"{db}: {says}"
+    assert db.read_bytes() == before

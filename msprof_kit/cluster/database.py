@@ -27,9 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import OutputError
-from .result import ClusterResult, JsonDict
-
-DB_NAME = "cluster_analysis.db"
+from .result import DB_NAME, ClusterResult, JsonDict
 TOTAL = "Total Op Info"
 TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
 P2P_PREFIXES = ("hcom_send", "hcom_receive", "hcom_batchsendrecv")

@@ -15,8 +15,10 @@ The fields hold exactly what the four files hold (docs/cluster.md):
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -24,6 +26,7 @@ import pandas as pd
 
 from ..errors import Diagnostics, NoCollection, NoData, UnreadableFile
 from ..files import read_json_object
+from ..store.paths import file_uri
 from .ranks import find_ranks
 
 JsonDict = Dict[str, Any]
@@ -33,6 +36,7 @@ COMMUNICATION_JSON = "cluster_communication.json"
 MATRIX_JSON = "cluster_communication_matrix.json"
 GROUP_JSON = "communication_group.json"
 TEXT_FILES = (STEP_TRACE_CSV, COMMUNICATION_JSON, MATRIX_JSON, GROUP_JSON)
+DB_NAME = "cluster_analysis.db"  # written beside them by `msprof-kit cluster` (database.py)
 STEP_TRACE_COLUMNS = ("Step", "Type", "Index", "Computing", "Communication(Not Overlapped)", "Overlapped",
                       "Communication", "Free", "Stage", "Bubble",
                       "Communication(Not Overlapped and Exclude Receive)", "Preparing")
@@ -90,6 +94,34 @@ def read_step_trace(path: str) -> pd.DataFrame:
     return frame
 
 
+def read_db_hosts(path: str) -> pd.DataFrame:
+    """`hosts` from cluster_analysis.db's RankDeviceMap (with HostInfo's host names); empty when
+    there is no such file or it has no RankDeviceMap (a job without hosts writes none)."""
+    if not os.path.isfile(path):
+        return empty_hosts()
+    try:
+        with contextlib.closing(sqlite3.connect(file_uri(path) + "?mode=ro", uri=True)) as conn:
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "RankDeviceMap" not in tables:
+                return empty_hosts()
+            names = "(SELECT hostName FROM HostInfo h WHERE h.hostUid = m.hostUid)" if "HostInfo" in tables else "''"
+            rows = conn.execute(f"SELECT rankId, deviceId, hostUid, {names}, profilePath FROM RankDeviceMap m "
+                                "ORDER BY rankId, deviceId").fetchall()
+    except sqlite3.Error as e:
+        raise UnreadableFile(f"not a readable cluster_analysis.db ({e})", path=path) from None
+    if not rows:
+        return empty_hosts()
+    hosts = pd.DataFrame(rows, columns=list(HOST_COLUMNS))
+    numbers = hosts[["rankId", "deviceId"]].apply(pd.to_numeric, errors="coerce")
+    bad = (numbers.isna() | (numbers != numbers.round())).any(axis=1)
+    if bad.any():
+        raise UnreadableFile(f"RankDeviceMap row {int(bad.to_numpy().argmax()) + 1}: rankId and deviceId must be "
+                             "integers", path=path)
+    hosts = hosts.astype({"rankId": "int64", "deviceId": "int64"})
+    hosts[["hostUid", "hostName", "profilePath"]] = hosts[["hostUid", "hostName", "profilePath"]].fillna("").astype(str)
+    return hosts
+
+
 def read_hosts(cluster_dir: str) -> Tuple[pd.DataFrame, Dict[str, str]]:
     """`hosts` and `failed` of the rank PROFs below `cluster_dir`, found as the cluster command
     finds them (ranks.find_ranks: msprof-analyze's rules); a PROF that cannot be read is listed in
@@ -109,8 +141,10 @@ def load_text_outputs(folder: str, cluster_dir: Optional[str] = None,
                       rank_matrices: Optional[Mapping[int, str]] = None) -> ClusterResult:
     """A ClusterResult from the four text outputs of `msprof-analyze cluster -m all` in `folder`.
 
-    cluster_dir: `hosts` (and `failed`) from the PROF folders below it, else empty; a PROF's
-    analyze/communication_matrix.json, when it has one, goes into `rank_matrix`.
+    cluster_dir: `hosts` (and `failed`) from the PROF folders below it; without it `hosts` from
+    the RankDeviceMap and HostInfo of a cluster_analysis.db in `folder` (as `msprof-kit cluster`
+    writes it), else empty. A PROF's analyze/communication_matrix.json, when it has one, goes into
+    `rank_matrix`.
     rank_matrices: global rank -> a communication_matrix.json of that rank, for `rank_matrix`."""
     if not any(os.path.exists(os.path.join(folder, name)) for name in TEXT_FILES):
         raise NoData(f"none of {', '.join(TEXT_FILES)} here", path=folder)
@@ -118,7 +152,10 @@ def load_text_outputs(folder: str, cluster_dir: Optional[str] = None,
     communication = _read_json(os.path.join(folder, COMMUNICATION_JSON))
     matrix = _read_json(os.path.join(folder, MATRIX_JSON))
     groups = _read_json(os.path.join(folder, GROUP_JSON))
-    hosts, failed = read_hosts(cluster_dir) if cluster_dir is not None else (empty_hosts(), {})
+    if cluster_dir is not None:
+        hosts, failed = read_hosts(cluster_dir)
+    else:
+        hosts, failed = read_db_hosts(os.path.join(folder, DB_NAME)), {}
     rank_matrix: Dict[int, JsonDict] = {}
     for rank, prof in zip(hosts["rankId"].tolist(), hosts["profilePath"].tolist()):
         own = os.path.join(str(prof), "analyze", "communication_matrix.json")
