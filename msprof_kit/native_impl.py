@@ -34,7 +34,7 @@ import json
 import os
 import struct
 from collections import OrderedDict
-from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from numpy.dtypes import StringDType
@@ -117,6 +117,12 @@ def py_json_table(texts: Sequence[str]) -> Tuple[bytes, bytes]:
     return _text_blob(json.dumps(t, ensure_ascii=False) for t in texts)
 
 
+def py_utf8_table(texts: Sequence[str]) -> Tuple[bytes, bytes]:
+    """The pure-Python twin of `_native.utf8_table`: (blob, int64 offsets bytes) of the texts' UTF-8."""
+    _all_str("utf8_table", texts)
+    return _text_blob(texts)
+
+
 def _table_by(name: str, twin: Callable[[Sequence[str]], Tuple[bytes, bytes]], texts: Sequence[str]) -> TextTable:
     """The TextTable of _native.`name` (or its twin, by the implementation in use) of `texts`."""
     if c_chosen():
@@ -135,6 +141,11 @@ def csv_table(texts: Sequence[str]) -> TextTable:
 def json_table(texts: Sequence[str]) -> TextTable:
     """A TextTable of `texts` as JSON string literals, by the implementation in use."""
     return _table_by("json_table", py_json_table, texts)
+
+
+def utf8_table(texts: Sequence[str]) -> TextTable:
+    """A TextTable of `texts` as they are (UTF-8), by the implementation in use."""
+    return _table_by("utf8_table", py_utf8_table, texts)
 
 
 def py_json_list(texts: Sequence[str]) -> str:
@@ -391,7 +402,8 @@ def py_format_rows(pieces: Sequence[bytes], slots: Sequence[Slot], n: int, sep: 
 # ------------------------------------------------------------------------------------------------
 # sqlite table b-tree leaves (msprof_kit.store.pages writes them into database files)
 
-LEAF_KINDS = b"irnk"  # INT int64, REAL float64, NUMERIC float64, rowid alias (stored as NULL)
+LEAF_KINDS = b"irnkt"  # INT int64, REAL float64, NUMERIC float64, rowid alias (stored as NULL), TEXT
+TextColumn = Tuple[Union[bytes, bytearray, memoryview], np.ndarray]  # 't': UTF-8 bytes, n + 1 int64 offsets
 
 
 def varint(v: int) -> bytes:
@@ -423,10 +435,14 @@ def _int_cell(v: int) -> Tuple[int, bytes]:
     return 6, v.to_bytes(8, "big", signed=True)
 
 
-def _leaf_value(kind: int, column: Optional[np.ndarray], i: int) -> Tuple[int, bytes]:
+def _leaf_value(kind: int, column: Any, i: int) -> Tuple[int, bytes]:
     if kind == ord("k"):
         return 0, b""
     assert column is not None
+    if kind == ord("t"):
+        blob, offsets = column
+        text = bytes(blob[int(offsets[i]):int(offsets[i + 1])])
+        return 13 + 2 * len(text), text
     if kind == ord("i"):
         return _int_cell(int(column[i]))
     r = float(column[i])
@@ -438,22 +454,38 @@ def _leaf_value(kind: int, column: Optional[np.ndarray], i: int) -> Tuple[int, b
     return 7, struct.pack(">d", r)
 
 
-def py_table_leaves(kinds: bytes, columns: Sequence[Optional[np.ndarray]], n: int, page_size: int,
+def py_table_leaves(kinds: bytes, columns: Sequence[Union[None, np.ndarray, TextColumn]], n: int, page_size: int,
                     rowids: Union[int, np.ndarray]) -> Tuple[bytes, bytes]:
     """The pure-Python twin of `_native.table_leaves` (same arguments, same bytes): n rows as sqlite
-    table b-tree leaf pages, and the last rowid of each page as int64 bytes."""
+    table b-tree leaf pages, and the last rowid of each page as int64 bytes. A TEXT column ('t') is
+    a pair (UTF-8 blob, n + 1 int64 offsets); no row may need an overflow page."""
     if len(kinds) != len(columns) or not 1 <= len(kinds) <= 100:
         raise ValueError(f"table_leaves: {len(kinds)} kinds, {len(columns)} columns (1 to 100, one kind each)")
     if n < 0 or page_size < 512 or page_size > 65536 or page_size & (page_size - 1):
         raise ValueError("table_leaves: n must not be negative; page_size a power of two from 512 to 65536")
     if 20 + 10 * len(kinds) > page_size - 43:
         raise ValueError("table_leaves: rows too wide for the page size")
-    cols: List[Optional[np.ndarray]] = []
+    cols: List[Any] = []
+    text_max = 0
     for j, (kind, column) in enumerate(zip(kinds, columns)):
         if kind not in LEAF_KINDS:
-            raise ValueError(f"table_leaves: column {j}: kind {chr(kind)} is not one of i, r, n, k")
+            raise ValueError(f"table_leaves: column {j}: kind {chr(kind)} is not one of i, r, n, k, t")
         if kind == ord("k"):
             cols.append(None)
+            continue
+        if kind == ord("t"):
+            if not isinstance(column, tuple) or len(column) != 2:
+                raise ValueError(f"table_leaves: column {j} must be a pair (blob, offsets)")
+            blob, offsets = column
+            off = np.asarray(offsets)
+            if off.dtype.kind not in "iu" or off.dtype.itemsize != 8 or off.shape != (n + 1,):
+                raise ValueError(f"table_leaves: column {j} must hold {n + 1} int64 offsets")
+            off = off.astype(np.int64)
+            bad = np.flatnonzero((off[:-1] < 0) | (off[1:] < off[:-1]) | (off[1:] > len(blob)))
+            if len(bad):
+                raise ValueError(f"table_leaves: column {j}: text {bad[0]} is not inside the blob")
+            text_max += (int(np.diff(off).max()) if n else 0) + 2
+            cols.append((blob, off))
             continue
         arr = np.asarray(column)
         ok = arr.dtype.kind in "iu" and arr.dtype.itemsize == 8 if kind == ord("i") else arr.dtype == np.float64
@@ -461,6 +493,8 @@ def py_table_leaves(kinds: bytes, columns: Sequence[Optional[np.ndarray]], n: in
             raise ValueError(f"table_leaves: column {j} must hold {n} "
                              f"{'int64' if kind == ord('i') else 'float64'} values")
         cols.append(arr)
+    if 22 + 10 * len(kinds) + text_max > page_size - 35 - 8:
+        raise ValueError("table_leaves: a row's texts are too long for the page size")
     if isinstance(rowids, (int, np.integer)):
         keys_of = [int(rowids) + i for i in range(n)]
     else:
@@ -490,7 +524,9 @@ def py_table_leaves(kinds: bytes, columns: Sequence[Optional[np.ndarray]], n: in
 
     for i in range(n):
         values = [_leaf_value(kind, col, i) for kind, col in zip(kinds, cols)]
-        record = bytes([1 + len(values)] + [s for s, _ in values]) + b"".join(b for _, b in values)
+        types = b"".join(varint(s) for s, _ in values)
+        header = len(types) + 1 if len(types) + 1 < 128 else len(types) + 2  # (counting its own varint)
+        record = varint(header) + types + b"".join(b for _, b in values)
         cell = varint(len(record)) + varint(keys_of[i]) + record
         if not pages and not cells or used + 2 + len(cell) > page_size:
             if cells:
@@ -564,7 +600,7 @@ def format_rows(pieces: Sequence[bytes], slots: Sequence[Slot], n: int, sep: byt
     return _format(pieces, slots, n, sep)
 
 
-def table_leaves(kinds: bytes, columns: Sequence[Optional[np.ndarray]], n: int, page_size: int,
+def table_leaves(kinds: bytes, columns: Sequence[Union[None, np.ndarray, TextColumn]], n: int, page_size: int,
                  rowids: Union[int, np.ndarray]) -> Tuple[bytes, bytes]:
     """sqlite table b-tree leaf pages of n rows (see `py_table_leaves`), by the implementation in use."""
     if _current == "c":

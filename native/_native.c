@@ -707,8 +707,10 @@ static PyObject *float_repr(PyObject *self, PyObject *arg)
  * bytes, one letter a column: 'i' INT (int64 values), 'r' REAL (float64), 'n' NUMERIC (float64:
  * a whole number within int64 is stored as an integer, as sqlite's NUMERIC affinity does), 'k'
  * the rowid alias of an INTEGER PRIMARY KEY (stored as NULL; its buffer is not read, pass None).
- * A NaN REAL or NUMERIC is NULL. rowids is the first rowid (the rows get consecutive ones) or an
- * int64 buffer of n strictly increasing rowids. Returns the pages (a multiple of page_size bytes)
+ * A NaN REAL or NUMERIC is NULL. 't' TEXT: the column is a pair (blob, offsets), UTF-8 bytes and
+ * n + 1 int64 offsets, text i being blob[offsets[i]:offsets[i + 1]]; a row must fit in a page
+ * without overflow pages (its payload at most page_size - 35 bytes). rowids is the first rowid (the
+ * rows get consecutive ones) or an int64 buffer of n strictly increasing rowids. Returns the pages (a multiple of page_size bytes)
  * and, as int64 bytes, the last rowid of each page: the keys of the interior pages above them.
  * Leaf pages hold no page numbers, so they can be placed anywhere in a file.
  */
@@ -772,8 +774,19 @@ static unsigned char *put_be(unsigned char *p, uint64_t v, int size)
 
 typedef struct {
     char kind;
-    const void *values;
+    const void *values;           /* 'i', 'r', 'n': n values; 't': the texts' UTF-8 bytes */
+    const int64_t *offsets;       /* 't': n + 1 offsets into values */
 } LeafColumn;
+
+static int varint_len(uint64_t v)
+{
+    int n = 1;
+    if (v > 0x00ffffffffffffffULL)
+        return 9;
+    while (v >>= 7)
+        n++;
+    return n;
+}
 
 /* Column j of row i as (serial type, integer bits): reals as their IEEE bits. */
 static int cell_value(const LeafColumn *c, Py_ssize_t i, uint64_t *bits)
@@ -783,6 +796,9 @@ static int cell_value(const LeafColumn *c, Py_ssize_t i, uint64_t *bits)
     switch (c->kind) {
     case 'k':
         return 0;
+    case 't':
+        *bits = (uint64_t)(c->offsets[i + 1] - c->offsets[i]);  /* the text's length */
+        return 13 + 2 * (int)*bits;
     case 'i':
         v = ((const int64_t *)c->values)[i];
         *bits = (uint64_t)v;
@@ -803,36 +819,34 @@ static int cell_value(const LeafColumn *c, Py_ssize_t i, uint64_t *bits)
     }
 }
 
+/* The body size of serial type s (texts: their length). */
+static size_t serial_size(int s)
+{
+    return s >= 13 ? (size_t)(s - 13) / 2 : (size_t)SERIAL_SIZE[s];
+}
+
 /* Packs the rows into out (room for every page); returns the number of pages. */
 static Py_ssize_t pack_leaves(const LeafColumn *cols, int k, Py_ssize_t n, size_t page, int64_t first,
                               const int64_t *rowids, unsigned char *out, int64_t *keys)
 {
     int serial[MAX_LEAF_COLUMNS];
     uint64_t bits[MAX_LEAF_COLUMNS];
-    unsigned char cell[32 + MAX_LEAF_COLUMNS * 10];
     Py_ssize_t pages = 0;
     unsigned char *pg = NULL;
     size_t top = 0;  /* start of the cell content area */
     int cells = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t rowid = rowids ? rowids[i] : first + i;
-        size_t body = 0;
+        size_t body = 0, types = 0;
         for (int j = 0; j < k; j++) {
             serial[j] = cell_value(&cols[j], i, &bits[j]);
-            body += (size_t)SERIAL_SIZE[serial[j]];
+            body += serial_size(serial[j]);
+            types += (size_t)varint_len((uint64_t)serial[j]);
         }
-        size_t payload = (size_t)(1 + k) + body;  /* header: its size and one byte a serial type */
-        unsigned char *p = put_varint(cell, payload);
-        p = put_varint(p, (uint64_t)rowid);
-        *p++ = (unsigned char)(1 + k);
-        for (int j = 0; j < k; j++)
-            *p++ = (unsigned char)serial[j];
-        for (int j = 0; j < k; j++) {
-            int s = serial[j];
-            if (SERIAL_SIZE[s])
-                p = put_be(p, bits[j], SERIAL_SIZE[s]);
-        }
-        size_t size = (size_t)(p - cell);
+        /* the header: its own size (a varint that counts itself) and the serial types */
+        size_t header = types + 1 < 128 ? types + 1 : types + 2;
+        size_t payload = header + body;
+        size_t size = (size_t)varint_len(payload) + (size_t)varint_len((uint64_t)rowid) + payload;
         if (pg == NULL || 8 + 2 * (size_t)(cells + 1) + size > top) {
             if (pg != NULL) {
                 put_be(pg + 3, (uint64_t)cells, 2);
@@ -846,7 +860,20 @@ static Py_ssize_t pack_leaves(const LeafColumn *cols, int k, Py_ssize_t n, size_
             pages++;
         }
         top -= size;
-        memcpy(pg + top, cell, size);
+        unsigned char *p = put_varint(pg + top, payload);
+        p = put_varint(p, (uint64_t)rowid);
+        p = put_varint(p, header);
+        for (int j = 0; j < k; j++)
+            p = put_varint(p, (uint64_t)serial[j]);
+        for (int j = 0; j < k; j++) {
+            int s = serial[j];
+            if (s >= 13) {
+                memcpy(p, (const unsigned char *)cols[j].values + cols[j].offsets[i], (size_t)bits[j]);
+                p += bits[j];
+            } else if (SERIAL_SIZE[s]) {
+                p = put_be(p, bits[j], SERIAL_SIZE[s]);
+            }
+        }
         put_be(pg + 8 + 2 * (size_t)cells, (uint64_t)top, 2);
         cells++;
         keys[pages - 1] = rowid;
@@ -861,12 +888,13 @@ static Py_ssize_t pack_leaves(const LeafColumn *cols, int k, Py_ssize_t n, size_
 static PyObject *table_leaves(PyObject *self, PyObject *args)
 {
     PyObject *columns_obj, *rowids_obj, *seq = NULL, *pages = NULL, *keys = NULL, *result = NULL;
-    Py_buffer kinds, views[MAX_LEAF_COLUMNS + 1];
+    Py_buffer kinds, views[2 * MAX_LEAF_COLUMNS + 1];
     int held = 0;
     Py_ssize_t n, page;
     LeafColumn cols[MAX_LEAF_COLUMNS];
     const int64_t *rowids = NULL;
     long long first = 0;
+    size_t text_max = 0, text_total = 0;  /* the texts' longest row and all rows, with their serial types */
     (void)self;
 
     if (!PyArg_ParseTuple(args, "y*OnnO:table_leaves", &kinds, &columns_obj, &n, &page, &rowids_obj))
@@ -895,11 +923,43 @@ static PyObject *table_leaves(PyObject *self, PyObject *args)
         PyObject *col = PySequence_Fast_GET_ITEM(seq, j);
         cols[j].kind = kind;
         cols[j].values = NULL;
+        cols[j].offsets = NULL;
         if (kind == 'k')
             continue;
-        if (kind != 'i' && kind != 'r' && kind != 'n') {
-            PyErr_Format(PyExc_ValueError, "table_leaves: column %zd: kind %c is not one of i, r, n, k", j, kind);
+        if (kind != 'i' && kind != 'r' && kind != 'n' && kind != 't') {
+            PyErr_Format(PyExc_ValueError, "table_leaves: column %zd: kind %c is not one of i, r, n, k, t", j, kind);
             goto done;
+        }
+        if (kind == 't') {
+            if (!PyTuple_Check(col) || PyTuple_GET_SIZE(col) != 2) {
+                PyErr_Format(PyExc_ValueError, "table_leaves: column %zd must be a pair (blob, offsets)", j);
+                goto done;
+            }
+            if (PyObject_GetBuffer(PyTuple_GET_ITEM(col, 0), &views[held], PyBUF_C_CONTIGUOUS) < 0)
+                goto done;
+            Py_buffer *blob = &views[held++];
+            if (PyObject_GetBuffer(PyTuple_GET_ITEM(col, 1), &views[held], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+                goto done;
+            Py_buffer *off = &views[held++];
+            if (!is_int_code(code_of(off)) || off->itemsize != 8 || off->len != (n + 1) * 8) {
+                PyErr_Format(PyExc_ValueError, "table_leaves: column %zd must hold %zd int64 offsets", j, n + 1);
+                goto done;
+            }
+            const int64_t *o = off->buf;
+            int64_t longest = 0;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (o[i] < 0 || o[i + 1] < o[i] || o[i + 1] > (int64_t)blob->len) {
+                    PyErr_Format(PyExc_ValueError, "table_leaves: column %zd: text %zd is not inside the blob", j, i);
+                    goto done;
+                }
+                if (o[i + 1] - o[i] > longest)
+                    longest = o[i + 1] - o[i];
+            }
+            cols[j].values = blob->buf;
+            cols[j].offsets = o;
+            text_max += (size_t)longest + 2;  /* its bytes, and a serial type up to 3 bytes long */
+            text_total += n ? (size_t)(o[n] - o[0]) + 2 * (size_t)n : 0;
+            continue;
         }
         if (PyObject_GetBuffer(col, &views[held], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
             goto done;
@@ -938,9 +998,14 @@ static PyObject *table_leaves(PyObject *self, PyObject *args)
             }
         }
     }
+    /* a row's payload stays local (no overflow pages): at most page - 35 bytes */
+    size_t cell_max = 22 + 10 * (size_t)k + text_max;
+    if (cell_max > (size_t)page - 35 - 8) {
+        PyErr_SetString(PyExc_ValueError, "table_leaves: a row's texts are too long for the page size");
+        goto done;
+    }
     /* at most one page a row, and never more than the cells' total size needs */
-    size_t cell_max = 20 + 10 * (size_t)k;
-    size_t bound = n ? (size_t)n * (cell_max + 2) / (size_t)(page - 8 - (Py_ssize_t)cell_max - 2) + 1 : 0;
+    size_t bound = n ? ((size_t)n * (22 + 10 * (size_t)k + 2) + text_total) / ((size_t)page - 8 - cell_max - 2) + 1 : 0;
     if (bound > (size_t)n)
         bound = (size_t)n;
     pages = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(bound * (size_t)page));
@@ -969,7 +1034,8 @@ static PyMethodDef METHODS[] = {
     {"format_rows", format_rows, METH_VARARGS,
      "format_rows(pieces, slots, n, sep) -> bytes: n rows of literal pieces and typed slots, joined by sep."},
     {"table_leaves", table_leaves, METH_VARARGS,
-     "table_leaves(kinds, columns, n, page_size, rowids) -> (pages, keys): sqlite table b-tree leaf pages."},
+     "table_leaves(kinds, columns, n, page_size, rowids) -> (pages, keys): sqlite table b-tree leaf pages "
+     "(texts: a (blob, offsets) pair a column)."},
     {"tensor_texts", tensor_texts, METH_VARARGS,
      "tensor_texts(payload, order, starts, dtypes, formats) -> (blob, offsets, hashes): the six tensor texts "
      "of each op of tensor_info records (native/tensor_texts.c)."},
@@ -980,6 +1046,8 @@ static PyMethodDef METHODS[] = {
     {"json_table", json_table, METH_VARARGS,
      "json_table(texts) -> (blob, offsets): the texts as JSON string literals (json.dumps, ensure_ascii=False), UTF-8, "
      "with int64 offsets."},
+    {"utf8_table", utf8_table, METH_VARARGS,
+     "utf8_table(texts) -> (blob, offsets): the texts' UTF-8 one after the other, with int64 offsets."},
     {"json_list", json_list, METH_VARARGS,
      "json_list(texts) -> str: the list of texts as json.dumps(list(texts), ensure_ascii=False) writes it."},
     {"decode_spans", decode_spans, METH_VARARGS,

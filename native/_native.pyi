@@ -15,10 +15,11 @@ def float_repr(x: float, /) -> str:
     """repr(float(x)), as format_rows prints a FLOAT slot."""
     ...
 
-def table_leaves(kinds: bytes, columns: Sequence[Optional[np.ndarray]], n: int, page_size: int,
-                 rowids: Union[int, np.ndarray], /) -> Tuple[bytes, bytes]:
+def table_leaves(kinds: bytes, columns: Sequence[Union[None, np.ndarray, Tuple[Union[bytes, bytearray, memoryview], np.ndarray]]],
+                 n: int, page_size: int, rowids: Union[int, np.ndarray], /) -> Tuple[bytes, bytes]:
     """n rows as sqlite table b-tree leaf pages (kinds: b'i' int64, b'r' REAL, b'n' NUMERIC, b'k'
-    the rowid alias); returns (pages, int64 bytes of each page's last rowid)."""
+    the rowid alias, b't' TEXT as a (UTF-8 blob, n + 1 int64 offsets) pair); returns (pages, int64
+    bytes of each page's last rowid)."""
     ...
 
 def tensor_texts(payload: np.ndarray, order: np.ndarray, starts: np.ndarray, dtypes: Tuple[bytes, np.ndarray],
@@ -47,6 +48,10 @@ def csv_table(texts: Sequence[str], /) -> Tuple[bytes, bytes]:
 
 def json_table(texts: Sequence[str], /) -> Tuple[bytes, bytes]:
     """The texts as JSON string literals (as json.dumps with ensure_ascii=False), UTF-8 one after the other; int64 offsets."""
+    ...
+
+def utf8_table(texts: Sequence[str], /) -> Tuple[bytes, bytes]:
+    """The texts' UTF-8 one after the other; int64 offsets."""
     ...
 
 def json_list(texts: Sequence[str], /) -> str:

@@ -279,6 +279,9 @@ no_starts:
  * everything else as it is). Twin: native_impl.py_json_table (the timeline's texts of a million
  * distinct op names).
  *
+ * utf8_table(texts) -> (blob, offsets): each text's UTF-8 as it is (sqlite TEXT values packed into
+ * pages, store/pages.py). Twin: native_impl.py_utf8_table.
+ *
  * json_list(texts) -> str: the list as json.dumps(list(texts), ensure_ascii=False) writes it ("[",
  * the literals joined by ", ", "]"). Twin: native_impl.py_json_list (the labels of a store's text
  * columns, store/spilled.py).
@@ -321,6 +324,18 @@ static char *csv_write(char *out, const unsigned char *p, Py_ssize_t n)
     }
     *out++ = '"';
     return out;
+}
+
+static Py_ssize_t plain_size(const unsigned char *p, Py_ssize_t n)
+{
+    (void)p;
+    return n;
+}
+
+static char *plain_write(char *out, const unsigned char *p, Py_ssize_t n)
+{
+    memcpy(out, p, (size_t)n);
+    return out + n;
 }
 
 static Py_ssize_t json_size(const unsigned char *p, Py_ssize_t n)
@@ -440,6 +455,12 @@ PyObject *json_table(PyObject *self, PyObject *args)
 {
     (void)self;
     return text_blob(args, "json_table", json_size, json_write);
+}
+
+PyObject *utf8_table(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return text_blob(args, "utf8_table", plain_size, plain_write);
 }
 
 PyObject *json_list(PyObject *self, PyObject *args)

@@ -11,6 +11,7 @@ PyObject *gather_spans(PyObject *self, PyObject *args);
 PyObject *spans_equal(PyObject *self, PyObject *args);
 PyObject *csv_table(PyObject *self, PyObject *args);
 PyObject *json_table(PyObject *self, PyObject *args);
+PyObject *utf8_table(PyObject *self, PyObject *args);
 PyObject *json_list(PyObject *self, PyObject *args);
 
 #endif

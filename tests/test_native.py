@@ -441,6 +441,21 @@ def test_json_table_twins_agree_and_write_json_string_literals():
     _both_refuse_bad_texts(native_impl._native.json_table, native_impl.py_json_table)
 
 
+def test_utf8_table_twins_agree_and_keep_the_texts_as_they_are():
+    """_native.utf8_table and py_utf8_table: each text's UTF-8 unchanged (NUL, controls, non-ASCII,
+    long), the same bytes and offsets; a non-str item and a lone surrogate refused alike."""
+    rng = np.random.default_rng(11)
+    alphabet = [chr(c) for c in range(0x20)] + list('"\\, a\x7fé中😀')
+    texts = ["", "\x00", "plain", "a" * 100_000] + ["".join(rng.choice(alphabet, int(rng.integers(0, 12))))
+                                                     for _ in range(3000)]
+    blob, offsets = native_impl._native.utf8_table(texts)
+    assert (blob, offsets) == native_impl.py_utf8_table(texts)
+    off = np.frombuffer(offsets, np.int64).tolist()
+    assert [blob[a:b].decode("utf-8") for a, b in zip(off, off[1:])] == texts
+    assert native_impl._native.utf8_table([]) == native_impl.py_utf8_table([]) == (b"", np.zeros(1, np.int64).tobytes())
+    _both_refuse_bad_texts(native_impl._native.utf8_table, native_impl.py_utf8_table)
+
+
 def test_json_list_twins_agree_and_write_json_dumps_of_the_list():
     """_native.json_list and py_json_list: json.dumps(list, ensure_ascii=False) of awkward texts (a
     stored text column's labels); a non-str item and a lone surrogate refused alike."""
