@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from typing import BinaryIO, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -42,13 +42,22 @@ def enabled() -> bool:
     return native_impl.current() == "c"
 
 
-def column_kinds(types: Sequence[str], arrays: Sequence[np.ndarray]) -> Optional[bytes]:
+def _text_affinity(decl: str) -> bool:
+    """Whether sqlite gives a column so declared TEXT affinity (its rules: INT first, then CHAR,
+    CLOB or TEXT), under which a str is stored as it is."""
+    return "INT" not in decl and any(word in decl for word in ("CHAR", "CLOB", "TEXT"))
+
+
+def column_kinds(types: Sequence[str], arrays: Sequence[np.ndarray], texts: bool = False) -> Optional[bytes]:
     """The packer's kind of each column (declared type, values), or None when a column is not a
-    plain number array (texts, objects, nullable integers): such tables go through sqlite."""
+    plain number array (objects, nullable integers) nor, with `texts`, an object array in a column of
+    TEXT affinity ('t': `text_columns` packs those or says no): such tables go through sqlite."""
     kinds = bytearray()
     for decl, arr in zip(types, arrays):
         decl = decl.upper()
-        if "PRIMARY KEY" in decl:
+        if texts and arr.dtype == object and _text_affinity(decl):
+            kinds += b"t"
+        elif "PRIMARY KEY" in decl:
             if arr.dtype.kind not in "iu":
                 return None
             kinds += b"k"
@@ -64,12 +73,45 @@ def column_kinds(types: Sequence[str], arrays: Sequence[np.ndarray]) -> Optional
     return bytes(kinds)
 
 
-def _as_packed(kind: int, arr: np.ndarray) -> Optional[np.ndarray]:
+def text_column(values: np.ndarray, longest: int) -> Optional[native_impl.TextColumn]:
+    """Texts as the packer takes them, (UTF-8 blob, n + 1 int64 offsets); None when a value is not a
+    str or not encodable (sqlite then says what it says of it), or longer than `longest` bytes."""
+    if not len(values) or pd.api.types.infer_dtype(values, skipna=False) != "string":
+        return None
+    try:
+        table = native_impl.utf8_table(values.tolist())
+    except UnicodeEncodeError:
+        return None
+    if np.diff(table.offsets).max() > longest:
+        return None
+    return table.blob, table.offsets
+
+
+def text_columns(kinds: bytes, arrays: Sequence[np.ndarray]) -> Optional[List[Any]]:
+    """`arrays` with each 't' column as a `text_column`, or None when one of them cannot be one (the
+    table then goes through sqlite). A row's texts share what a cell may hold in a page without
+    overflow pages."""
+    wanted = [j for j, kind in enumerate(kinds) if kind == ord("t")]
+    longest = (PAGE_SIZE - 35 - 8 - 22 - 10 * len(kinds)) // max(len(wanted), 1) - 2
+    out: List[Any] = list(arrays)
+    for j in wanted:
+        column = text_column(np.asarray(arrays[j]), longest)
+        if column is None:
+            return None
+        out[j] = column
+    return out
+
+
+def _as_packed(kind: int, column: Any, lo: int, hi: int) -> Any:
+    """Rows lo:hi of a column, as the packer takes them."""
     if kind == ord("k"):
         return None
+    if kind == ord("t"):
+        blob, offsets = column
+        return blob, offsets[lo:hi + 1]
     if kind == ord("i"):
-        return np.ascontiguousarray(arr, dtype=np.int64)
-    return np.ascontiguousarray(arr, dtype=np.float64)
+        return np.ascontiguousarray(column[lo:hi], dtype=np.int64)
+    return np.ascontiguousarray(column[lo:hi], dtype=np.float64)
 
 
 class Appender:
@@ -116,8 +158,9 @@ class Appender:
         self.count += n
         return numbers
 
-    def add(self, kinds: bytes, arrays: Sequence[np.ndarray], n: int) -> None:
-        """Append n rows, CHUNK_ROWS at a time: one array a column, in the order of `kinds`. The
+    def add(self, kinds: bytes, arrays: Sequence[Any], n: int) -> None:
+        """Append n rows, CHUNK_ROWS at a time: one array a column (a `text_column` for 't'), in the
+        order of `kinds`. The
         values of the 'k' column (INTEGER PRIMARY KEY) are the rowids, strictly increasing across
         calls; a table without one numbers its rows on from the last call."""
         key = next((np.asarray(a, dtype=np.int64) for k, a in zip(kinds, arrays) if k == ord("k")), None)
@@ -133,7 +176,7 @@ class Appender:
                     raise StoreError(f"cannot write table {self.table}: rowid {rowids[0]} does not follow "
                                      f"{self.last_rowid}", path=self.db_path)
                 ids, last = rowids, int(rowids[-1])
-            cols = [_as_packed(k, a[lo:hi]) for k, a in zip(kinds, arrays)]  # a chunk converted at a time
+            cols = [_as_packed(k, a, lo, hi) for k, a in zip(kinds, arrays)]  # a chunk converted at a time
             try:
                 leaves, keys = native_impl.table_leaves(kinds, cols, hi - lo, PAGE_SIZE, ids)
             except ValueError as exc:  # rowids out of order: an INTEGER PRIMARY KEY repeated

@@ -264,11 +264,12 @@ class TableWriter:
         if table in schema.COLUMNAR:
             self._put_columns(table, encode_columns(table, frame))
             return
-        frame, cols, kinds = self._rows_of(table, frame)
+        frame, cols, kinds = self._rows_of(table, frame, texts=True)
+        arrays = pages.text_columns(kinds, [np.asarray(frame[c[0]]) for c in cols]) if kinds else None
         self.create(table, cols)
-        if kinds:
+        if kinds and arrays is not None:
             with self.pages_of(table) as out:
-                out.add_frame(frame, [c[0] for c in cols], kinds)
+                out.add(kinds, arrays, len(frame))
         else:
             insert_frame(self.conn, table, cols, frame)
         self.index(table)
@@ -321,16 +322,18 @@ class TableWriter:
             values = frame[name]
             col.add(values.to_numpy() if isinstance(values, pd.Series) else values)
 
-    def _rows_of(self, table: str, frame: Table) -> Tuple[pd.DataFrame, Sequence[schema.Column], Optional[bytes]]:
+    def _rows_of(self, table: str, frame: Table,
+                 texts: bool = False) -> Tuple[pd.DataFrame, Sequence[schema.Column], Optional[bytes]]:
         """(the rows as a frame, the table's columns, the packer's column kinds or None when the
-        rows go through sqlite)."""
+        rows go through sqlite). `texts`: TEXT columns may be packed too (a whole table only: the
+        parts of a table must all take the kinds of its first)."""
         if isinstance(frame, dict):
             frame = pd.DataFrame(frame)
         cols = schema.ALL_TABLES[table]
         missing = [c[0] for c in cols if c[0] not in frame.columns]
         if missing:
             raise StoreError(f"internal: table {table} lacks columns {missing}", path=self.path)
-        kinds = pages.column_kinds([c[1] for c in cols], [np.asarray(frame[c[0]]) for c in cols]) \
+        kinds = pages.column_kinds([c[1] for c in cols], [np.asarray(frame[c[0]]) for c in cols], texts) \
             if self.paged else None
         return frame, cols, kinds
 
