@@ -263,8 +263,11 @@ def test_rule_without_model_loads():
     assert r.keep(np.array([10, 2000]), np.array([999, 2001]), np.array([1, 1])).tolist() == [False, True]
 
 
-def test_rule_from_sqlite_equals_rule_from_mirror(tmp_path, capsys, chip):
-    """A store read through sqlite (no column mirror) gives the same rule."""
+@pytest.mark.parametrize("scan_rows", [1 << 20, 1])
+def test_rule_from_sqlite_equals_rule_from_mirror(tmp_path, capsys, chip, monkeypatch, scan_rows):
+    """A store read through sqlite (no column mirror) gives the same rule; so does the mirror read
+    a few rows at a time (SCAN_ROWS: a 10M-task store's 29M APIs are never read whole)."""
+    monkeypatch.setattr(before_start, "SCAN_ROWS", scan_rows)
     prof = write_input(str(tmp_path), chip)
     code, _, err = run(["import", "-dir", prof], capsys)
     assert code == 0, err
@@ -275,8 +278,40 @@ def test_rule_from_sqlite_equals_rule_from_mirror(tmp_path, capsys, chip):
             by_sql = before_start.api_rule(conn, flavour)
             by_mirror = before_start.api_rule(conn, flavour, store.StoredColumns(conn, "CANN_API"))
             assert by_sql is not None and by_mirror is not None and len(by_sql.load_tid) == 1
+            assert (by_sql.load_tid.tolist(), by_sql.load_start.tolist(), by_sql.load_reach.tolist()) == \
+                (by_mirror.load_tid.tolist(), by_mirror.load_start.tolist(), by_mirror.load_reach.tolist())
             args = (api["startNs"].to_numpy(), api["endNs"].to_numpy(), api["globalTid"].to_numpy())
             assert by_sql.keep(*args).tolist() == by_mirror.keep(*args).tolist()
             assert int(by_sql.keep(*args).sum()) == (48 if flavour == "cpp" else 46)
     finally:
         conn.close()
+
+
+class _Mirror:
+    """A column-wise CANN_API in memory, read by row range as StoredColumns is."""
+
+    def __init__(self, **columns: list) -> None:
+        self.columns = {k: np.asarray(v, dtype=np.int64) for k, v in columns.items()}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.columns
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values())))
+
+    def read(self, name: str, lo: int = 0, hi=None) -> np.ndarray:
+        return self.columns[name][lo:hi]
+
+    def take(self, name: str, rows: np.ndarray) -> np.ndarray:
+        return self.columns[name][rows]
+
+
+@pytest.mark.parametrize("scan_rows", [2, 3, 100])
+def test_mirror_scans_find_what_a_whole_read_finds(monkeypatch, scan_rows):
+    """The least end and the ModelLoad rows, read SCAN_ROWS rows at a time, wherever they lie."""
+    monkeypatch.setattr(before_start, "SCAN_ROWS", scan_rows)
+    mirror = _Mirror(endNs=[50, 40, 60, 7, 90, 80, 30], name=[1, 2, 9, 2, 9, 9, 1],
+                     type=[5000, 5000, 15000, 5000, 20000, 15000, 5000])
+    assert before_start._earliest(mirror, "endNs") == 7
+    assert before_start._model_loads(mirror, 9).tolist() == [2, 5]
+    assert before_start._earliest(_Mirror(endNs=[]), "endNs") is None

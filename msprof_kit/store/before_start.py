@@ -27,14 +27,38 @@ LEVEL_ACL = 20000
 MODEL_LOAD = "ModelLoad"  # the struct type name of the GE model load event pair (level 15000)
 
 
+SCAN_ROWS = 1 << 20  # rows of CANN_API's mirror read at a time (a 10M-task store has 29M APIs)
+
+
 class Columns(Protocol):
     """A column-wise copy of CANN_API (columns.StoredColumns)."""
 
     def __contains__(self, name: str) -> bool: ...
 
-    def read(self, name: str) -> np.ndarray: ...
+    def __len__(self) -> int: ...
+
+    def read(self, name: str, lo: int = 0, hi: Optional[int] = None) -> np.ndarray: ...
 
     def take(self, name: str, rows: np.ndarray) -> np.ndarray: ...
+
+
+def _earliest(mirror: Columns, column: str) -> Optional[int]:
+    """The least value of a mirror column (None when it has no rows), read SCAN_ROWS at a time."""
+    least: Optional[int] = None
+    for lo in range(0, len(mirror), SCAN_ROWS):
+        part = int(mirror.read(column, lo, min(len(mirror), lo + SCAN_ROWS)).min())
+        least = part if least is None else min(least, part)
+    return least
+
+
+def _model_loads(mirror: Columns, load_id: int) -> np.ndarray:
+    """The rows of the ModelLoads that are not ACL-level APIs, read SCAN_ROWS at a time."""
+    rows = []
+    for lo in range(0, len(mirror), SCAN_ROWS):
+        hi = min(len(mirror), lo + SCAN_ROWS)
+        rows.append(lo + np.flatnonzero((mirror.read("name", lo, hi) == load_id)
+                                        & (mirror.read("type", lo, hi) != LEVEL_ACL)))
+    return np.concatenate(rows) if rows else np.zeros(0, np.int64)
 
 
 @dataclass(frozen=True)
@@ -102,13 +126,13 @@ def api_rule(conn: sqlite3.Connection, flavour: str, mirror: Optional[Columns] =
     by_end = flavour == "cpp"
     column = "endNs" if by_end else "startNs"
     if mirror is not None and all(c in mirror for c in ("startNs", "endNs", "globalTid", "name", "type")):
-        judged = mirror.read(column)
-        if not len(judged) or int(judged.min()) >= begin:
+        earliest = _earliest(mirror, column)
+        if earliest is None or earliest >= begin:
             return None
         load_id = _string_id(conn, MODEL_LOAD)
         rows: np.ndarray = np.zeros(0, np.int64)
         if load_id is not None:
-            rows = np.flatnonzero((mirror.read("name") == load_id) & (mirror.read("type") != LEVEL_ACL))
+            rows = _model_loads(mirror, load_id)
         loads = pd.DataFrame({"tid": mirror.take("globalTid", rows).astype(np.int64),
                               "start": mirror.take("startNs", rows).astype(np.int64),
                               "end": mirror.take("endNs", rows).astype(np.int64)})
