@@ -26,7 +26,7 @@ EVENT_PAIR_APIS = ("ModelLoad", "ModelExecute")
 API_HEADER = ("Device_id", "Level", "API Name", "Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)", "Variance")
 
 
-API_BLOCK = 1 << 22  # CANN_API rows read at a time
+API_BLOCK = 1 << 20  # CANN_API rows read at a time
 
 
 def _api_blocks(ctx: ExportContext, strings: np.ndarray) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
