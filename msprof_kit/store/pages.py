@@ -76,11 +76,11 @@ def column_kinds(types: Sequence[str], arrays: Sequence[np.ndarray], texts: bool
 def text_column(values: np.ndarray, longest: int) -> Optional[native_impl.TextColumn]:
     """Texts as the packer takes them, (UTF-8 blob, n + 1 int64 offsets); None when a value is not a
     str or not encodable (sqlite then says what it says of it), or longer than `longest` bytes."""
-    if not len(values) or pd.api.types.infer_dtype(values, skipna=False) != "string":
+    if not len(values):
         return None
     try:
         table = native_impl.utf8_table(values.tolist())
-    except UnicodeEncodeError:
+    except (TypeError, UnicodeEncodeError):  # (utf8_table's refusal of a non-str and of a lone surrogate)
         return None
     if np.diff(table.offsets).max() > longest:
         return None
@@ -160,9 +160,8 @@ class Appender:
 
     def add(self, kinds: bytes, arrays: Sequence[Any], n: int) -> None:
         """Append n rows, CHUNK_ROWS at a time: one array a column (a `text_column` for 't'), in the
-        order of `kinds`. The
-        values of the 'k' column (INTEGER PRIMARY KEY) are the rowids, strictly increasing across
-        calls; a table without one numbers its rows on from the last call."""
+        order of `kinds`. The values of the 'k' column (INTEGER PRIMARY KEY) are the rowids, strictly
+        increasing across calls; a table without one numbers its rows on from the last call."""
         key = next((np.asarray(a, dtype=np.int64) for k, a in zip(kinds, arrays) if k == ord("k")), None)
         for lo in range(0, n, CHUNK_ROWS):
             hi = min(n, lo + CHUNK_ROWS)
